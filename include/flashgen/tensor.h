@@ -1,0 +1,68 @@
+// Host tensors: a dtype, extents, strides (in elements) and owned storage in the dtype's own
+// encoding (f32 as float, bf16/f16 as uint16 bits, f8 as uint8 bits, bool as uint8).
+// Element access goes through double, with rounding to the dtype (round to nearest even).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flashgen/ir.h"
+
+namespace flashgen {
+
+// Scalar conversions between double and the storage encodings (round to nearest even;
+// f8e4m3 saturates to its max finite ±448 and has no inf; f8e5m2 keeps inf).
+uint16_t f32_to_bf16_bits(float x);
+float bf16_bits_to_f32(uint16_t b);
+uint16_t f32_to_f16_bits(float x);
+float f16_bits_to_f32(uint16_t b);
+uint8_t double_to_f8e4m3_bits(double x);
+double f8e4m3_bits_to_double(uint8_t b);
+uint8_t double_to_f8e5m2_bits(double x);
+double f8e5m2_bits_to_double(uint8_t b);
+// Rounds x to the nearest value representable in t (floats), or checks/casts for integers.
+double round_to_dtype(double x, DType t);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Contiguous row-major tensor filled with zeros.
+  Tensor(DType dtype, std::vector<int64_t> shape);
+
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  const std::vector<int64_t>& strides() const { return strides_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t numel() const;
+  bool is_contiguous() const;
+
+  // Element access by flat row-major position (0..numel) or by multi-index.
+  double get(int64_t flat) const;
+  void set(int64_t flat, double v);  // rounds to dtype
+  double at(const std::vector<int64_t>& idx) const;
+  void set_at(const std::vector<int64_t>& idx, double v);
+
+  // Raw storage (contiguous tensors: numel * dtype_bytes bytes).
+  void* data() { return storage_ ? storage_->data() : nullptr; }
+  const void* data() const { return storage_ ? storage_->data() : nullptr; }
+  size_t nbytes() const { return storage_ ? storage_->size() : 0; }
+
+  // A view with permuted or otherwise strided layout over the same storage.
+  Tensor with_strides(std::vector<int64_t> shape, std::vector<int64_t> strides) const;
+  // A contiguous copy converted to `t` (rounding as round_to_dtype).
+  Tensor to(DType t) const;
+  Tensor contiguous() const { return to(dtype_); }
+
+ private:
+  int64_t offset_of(int64_t flat) const;
+  DType dtype_ = DType::f32;
+  std::vector<int64_t> shape_, strides_;
+  std::shared_ptr<std::vector<uint8_t>> storage_;
+};
+
+using TensorMap = std::map<std::string, Tensor>;
+
+}  // namespace flashgen

@@ -1,0 +1,172 @@
+// Shared test helpers (see support.h).
+#include "support/support.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace flashgen::testing {
+
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string templ = std::string(base && *base ? base : "/tmp") + "/flashgen-test-XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed for " + templ);
+  path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv, const std::string& cwd,
+                          int timeout_s) {
+  if (argv.empty()) throw std::invalid_argument("run_process: empty argv");
+  // The child's stdout and stderr go to files (no pipe can fill up and block it).
+  TempDir capture;
+  const std::string out_path = capture.file("stdout"), err_path = capture.file("stderr");
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    int in = open("/dev/null", O_RDONLY);
+    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0 || err < 0) _exit(126);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(err, 2);
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  ProcessResult r;
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  for (;;) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0) throw std::runtime_error("waitpid failed");
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status)) r.exit_code = 128 + WTERMSIG(status);
+  r.out = read_text_file(out_path);
+  r.err = read_text_file(err_path);
+  return r;
+}
+
+std::string source_path(const std::string& relative) {
+  return std::string(FLASHGEN_SOURCE_DIR) + "/" + relative;
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot read " + path);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot write " + path);
+  f << text;
+}
+
+bool file_exists(const std::string& path) { return fs::exists(path); }
+
+std::vector<std::string> list_dir(const std::string& path) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(path)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Tensor random_float_tensor(DType t, const std::vector<int64_t>& shape, std::mt19937_64& rng,
+                           double scale) {
+  Tensor x(t, shape);
+  std::normal_distribution<double> dist(0.0, scale);
+  for (int64_t i = 0; i < x.numel(); ++i) x.set(i, dist(rng));
+  return x;
+}
+
+Tensor random_int_tensor(DType t, const std::vector<int64_t>& shape, int64_t lo, int64_t hi,
+                         std::mt19937_64& rng) {
+  Tensor x(t, shape);
+  std::uniform_int_distribution<int64_t> dist(lo, hi - 1);
+  for (int64_t i = 0; i < x.numel(); ++i) x.set(i, static_cast<double>(dist(rng)));
+  return x;
+}
+
+Tensor random_bool_tensor(const std::vector<int64_t>& shape, double p_true,
+                          std::mt19937_64& rng) {
+  Tensor x(DType::boolean, shape);
+  std::bernoulli_distribution dist(p_true);
+  for (int64_t i = 0; i < x.numel(); ++i) x.set(i, dist(rng) ? 1.0 : 0.0);
+  return x;
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    double v = t.get(i);
+    if (std::isfinite(v)) m = std::max(m, std::abs(v));
+  }
+  return m;
+}
+
+std::string compare_tensors(const Tensor& got, const Tensor& want, double tol) {
+  std::ostringstream msg;
+  if (got.shape() != want.shape()) {
+    msg << "shapes differ: rank " << got.rank() << " vs " << want.rank();
+    return msg.str();
+  }
+  int64_t bad = 0, first = -1, worst = -1;
+  double worst_err = -1;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    double a = got.get(i), b = want.get(i);
+    bool ok;
+    double err = 0;
+    if (std::isnan(a) || std::isnan(b)) ok = std::isnan(a) && std::isnan(b);
+    else if (std::isinf(a) || std::isinf(b)) ok = a == b;
+    else ok = (err = std::abs(a - b)) <= tol;
+    if (!ok) {
+      if (first < 0) first = i;
+      ++bad;
+      if (!std::isfinite(err)) err = INFINITY;
+      if (err > worst_err || worst < 0) worst_err = err, worst = i;
+    }
+  }
+  if (bad == 0) return "";
+  msg.precision(17);
+  msg << bad << " of " << got.numel() << " elements differ (tolerance " << tol << "); first at "
+      << first << ": got " << got.get(first) << ", want " << want.get(first) << "; worst at "
+      << worst << ": got " << got.get(worst) << ", want " << want.get(worst);
+  return msg.str();
+}
+
+}  // namespace flashgen::testing

@@ -1,0 +1,73 @@
+// Shared test helpers: temporary folders, running a program and capturing its output and exit
+// status, random host tensors, and comparisons. Generic on purpose: any test may use them.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "flashgen/tensor.h"
+
+namespace flashgen::testing {
+
+// A fresh folder under $TMPDIR (or /tmp), removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// What a finished process did.
+struct ProcessResult {
+  int exit_code = -1;  // the exit status; 128 + signal number if a signal ended it
+  std::string out;     // everything written to stdout
+  std::string err;     // everything written to stderr
+};
+
+// Runs argv[0] (a path) with the given arguments, in `cwd` if not empty, with stdin from
+// /dev/null, and waits for it. Kills it after `timeout_s` seconds (exit_code 128 + SIGKILL).
+ProcessResult run_process(const std::vector<std::string>& argv, const std::string& cwd = "",
+                          int timeout_s = 300);
+
+// The `flashgen` binary built beside the tests (only in binaries that define FLASHGEN_BIN).
+#ifdef FLASHGEN_BIN
+inline std::string flashgen_bin() { return FLASHGEN_BIN; }
+inline ProcessResult run_flashgen(std::vector<std::string> args, const std::string& cwd = "") {
+  args.insert(args.begin(), flashgen_bin());
+  return run_process(args, cwd);
+}
+#endif
+
+// A file of the source tree, e.g. source_path("examples/causal.attn").
+std::string source_path(const std::string& relative);
+
+std::string read_text_file(const std::string& path);
+void write_text_file(const std::string& path, const std::string& text);
+bool file_exists(const std::string& path);
+// The names of the entries of a folder (not "." or ".."), sorted.
+std::vector<std::string> list_dir(const std::string& path);
+
+// Random tensors, contiguous, of any dtype. Floats are N(0, scale^2) rounded to the dtype;
+// integers are uniform in [lo, hi); bools are true with probability p_true.
+Tensor random_float_tensor(DType t, const std::vector<int64_t>& shape, std::mt19937_64& rng,
+                           double scale = 1.0);
+Tensor random_int_tensor(DType t, const std::vector<int64_t>& shape, int64_t lo, int64_t hi,
+                         std::mt19937_64& rng);
+Tensor random_bool_tensor(const std::vector<int64_t>& shape, double p_true, std::mt19937_64& rng);
+
+// The largest |x| over the finite elements (0 if none).
+double max_abs(const Tensor& t);
+// Compares two tensors of the same shape element by element: non-finite values must be equal
+// (same infinity, or both NaN); finite ones may differ by at most `tol`. Returns "" if they
+// agree, else a description of the first and the worst disagreement.
+std::string compare_tensors(const Tensor& got, const Tensor& want, double tol);
+
+}  // namespace flashgen::testing

@@ -1,0 +1,109 @@
+// Shared pieces of the `flashgen` tool (see cli.h).
+#include "cli.h"
+
+#include <cctype>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace flashgen::cli {
+
+Loaded load(const std::string& path) { return Loaded{path, parse_file(path)}; }
+
+const Program& pick(const Loaded& file, const std::string& name) {
+  return select_program(file.programs, name);
+}
+
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+std::string read_source(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream s;
+  if (f) s << f.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+Extents parse_sizes(const std::string& text) {
+  Extents sizes;
+  auto fail = [&](const std::string& why) {
+    throw CallError("invalid SIZES '" + text + "': " + why +
+                    " (expected NAME=N items separated by commas, e.g. b=2,h=4,m=n=512,d=e=64)");
+  };
+  if (trim(text).empty()) fail("it is empty");
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    std::vector<std::string> parts;
+    std::stringstream ps(item);
+    std::string part;
+    while (std::getline(ps, part, '=')) parts.push_back(trim(part));
+    if (!item.empty() && item.back() == '=') parts.push_back("");
+    if (parts.size() < 2) fail("item '" + trim(item) + "' has no '='");
+    const std::string& num = parts.back();
+    if (num.empty() || num.size() > 15 ||
+        num.find_first_not_of("0123456789") != std::string::npos)
+      fail("'" + num + "' in item '" + trim(item) + "' is not a non-negative integer");
+    int64_t value = std::stoll(num);
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      const std::string& name = parts[i];
+      if (!is_identifier(name)) fail("'" + name + "' is not a dimension name");
+      auto it = sizes.find(name);
+      if (it != sizes.end() && it->second != value)
+        fail("dimension '" + name + "' is given twice (" + std::to_string(it->second) + " and " +
+             num + ")");
+      sizes[name] = value;
+    }
+  }
+  return sizes;
+}
+
+void check_sizes_known(const Program& p, const Extents& sizes) {
+  for (const auto& [name, value] : sizes) {
+    if (p.find_dim(name) >= 0) continue;
+    std::string dims;
+    for (const auto& d : p.dims) dims += (dims.empty() ? "" : ", ") + d;
+    throw CallError("SIZES names dimension '" + name + "', which program '" + p.name +
+                    "' does not have (its dimensions: " + dims + ")");
+  }
+}
+
+int guarded(const std::string& file, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const SourceError& e) {
+    std::cerr << e.what();
+    if (std::string(e.what()).empty() || std::string(e.what()).back() != '\n') std::cerr << '\n';
+    return kProgramError;
+  } catch (const ProgramError& e) {
+    if (e.loc.line > 0)
+      std::cerr << format_diagnostic(file, read_source(file), e.loc, e.what());
+    else
+      std::cerr << file << ": error: " << e.what() << '\n';
+    return kProgramError;
+  } catch (const CallError& e) {
+    std::cerr << "error: " << e.what() << '\n';
+    return kCallError;
+  } catch (const BackendError& e) {
+    std::cerr << "error: " << e.what() << '\n';
+    return kBackendError;
+  } catch (const std::exception& e) {
+    std::cerr << "internal error: " << e.what() << '\n';
+    return kInternalError;
+  }
+}
+
+}  // namespace flashgen::cli
