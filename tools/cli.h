@@ -44,5 +44,7 @@ int guarded(const std::string& file, const std::function<int()>& body);
 void add_check(CLI::App& app, int& exit_code);
 void add_print(CLI::App& app, int& exit_code);
 void add_run(CLI::App& app, int& exit_code);
+void add_emit(CLI::App& app, int& exit_code);
+void add_explain(CLI::App& app, int& exit_code);
 
 }  // namespace flashgen::cli

@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 struct Options {
   std::string file, program, inputs, random, outputs, backend = "ref";
   uint64_t seed = 0;
-  bool check = false;
+  bool check = false, has_inputs = false, has_random = false;
 };
 
 std::string fmt(double x) {
@@ -150,13 +150,13 @@ int run_command(const Options& o) {
   const Program& p = pick(f, o.program);
   auto backend = parse_backend(o.backend);
   if (!backend) throw CallError("--backend: unknown backend '" + o.backend + "'");
-  if (o.inputs.empty() == o.random.empty())
+  if (o.has_inputs == o.has_random)
     throw CallError("give exactly one of --inputs DIR and --random SIZES");
   if (!o.outputs.empty() && fs::exists(o.outputs) && !fs::is_directory(o.outputs))
     throw CallError("--outputs: '" + o.outputs + "' exists and is not a folder");
 
-  TensorMap inputs = o.inputs.empty() ? make_random_inputs(p, o.random, o.seed)
-                                      : load_inputs(p, o.inputs);
+  TensorMap inputs = o.has_random ? make_random_inputs(p, o.random, o.seed)
+                                   : load_inputs(p, o.inputs);
   Extents extents = bind_extents(p, inputs);
 
   RunOptions opt;
@@ -171,8 +171,10 @@ int run_command(const Options& o) {
   std::cout << "program " << p.name << " on the " << backend_name(*backend) << " backend: ";
   for (size_t i = 0; i < p.dims.size(); ++i)
     std::cout << (i ? ", " : "") << p.dims[i] << "=" << extents.at(p.dims[i]);
-  if (o.inputs.empty()) std::cout << " (random inputs, seed " << o.seed << ")";
-  std::cout << "; " << fmt(ms) << " ms\n";
+  if (o.has_random) std::cout << " (random inputs, seed " << o.seed << ")";
+  std::cout << "; " << fmt(ms) << " ms";
+  if (*backend != Backend::ref) std::cout << " (includes compiling, unless cached)";
+  std::cout << '\n';
   if (o.outputs.empty())
     for (const auto& out : p.outputs) print_summary(p, out, outs.at(out.name));
   if (o.check) {
@@ -206,7 +208,11 @@ void add_run(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"ref", "cpu", "cuda"}));
   cmd->add_flag("--check", o->check,
                 "also run the reference evaluator (f64) and print each output's error");
-  cmd->callback([o, &exit_code] { exit_code = guarded(o->file, [&] { return run_command(*o); }); });
+  cmd->callback([o, in, rnd, &exit_code] {
+    o->has_inputs = in->count() > 0;
+    o->has_random = rnd->count() > 0;
+    exit_code = guarded(o->file, [&] { return run_command(*o); });
+  });
 }
 
 }  // namespace flashgen::cli

@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   add_check(app, exit_code);
   add_print(app, exit_code);
   add_run(app, exit_code);
+  add_emit(app, exit_code);
+  add_explain(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

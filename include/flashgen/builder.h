@@ -88,6 +88,7 @@ class ProgramBuilder {
 
  private:
   Value make(Node n);
+  void own(Value v) const;  // throws unless v is a node of this builder
   int dim_or_throw(const std::string& name, SourceLoc loc) const;
   Program prog_;
   std::map<std::tuple<int, int, int, int, std::vector<int>, std::vector<int>, uint64_t>, int>

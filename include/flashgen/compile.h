@@ -47,5 +47,8 @@ std::string emit_source(const Program& p, const CompileOptions& opt);
 
 // Runs on the CPU backend (compiles with the host compiler, cached on disk).
 TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extra = {});
+// Compiles several programs (distinct names) into one host library, so later run_cpu calls
+// on them start at once (one compiler run instead of one per program).
+void precompile_cpu(const std::vector<Program>& programs);
 
 }  // namespace flashgen

@@ -41,6 +41,9 @@ std::string format_diagnostic(const std::string& file, const std::string& source
   std::string out = file + ":" + std::to_string(loc.line) + ":" + std::to_string(loc.col) +
                     ": error: " + message + "\n";
   std::string line = source_line(source, loc.line);
+  // Control characters (a NUL would even cut what() short) are shown as '?'; tabs are kept.
+  for (char& c : line)
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) c = '?';
   out += line + "\n";
   // The caret lines up under the column: tabs are copied, UTF-8 continuation bytes take no
   // column on screen.

@@ -56,7 +56,7 @@ constexpr Keyword kKeywords[] = {
     {"or", Tok::KwOr},           {"not", Tok::KwNot},
 };
 
-constexpr double kMaxExactInt = 9007199254740992.0;  // 2^53
+constexpr uint64_t kMaxExactInt = uint64_t{1} << 53;
 
 }  // namespace
 
@@ -179,15 +179,15 @@ std::vector<Token> lex(std::string_view s) {
       }
       std::string_view text = s.substr(b, i - b);
       if (!decimal) {
-        double v = 0;
+        uint64_t v = 0;
         for (char d : text) {
-          v = v * 10 + (d - '0');
+          v = v * 10 + static_cast<uint64_t>(d - '0');
           if (v > kMaxExactInt)
             throw ProgramError(loc_at(b), "integer literal " + std::string(text) +
                                               " is too large (the limit is 2^53 = "
                                               "9007199254740992)");
         }
-        push(Tok::Int, b, i, v);
+        push(Tok::Int, b, i, static_cast<double>(v));
       } else {
         double v = 0;
         // from_chars follows strtod's syntax ("3." included) and ignores the locale.
@@ -196,8 +196,8 @@ std::vector<Token> lex(std::string_view s) {
           throw ProgramError(loc_at(b), "decimal literal " + std::string(text) +
                                             " is too large for f32 (write inf for infinity)");
         }
-        if (r.ec != std::errc() || r.ptr != text.data() + text.size()) throw ProgramError(loc_at(b), "malformed number '" +
-                                                                   std::string(text) + "'");
+        if (r.ec != std::errc() || r.ptr != text.data() + text.size())
+          throw ProgramError(loc_at(b), "malformed number '" + std::string(text) + "'");
         push(Tok::Float, b, i, v);
       }
       continue;

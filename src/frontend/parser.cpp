@@ -46,7 +46,8 @@ struct FnInfo {
   DType to = DType::f32;  // Cast
 };
 
-std::optional<FnInfo> find_function(const std::string& s) {
+// The built-in functions by name.
+const std::map<std::string, FnInfo>& functions() {
   static const std::map<std::string, FnInfo> kFns = {
       {"exp", {Fn::Unary, Op::Exp}},         {"exp2", {Fn::Unary, Op::Exp2}},
       {"log", {Fn::Unary, Op::Log}},         {"log2", {Fn::Unary, Op::Log2}},
@@ -66,15 +67,14 @@ std::optional<FnInfo> find_function(const std::string& s) {
       {"min", {Fn::Reduce, Op::Min}},        {"mean", {Fn::Reduce, Op::Mean}},
       {"softmax", {Fn::ReduceOne, Op::Softmax}}, {"logsumexp", {Fn::ReduceOne, Op::LogSumExp}},
   };
-  auto it = kFns.find(s);
-  if (it == kFns.end()) return std::nullopt;
-  return it->second;
+  return kFns;
 }
 
-const char* const kFunctionNames[] = {
-    "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs", "floor",
-    "ceil", "sin", "cos", "maximum", "minimum", "pow", "where", "clamp", "f32", "f16", "bf16",
-    "i32", "i64", "size", "sum", "max", "min", "mean", "softmax", "logsumexp"};
+std::optional<FnInfo> find_function(const std::string& s) {
+  auto it = functions().find(s);
+  if (it == functions().end()) return std::nullopt;
+  return it->second;
+}
 
 // Edit distance, for "did you mean" hints.
 int distance(const std::string& a, const std::string& b) {
@@ -94,7 +94,8 @@ int distance(const std::string& a, const std::string& b) {
 std::string suggest_function(const std::string& name) {
   std::string best;
   int best_d = 3;
-  for (const char* f : kFunctionNames) {
+  for (const auto& entry : functions()) {
+    const std::string& f = entry.first;
     int d = distance(name, f);
     if (d < best_d && d < static_cast<int>(name.size())) {
       best_d = d;
@@ -317,7 +318,7 @@ class Parser {
     DType type = parse_dtype_name(what);
     std::vector<std::string> dims;
     for (const Token* d : parse_dim_list(what)) {
-      require_dim(*d, "in the dimensions of " + what);
+      require_dim(*d, "an output lists dimension names");
       dims.push_back(d->text);
     }
     expect(Tok::Assign, "after the dimensions of " + what);
@@ -327,16 +328,16 @@ class Parser {
     build(name.loc, [&] { b_->output(name.text, type, dims, v, name.loc); });
   }
 
-  // A name that must be a declared dimension (reduction arguments, size(), out lists).
-  void require_dim(const Token& t, const std::string& context, const std::string& hint = "") {
+  // A name that must be a declared dimension (reduction arguments, size(), out lists); `why`
+  // says why a dimension is needed when the name is some other kind of value.
+  void require_dim(const Token& t, const std::string& why) {
     if (dims_.count(t.text)) return;
     std::string kind = params_.count(t.text)    ? "a parameter"
                        : locals_.count(t.text)  ? "a local value"
                        : outputs_.count(t.text) ? "an output"
                                                 : "";
-    if (kind.empty())
-      fail(t, "unknown dimension '" + t.text + "' " + context + suggest(t.text, true) + hint);
-    fail(t, "'" + t.text + "' is " + kind + ", not a dimension " + context + hint);
+    if (kind.empty()) fail(t, "unknown dimension '" + t.text + "'" + suggest(t.text, true));
+    fail(t, "'" + t.text + "' is " + kind + ", not a dimension (" + why + ")");
   }
 
   std::string suggest(const std::string& name, bool dims_only) const {
@@ -514,6 +515,12 @@ class Parser {
       fail(name, "unknown parameter '" + name.text + "'" + suggest(name.text, false));
     }
     std::vector<Value> idx;
+    // `p[]` reads a scalar parameter itself (a gather with no index would be a needless node).
+    if (peek().kind == Tok::RBracket && b_->program().params[b_->program().find_param(
+                                            name.text)].dims.empty()) {
+      next();
+      return params_.at(name.text).value;
+    }
     if (!accept(Tok::RBracket)) {
       do {
         idx.push_back(parse_expr());
@@ -544,7 +551,7 @@ class Parser {
           fail(peek().kind == Tok::RParen ? name : peek(),
                "size takes one dimension name, as in size(d)");
         const Token& d = next();
-        require_dim(d, "in size()");
+        require_dim(d, "size takes a dimension name");
         if (peek().kind == Tok::Comma) fail(name, "size takes one dimension name, as in size(d)");
         expect(Tok::RParen, "to close the '(' at " + at(open.loc));
         return build(name.loc, [&] { return b_->size(d.text, name.loc); });
@@ -588,18 +595,16 @@ class Parser {
     if (peek().kind == Tok::RParen) fail(name, usage);
     Value v = parse_expr();
     std::vector<std::string> dims;
-    std::string hint = name.text == "max" || name.text == "min"
-                           ? " (" + name.text + "(x, dims) reduces over dimensions; the "
-                             "element-wise " + name.text + " of two values is " + name.text +
-                             "imum(a, b))"
-                           : "";
+    std::string why = name.text + " reduces over dimension names";
+    if (name.text == "max" || name.text == "min")
+      why += "; the element-wise " + name.text + " of two values is " + name.text + "imum(a, b)";
     while (accept(Tok::Comma)) {
       const Token& d = peek();
       if (d.kind != Tok::Ident || (peek(1).kind != Tok::Comma && peek(1).kind != Tok::RParen))
         fail(d, name.text + " reduces over dimension names: argument " +
-                    std::to_string(dims.size() + 2) + " must be a dimension name" + hint);
+                    std::to_string(dims.size() + 2) + " must be a dimension name");
       next();
-      require_dim(d, "in " + name.text + "()", hint);
+      require_dim(d, why);
       if (std::find(dims.begin(), dims.end(), d.text) != dims.end())
         fail(d, "dimension '" + d.text + "' is listed twice in " + name.text + "()");
       dims.push_back(d.text);

@@ -79,7 +79,17 @@ int ProgramBuilder::add_node(Node n) {
   return id;
 }
 
-Value ProgramBuilder::make(Node n) { return Value{this, add_node(std::move(n))}; }
+Value ProgramBuilder::make(Node n) {
+  for (int a : n.args)
+    if (a < 0 || a >= static_cast<int>(prog_.nodes.size()))
+      throw ProgramError(n.loc, "internal: a Value that does not belong to this builder");
+  return Value{this, add_node(std::move(n))};
+}
+
+void ProgramBuilder::own(Value v) const {
+  if (v.builder != this || v.id < 0 || v.id >= static_cast<int>(prog_.nodes.size()))
+    throw ProgramError({}, "a Value from another ProgramBuilder (or a default Value) was used");
+}
 
 int ProgramBuilder::dim_or_throw(const std::string& name, SourceLoc loc) const {
   int d = prog_.find_dim(name);
@@ -162,6 +172,9 @@ Value ProgramBuilder::size(const std::string& dim, SourceLoc loc) {
 }
 
 Value ProgramBuilder::constant(double v, DType type, SourceLoc loc) {
+  if ((is_integer(type) || type == DType::boolean) && !(std::isfinite(v) && v == std::floor(v)))
+    throw ProgramError(loc, std::string("constant ") + std::to_string(v) + " is not a valid " +
+                                dtype_name(type));
   Node n;
   n.op = Op::Const;
   n.value = v;
@@ -171,6 +184,7 @@ Value ProgramBuilder::constant(double v, DType type, SourceLoc loc) {
 }
 
 Value ProgramBuilder::unary(Op op, Value a, SourceLoc loc) {
+  own(a);
   const Node& x = node(a.id);
   Node n;
   n.op = op;
@@ -212,6 +226,8 @@ Value ProgramBuilder::unary(Op op, Value a, SourceLoc loc) {
 }
 
 Value ProgramBuilder::binary(Op op, Value a, Value b, SourceLoc loc) {
+  own(a);
+  own(b);
   const Node& x = node(a.id);
   const Node& y = node(b.id);
   Node n;
@@ -269,6 +285,9 @@ Value ProgramBuilder::binary(Op op, Value a, Value b, SourceLoc loc) {
 }
 
 Value ProgramBuilder::where(Value c, Value a, Value b, SourceLoc loc) {
+  own(c);
+  own(a);
+  own(b);
   const Node& cn = node(c.id);
   const Node& x = node(a.id);
   const Node& y = node(b.id);
@@ -289,11 +308,15 @@ Value ProgramBuilder::where(Value c, Value a, Value b, SourceLoc loc) {
 }
 
 Value ProgramBuilder::clamp(Value x, Value lo, Value hi, SourceLoc loc) {
+  own(x);
+  own(lo);
+  own(hi);
   const Node& a = node(x.id);
   const Node& l = node(lo.id);
   const Node& h = node(hi.id);
   if (!is_numeric(a.type) || !is_numeric(l.type) || !is_numeric(h.type))
-    throw ProgramError(loc, "clamp needs numbers");
+    throw ProgramError(loc, std::string("clamp needs numbers, got ") + dtype_name(a.type) + ", " +
+                                dtype_name(l.type) + " and " + dtype_name(h.type));
   Node n;
   n.op = Op::Clamp;
   n.args = {x.id, lo.id, hi.id};
@@ -304,6 +327,7 @@ Value ProgramBuilder::clamp(Value x, Value lo, Value hi, SourceLoc loc) {
 }
 
 Value ProgramBuilder::cast(Value a, DType to, SourceLoc loc) {
+  own(a);
   const Node& x = node(a.id);
   if (to == DType::boolean || to == DType::f64 || to == DType::f8e4m3 || to == DType::f8e5m2)
     throw ProgramError(loc, std::string("no conversion function to ") + dtype_name(to));
@@ -318,6 +342,7 @@ Value ProgramBuilder::cast(Value a, DType to, SourceLoc loc) {
 }
 
 Value ProgramBuilder::reduce(Op op, Value a, const std::vector<std::string>& dims, SourceLoc loc) {
+  own(a);
   const Node& x = node(a.id);
   const char* fname = op_name(op);
   if (!is_reduction(op) && !is_sugar(op))
@@ -365,6 +390,7 @@ Value ProgramBuilder::gather(const std::string& name, const std::vector<Value>& 
                                 std::to_string(par.dims.size()) + " but is indexed with " +
                                 std::to_string(idx.size()) + " index" +
                                 (idx.size() == 1 ? "" : "es"));
+  for (const Value& v : idx) own(v);
   Node n;
   n.op = Op::Gather;
   n.param = p;
@@ -384,6 +410,7 @@ Value ProgramBuilder::gather(const std::string& name, const std::vector<Value>& 
 
 void ProgramBuilder::output(const std::string& name, DType type,
                             const std::vector<std::string>& dims, Value v, SourceLoc loc) {
+  own(v);
   for (const Output& o : prog_.outputs)
     if (o.name == name) throw ProgramError(loc, "output " + quoted(name) + " is declared twice");
   if (prog_.find_param(name) >= 0)
@@ -427,24 +454,41 @@ void ProgramBuilder::output(const std::string& name, DType type,
 Program ProgramBuilder::build() {
   if (prog_.outputs.empty())
     throw ProgramError(prog_.loc, "program " + quoted(prog_.name) + " has no 'out' statement");
-  // Drop nodes no output needs (left behind by rebinding), keeping parameter reads, and
-  // renumber so that equal programs have equal node lists.
-  std::vector<bool> live(prog_.nodes.size(), false);
-  for (const Output& o : prog_.outputs) live[o.node] = true;
-  for (int i = static_cast<int>(prog_.nodes.size()) - 1; i >= 0; --i) {
-    if (prog_.nodes[i].op == Op::Param) live[i] = true;
-    if (live[i])
-      for (int a : prog_.nodes[i].args) live[a] = true;
-  }
+  // Canonical node order: parameter reads first, then a depth-first post-order from the outputs
+  // (in statement order, args left to right). Nodes no output needs (left behind by rebinding)
+  // are dropped. So two programs built from the same expressions compare equal whatever order
+  // their nodes were created in (C++ evaluates call arguments in an unspecified order).
   Program out = prog_;
   out.nodes.clear();
   std::vector<int> remap(prog_.nodes.size(), -1);
-  for (size_t i = 0; i < prog_.nodes.size(); ++i) {
-    if (!live[i]) continue;
-    Node n = prog_.nodes[i];
+  auto emit = [&](int id) {
+    Node n = prog_.nodes[id];
     for (int& a : n.args) a = remap[a];
-    remap[i] = static_cast<int>(out.nodes.size());
+    remap[id] = static_cast<int>(out.nodes.size());
     out.nodes.push_back(std::move(n));
+  };
+  for (size_t p = 0; p < prog_.params.size(); ++p)
+    for (size_t i = 0; i < prog_.nodes.size(); ++i)
+      if (prog_.nodes[i].op == Op::Param && prog_.nodes[i].param == static_cast<int>(p)) emit(i);
+  // Iterative DFS (programs can be deep).
+  for (const Output& o : prog_.outputs) {
+    std::vector<std::pair<int, size_t>> stack{{o.node, 0}};
+    while (!stack.empty()) {
+      auto& [id, next] = stack.back();
+      if (remap[id] >= 0) {
+        stack.pop_back();
+        continue;
+      }
+      const Node& n = prog_.nodes[id];
+      if (next < n.args.size()) {
+        int a = n.args[next++];
+        if (remap[a] < 0) stack.push_back({a, 0});
+        continue;
+      }
+      int done = id;
+      stack.pop_back();
+      emit(done);
+    }
   }
   for (Output& o : out.outputs) o.node = remap[o.node];
   return out;

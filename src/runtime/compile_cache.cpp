@@ -87,7 +87,10 @@ void atomic_write(const std::string& path, std::initializer_list<std::string_vie
     if (!p.empty() && std::fwrite(p.data(), 1, p.size(), f) != p.size()) ok = false;
   }
   int saved_errno = errno;
-  if (std::fclose(f) != 0) ok = false, saved_errno = errno;
+  if (std::fclose(f) != 0) {
+    ok = false;
+    saved_errno = errno;
+  }
   if (!ok) {
     std::remove(tmp.c_str());
     throw BackendError("flashgen cache: cannot write " + tmp + ": " + std::strerror(saved_errno));

@@ -41,8 +41,7 @@ std::string cache_store(std::string_view key, std::string_view suffix, std::stri
 
 // Writes `text` to `<dir>/src/<key><suffix>` (atomically) and returns that path: where the
 // generated source of a failed (or any) compilation is kept for the user to read.
-std::string cache_save_source(std::string_view key, std::string_view suffix,
-                              std::string_view text);
+std::string cache_save_source(std::string_view key, std::string_view suffix, std::string_view text);
 
 // A unique path for a temporary file in the cache folder (same file system as the entries, so a
 // rename into place is atomic). The caller removes it.

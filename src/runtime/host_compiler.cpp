@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -85,8 +86,9 @@ bool in_path(const std::string& name) {
   std::stringstream ss(path);
   std::string dir;
   while (std::getline(ss, dir, ':')) {
-    if (dir.empty()) dir = ".";
-    if (::access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+    std::filesystem::path candidate(dir.empty() ? std::string(".") : dir);
+    candidate /= name;
+    if (::access(candidate.c_str(), X_OK) == 0) return true;
   }
   return false;
 }
@@ -101,8 +103,14 @@ std::string cpu_identity() {
     std::string line;
     bool model = false, flags = false;
     while (std::getline(ss, line) && !(model && flags)) {
-      if (!model && line.rfind("model name", 0) == 0) out += line + "\n", model = true;
-      if (!flags && line.rfind("flags", 0) == 0) out += line + "\n", flags = true;
+      if (!model && line.rfind("model name", 0) == 0) {
+        out += line + "\n";
+        model = true;
+      }
+      if (!flags && line.rfind("flags", 0) == 0) {
+        out += line + "\n";
+        flags = true;
+      }
     }
     return out;
   }();
@@ -115,20 +123,20 @@ std::string describe_command(const std::vector<std::string>& cmd) { return join(
                                    const std::string& saved_source) {
   std::string msg = "host compiler '" + cmd[0] + "' could not be run";
   if (r.spawn_errno) {
-    msg += ": " + std::string(std::strerror(r.spawn_errno));
+    msg += ": " + std::string(std::strerror(r.spawn_errno)) + "\ncommand: " + describe_command(cmd);
   } else {
-    msg += " (`" + describe_command(cmd) + "` exited with status " +
-           std::to_string(r.exit_code) + "):\n" + r.output;
+    msg += "\ncommand: " + describe_command(cmd) + "\nexited with status " +
+           std::to_string(r.exit_code) + "; output:\n" + r.output;
   }
   msg += "\nSet FLASHGEN_CXX to a working C++ compiler (g++ or clang++).";
   if (!saved_source.empty()) msg += "\nGenerated source saved at " + saved_source;
   throw BackendError(msg);
 }
 
-std::mutex g_mutex;  // guards the maps below
-std::map<std::string, std::string> g_versions;                             // command -> version
-std::map<std::string, std::shared_ptr<const HostLibrary>> g_libraries;     // key -> library
-std::map<std::string, std::shared_ptr<std::mutex>> g_key_locks;           // key -> build lock
+std::mutex g_mutex;                                                     // guards the maps below
+std::map<std::string, std::string> g_versions;                          // command -> version
+std::map<std::string, std::shared_ptr<const HostLibrary>> g_libraries;  // key -> library
+std::map<std::string, std::shared_ptr<std::mutex>> g_key_locks;         // key -> build lock
 
 // `cmd --version`, memoized; on failure throws, first saving `source` (if given) for the user.
 std::string compiler_version(const std::vector<std::string>& cmd, std::string_view source,
@@ -168,8 +176,8 @@ void* HostLibrary::symbol(const std::string& name) const {
   void* p = ::dlsym(handle_, name.c_str());
   if (!p) {
     const char* e = ::dlerror();
-    throw BackendError("symbol '" + name + "' not found in " + path_ + (e ? ": " + std::string(e) : "") +
-                       " (is it declared extern \"C\"?)");
+    throw BackendError("symbol '" + name + "' not found in " + path_ +
+                       (e ? ": " + std::string(e) : "") + " (is it declared extern \"C\"?)");
   }
   return p;
 }
@@ -198,7 +206,8 @@ std::shared_ptr<const HostLibrary> host_compile(std::string_view source,
   flags.insert(flags.end(), opt.extra_flags.begin(), opt.extra_flags.end());
   std::string flag_text = join(flags, "\n");
   bool native = false;
-  for (const std::string& f : flags) native = native || f == "-march=native" || f == "-mtune=native";
+  for (const std::string& f : flags)
+    native = native || f == "-march=native" || f == "-mtune=native";
 
   // Identifies the source before the compiler is known to work (to save it on failure).
   std::string source_key = cache_key({"host-source", source, join(cmd, "\n"), flag_text});

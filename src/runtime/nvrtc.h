@@ -19,18 +19,18 @@
 namespace flashgen {
 
 struct NvrtcOptions {
-  std::string arch = "sm_80";                    // a real architecture: sm_80, sm_86, sm_90a...
-  std::vector<std::string> options = {"-std=c++17"};  // passed to NVRTC as given
+  std::string arch = "sm_80";  // a real architecture: sm_80, sm_86, sm_90a...
+  std::vector<std::string> options = {"-std=c++17"};         // passed to NVRTC as given
   std::vector<std::pair<std::string, std::string>> headers;  // #include name -> text
-  bool cuda_include = true;   // add -I<toolkit include> (for cuda_bf16.h and friends)
+  bool cuda_include = true;                 // add -I<toolkit include> (for cuda_bf16.h and friends)
   std::string name = "flashgen_kernel.cu";  // the file name NVRTC reports in its log
 };
 
 struct Cubin {
-  std::string bytes;      // the cubin (an ELF file), ready for cuModuleLoadData
-  std::string arch;       // as requested, e.g. "sm_90a"
-  std::string key;        // disk cache key
-  std::string log;        // NVRTC's log (warnings) when it was compiled now; empty from cache
+  std::string bytes;  // the cubin (an ELF file), ready for cuModuleLoadData
+  std::string arch;   // as requested, e.g. "sm_90a"
+  std::string key;    // disk cache key
+  std::string log;    // NVRTC's log (warnings) when it was compiled now; empty from cache
   bool from_cache = false;
 };
 

@@ -89,7 +89,8 @@ double decode(uint32_t b, const Format& f) {
   } else if (ef == 0) {
     v = std::ldexp(static_cast<double>(mant), f.emin() - f.man);
   } else {
-    v = std::ldexp(static_cast<double>(mant | (1u << f.man)), static_cast<int>(ef) - f.bias - f.man);
+    v = std::ldexp(static_cast<double>(mant | (1u << f.man)),
+                   static_cast<int>(ef) - f.bias - f.man);
   }
   return neg ? -v : v;
 }
@@ -327,7 +328,7 @@ Tensor Tensor::to(DType t) const {
   const bool ints = is_int_storage(dtype_) && is_int_storage(t);
   for (int64_t flat = 0; flat < n; ++flat) {
     if (ints) store_int(dst, t, flat, load_int(src, dtype_, off));  // exact for i64
-    else if (dtype_ == t && dtype_bytes(t) <= 8) {
+    else if (dtype_ == t) {
       std::memcpy(dst + flat * dtype_bytes(t), src + off * dtype_bytes(t), dtype_bytes(t));
     } else {
       store(dst, t, flat, load(src, dtype_, off));

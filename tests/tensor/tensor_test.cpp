@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <tuple>
 #include <random>
 #include <vector>
 
@@ -34,20 +36,25 @@ double textbook_value(uint32_t code, int E, int M, int bias, bool ieee) {
 // Beyond the largest finite value: IEEE formats give inf from max + half an ulp on; saturating
 // formats give max.
 uint32_t brute_round(double x, int E, int M, int bias, bool ieee, bool saturate) {
-  uint32_t n = 1u << (E + M + 1), sign_bit = 1u << (E + M);
+  uint32_t sign_bit = 1u << (E + M);
   double best_d = kInf;
   uint32_t best = 0;
   double maxv = 0;
   uint32_t max_code = 0;
   double a = std::fabs(x);
+  // The positive codes' values, computed once per format.
+  static std::map<std::tuple<int, int, int, bool>, std::vector<double>> tables;
+  auto& table = tables[{E, M, bias, ieee}];
+  if (table.empty()) {
+    for (uint32_t c = 0; c < sign_bit; ++c) table.push_back(textbook_value(c, E, M, bias, ieee));
+  }
   for (uint32_t c = 0; c < sign_bit; ++c) {
-    double v = textbook_value(c, E, M, bias, ieee);
+    double v = table[c];
     if (!std::isfinite(v)) continue;
     if (v > maxv) { maxv = v; max_code = c; }
     double d = std::fabs(a - v);
     if (d < best_d || (d == best_d && (c & 1) == 0)) { best_d = d; best = c; }
   }
-  (void)n;
   uint32_t s = std::signbit(x) ? sign_bit : 0;
   if (a > maxv) {
     // Next power of two above max is where the inf code would sit.

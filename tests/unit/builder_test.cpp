@@ -131,3 +131,31 @@ TEST(Builder, Errors) {
                  "output 'o' is declared over [m] but its value is over [m, d]; missing [d]");
   }
 }
+
+TEST(Builder, EqualityIgnoresCreationOrder) {
+  auto make = [](bool reversed) {
+    ProgramBuilder b("p");
+    auto x = b.param("x", DType::f32, {"m", "n"});
+    Value e, t;
+    if (reversed) {
+      t = b.tanh(x);
+      e = b.exp(x);
+    } else {
+      e = b.exp(x);
+      t = b.tanh(x);
+    }
+    b.output("y", DType::f32, {"m", "n"}, e + t);
+    return b.build();
+  };
+  EXPECT_TRUE(make(false) == make(true));
+  EXPECT_EQ(make(false).hash(), make(true).hash());
+}
+
+TEST(Builder, RejectsForeignValuesAndBadConstants) {
+  ProgramBuilder a("a"), b("b");
+  auto x = a.param("x", DType::f32, {"m"});
+  b.param("y", DType::f32, {"m"});
+  EXPECT_THROW(b.exp(x), ProgramError);
+  EXPECT_THROW(b.exp(Value{}), ProgramError);
+  EXPECT_THROW(b.constant(0.5, DType::i64), ProgramError);
+}

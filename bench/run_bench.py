@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""flashgen GPU benchmark: PyTorch baselines and flashgen kernels in ONE run, one table.
+
+Backends per (variant, shape): SDPA flash / cuDNN / efficient (where they apply),
+FlexAttention (torch.compile'd; kernel time, and block-mask construction timed separately),
+torch.compile of the naive code, eager naive. flashgen rows come from the kernel harness log
+(--harness-log, lines `TIME name shape ms TF/s` printed by bench/gpu/attn_harness.cu in the same
+device call) until the runtime's Python binding exists.
+
+Timing: triton.testing.do_bench median (events, warm-up first). TF/s counts only unmasked work
+(causal halves the FLOPs; window/prefix/document use the mask's density). Error: max |out - ref|
+against an f32 reference on the first batch element.
+
+Usage (on the GPU machine, via scripts/gpu_check):
+  python3 bench/run_bench.py --parts sdpa,flex,compile,eager --variants vanilla,causal \
+      --shapes 8x16x4096 --dims 128,64 [--harness-log FILE] [--json FILE] [--results FILE]
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+import torch
+import torch._dynamo
+import torch.nn.functional as F
+
+ROWS = []
+
+
+def timeit(fn, warm=25, rep=100):
+    import triton.testing
+    return triton.testing.do_bench(fn, warmup=warm, rep=rep, return_mode="median")
+
+
+def add(variant, shape, backend, ms=None, flops=None, err=None, note=""):
+    tf = flops / (ms * 1e-3) / 1e12 if (ms and flops) else None
+    ROWS.append(dict(variant=variant, shape=shape, backend=backend, ms=ms, tflops=tf, err=err,
+                     note=note))
+    print(f"{variant:14s} {shape:26s} {backend:20s} "
+          f"{(f'{ms:9.3f} ms' if ms else '      n/a   ')} "
+          f"{(f'{tf:7.1f} TF/s' if tf else '    n/a     ')} "
+          f"{(f'err {err:.2e}' if err is not None else '')} {note}", flush=True)
+
+
+def measure(variant, shape, backend, fn, flops, ref=None, slice0=None):
+    """Run fn once (error vs ref on the first batch element), then time it."""
+    try:
+        out = fn()
+        torch.cuda.synchronize()
+        err = None
+        if ref is not None:
+            o = out if slice0 is None else slice0(out)
+            err = (o.float() - ref).abs().max().item()
+        add(variant, shape, backend, timeit(fn), flops, err)
+    except Exception as e:  # a backend that cannot take the case is a row, not a crash
+        add(variant, shape, backend, note="FAILED " + (type(e).__name__ + ": " + str(e))
+            .replace("\n", " ")[:140])
+    finally:
+        torch.cuda.empty_cache()
+
+
+def naive_attn(q, k, v, scale, mask=None, bias=None, cap=None):
+    s = (q @ k.transpose(-2, -1)) * scale
+    if cap is not None:
+        s = cap * torch.tanh(s / cap)
+    if bias is not None:
+        s = s + bias
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    return torch.softmax(s.float(), -1).to(q.dtype) @ v
+
+
+def ref_attn(q, k, v, scale, mask=None, bias=None, cap=None):
+    q, k, v = q[:1].float(), k[:1].float(), v[:1].float()
+    if bias is not None and bias.dim() == 4:
+        bias = bias[:1]
+    return naive_attn(q, k, v, scale, mask, None if bias is None else bias.float(), cap)
+
+
+def mask_cases(n, dev):
+    """name -> (mask_mod for Flex, dense bool mask [n, n]) for the index/data masks."""
+    i = torch.arange(n, device=dev)
+    g = torch.Generator().manual_seed(0)
+    doc = torch.zeros(n, dtype=torch.int32)
+    for c in sorted(torch.randint(1, n, (11,), generator=g).tolist()):
+        doc[c:] += 1
+    doc = doc.to(dev)
+    w, pre = 256, 256
+    return {
+        "causal": (lambda b, h, qi, ki: qi >= ki, i[:, None] >= i[None, :]),
+        "sliding_window": (lambda b, h, qi, ki: (qi >= ki) & (qi - ki <= w),
+                           (i[:, None] >= i[None, :]) & (i[:, None] - i[None, :] <= w)),
+        "prefix_lm": (lambda b, h, qi, ki: (qi >= ki) | (ki < pre),
+                      (i[:, None] >= i[None, :]) | (i[None, :] < pre)),
+        "document": (lambda b, h, qi, ki: doc[qi] == doc[ki], doc[:, None] == doc[None, :]),
+    }
+
+
+def bench_std(args, variant, B, H, N, D, dev="cuda"):
+    """vanilla, causal, alibi, softcap and the mask variants at one shape."""
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+    dt = torch.bfloat16
+    q, k, v = (torch.randn(B, H, N, D, device=dev, dtype=dt) for _ in range(3))
+    scale = 1 / math.sqrt(D)
+    shape = f"b{B} h{H} n{N} d{D}"
+    masks = mask_cases(N, dev)
+    mask_mod, mask, bias, cap, score_mod = None, None, None, None, None
+    if variant in masks:
+        mask_mod, mask = masks[variant]
+    if variant == "alibi":
+        slopes = torch.tensor([2 ** (-8 * (h + 1) / H) for h in range(H)], device=dev)
+        idx = torch.arange(N, device=dev)
+        bias = (slopes.view(H, 1, 1) * (idx.view(1, 1, N) - idx.view(1, N, 1))).to(dt)
+        score_mod = lambda s, b, h, qi, ki: s + slopes[h] * (ki - qi)
+    if variant == "softcap":
+        cap = 30.0
+        score_mod = lambda s, b, h, qi, ki: cap * torch.tanh(s / cap)
+    dens = mask.float().mean().item() if mask is not None else 1.0
+    flops = 4 * B * H * N * N * D * dens
+    ref = ref_attn(q, k, v, scale, mask, bias, cap)
+    first = lambda o: o[:1]
+    parts = args.parts
+    if "sdpa" in parts and variant in ("vanilla", "causal"):
+        for name, be in (("sdpa_flash", SDPBackend.FLASH_ATTENTION),
+                         ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION),
+                         ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION)):
+            def f(be=be):
+                with sdpa_kernel([be]):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=variant == "causal")
+            measure(variant, shape, name, f, flops, ref, first)
+    elif "sdpa" in parts and cap is None:
+        am = bias if bias is not None else mask
+        for name, be in (("sdpa_efficient_mask", SDPBackend.EFFICIENT_ATTENTION),
+                         ("sdpa_cudnn_mask", SDPBackend.CUDNN_ATTENTION)):
+            def f(be=be):
+                with sdpa_kernel([be]):
+                    return F.scaled_dot_product_attention(q, k, v, attn_mask=am)
+            measure(variant, shape, name, f, flops, ref, first)
+    if "flex" in parts:
+        from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+        flex = torch.compile(flex_attention, dynamic=False)
+        bm = None
+        if mask_mod is not None:
+            mk = lambda: create_block_mask(mask_mod, None, None, N, N, device=dev)
+            bm = mk()
+            add(variant, shape, "flex_block_mask", timeit(mk, 5, 20), None, None,
+                "block-mask construction only")
+        measure(variant, shape, "flex", lambda: flex(q, k, v, score_mod=score_mod, block_mask=bm),
+                flops, ref, first)
+        if bm is not None:  # kernel + mask construction, the fair cost when the mask changes
+            mk_ms = ROWS[-2]["ms"]
+            if ROWS[-1]["ms"] and mk_ms:
+                add(variant, shape, "flex+block_mask", ROWS[-1]["ms"] + mk_ms, flops, None)
+    if "compile" in parts and N <= args.max_naive_n:
+        cn = torch.compile(naive_attn)
+        measure(variant, shape, "compile_naive", lambda: cn(q, k, v, scale, mask, bias, cap),
+                flops, ref, first)
+    if "eager" in parts and N <= args.max_naive_n:
+        measure(variant, shape, "eager_naive", lambda: naive_attn(q, k, v, scale, mask, bias, cap),
+                flops, ref, first)
+    del q, k, v
+    torch.cuda.empty_cache()
+
+
+def bench_diff(args, B, H, N, d, lam=0.8, dev="cuda"):
+    """diff_attn: (softmax(q1 k1^T s) - lam softmax(q2 k2^T s)) v, v of width 2d."""
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+    dt = torch.bfloat16
+    q1, k1, q2, k2 = (torch.randn(B, H, N, d, device=dev, dtype=dt) for _ in range(4))
+    v = torch.randn(B, H, N, 2 * d, device=dev, dtype=dt)
+    sc = 1 / math.sqrt(d)
+    flops = 2 * (2 * B * H * N * N * d + 2 * B * H * N * N * 2 * d)
+    shape = f"b{B} h{H} n{N} d{d} dv{2 * d}"
+
+    def naive(q1, k1, q2, k2, v):
+        a1 = torch.softmax((q1 @ k1.transpose(-2, -1)).float() * sc, -1)
+        a2 = torch.softmax((q2 @ k2.transpose(-2, -1)).float() * sc, -1)
+        return (a1 - lam * a2).to(v.dtype) @ v
+    ref = naive(*(t[:1].float() for t in (q1, k1, q2, k2, v)))
+    first = lambda o: o[:1]
+    if "sdpa" in args.parts:
+        def f():
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                return (F.scaled_dot_product_attention(q1, k1, v)
+                        - lam * F.scaled_dot_product_attention(q2, k2, v))
+        measure("diff_attn", shape, "sdpa_flash_x2", f, flops, ref, first)
+    if "flex" in args.parts:
+        from torch.nn.attention.flex_attention import flex_attention
+        flex = torch.compile(flex_attention, dynamic=False)
+        measure("diff_attn", shape, "flex_x2", lambda: flex(q1, k1, v) - lam * flex(q2, k2, v),
+                flops, ref, first)
+    if "compile" in args.parts and N <= args.max_naive_n:
+        cn = torch.compile(naive)
+        measure("diff_attn", shape, "compile_naive", lambda: cn(q1, k1, q2, k2, v), flops, ref,
+                first)
+    if "eager" in args.parts and N <= args.max_naive_n:
+        measure("diff_attn", shape, "eager_naive", lambda: naive(q1, k1, q2, k2, v), flops, ref,
+                first)
+
+
+def read_harness(path):
+    """flashgen rows from the harness log of the same device call."""
+    pat = re.compile(r"^TIME\s+(.+?)\s+(b\d+ h[\d/]+ m\d+ .+?)\s+([\d.]+) ms\s+([\d.]+) TF/s")
+    for line in open(path):
+        m = pat.match(line.strip())
+        if m:
+            name, shape = m.group(1), m.group(2).strip()
+            ms, tf = float(m.group(3)), float(m.group(4))
+            ROWS.append(dict(variant=name.split()[0], shape=shape, backend="flashgen " +
+                             " ".join(name.split()[1:]), ms=ms, tflops=tf, err=None, note=""))
+
+
+def write_results(path, args):
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip() or "uncommitted"
+    except Exception:
+        commit = "unknown"
+    gpu = torch.cuda.get_device_name()
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"\n## {when} — {gpu}, torch {torch.__version__}, commit {commit}\n",
+             f"`{' '.join(sys.argv[1:])}`; median ms (do_bench / CUDA events); TF/s counts "
+             "unmasked work only; err = max abs vs f32 reference (first batch element).\n",
+             "| variant | shape | backend | ms | TF/s | err |", "|---|---|---|---|---|---|"]
+    for r in ROWS:
+        lines.append(f"| {r['variant']} | {r['shape']} | {r['backend']} | "
+                     f"{'%.3f' % r['ms'] if r['ms'] else 'n/a'} | "
+                     f"{'%.1f' % r['tflops'] if r['tflops'] else ''} | "
+                     f"{'%.1e' % r['err'] if r['err'] is not None else ''} {r['note']} |")
+    with open(path, "a") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--parts", default="sdpa,flex,compile,eager")
+    ap.add_argument("--variants", default="vanilla,causal")
+    ap.add_argument("--shapes", default="8x16x4096", help="BxHxN list, comma separated")
+    ap.add_argument("--dims", default="128")
+    ap.add_argument("--max-naive-n", type=int, default=4096)
+    ap.add_argument("--harness-log")
+    ap.add_argument("--json")
+    ap.add_argument("--results", help="append a markdown table to this file")
+    args = ap.parse_args()
+    args.parts = set(args.parts.split(","))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch._dynamo.config.cache_size_limit = 256
+    print("device:", torch.cuda.get_device_name(), "torch", torch.__version__, flush=True)
+    if args.harness_log and os.path.exists(args.harness_log):
+        read_harness(args.harness_log)
+    for shp in args.shapes.split(","):
+        B, H, N = (int(x) for x in shp.split("x"))
+        for D in (int(x) for x in args.dims.split(",")):
+            for var in args.variants.split(","):
+                if var == "diff_attn":
+                    bench_diff(args, B, H, N, D)
+                else:
+                    bench_std(args, var, B, H, N, D)
+    print("\n=== table ===")
+    for r in ROWS:
+        print(f"{r['variant']:14s} {r['shape']:26s} {r['backend']:24s} "
+              f"{(('%9.3f' % r['ms']) if r['ms'] else '      n/a')} "
+              f"{(('%7.1f' % r['tflops']) if r['tflops'] else '       ')} {r['note']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(ROWS, f, indent=1)
+    if args.results:
+        write_results(args.results, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The demo: builds `flashgen`, shows what the compiler makes of the causal attention example
+# (one fused kernel), then compiles and runs it on the CPU backend on random inputs and prints
+# each output's summary and its error against the f64 reference evaluator.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+echo "demo: building flashgen (the log is in build/demo-build.log)"
+ninja -C build -j2 flashgen > build/demo-build.log 2>&1 || { cat build/demo-build.log; exit 1; }
+
+run() {
+  echo
+  echo "\$ flashgen $*"
+  build/flashgen "$@"
+}
+echo
+echo "== examples/causal.attn"
+cat examples/causal.attn
+run explain examples/causal.attn --sizes b=1,h=4,m=n=256,d=e=64
+run run examples/causal.attn --random b=1,h=4,m=n=256,d=e=64 --backend cpu --check

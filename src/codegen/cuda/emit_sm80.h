@@ -1,0 +1,53 @@
+// The CUDA sm80-path emitter: one plan kernel -> one CUDA translation unit that instantiates the
+// generic FlashAttention-2 template fg::attn_fwd_sm80<Spec> (fg_attn_sm80.cuh) with a generated
+// Spec (see src/codegen/cuda/README.md for the plan -> Spec mapping).
+//
+// What fits: one kernel with one streamed reduction dim; 1-2 score contractions of two bf16
+// parameters over one eliminated dim (the tensor-core Q.K^T); 1-2 online Max accumulators
+// (softmax groups) whose argument is element code over the scores; online Sum accumulators
+// that are either exp(x_g - safe(M_g)) (row sums) or exp(x_g - safe(M_g)) * v (P.V with a bf16
+// parameter v); epilogue values over (row, value dim) or (row). Anything else is a
+// BackendError that says what did not fit (no silent fallback).
+// Head dims (the eliminated dims) and dtypes specialize the source; every other extent is a
+// run-time value in Params, so one compiled kernel serves every batch, head count and length.
+// Tests: tests/cuda/nvrtc_examples_test.cpp (every example compiles through NVRTC for sm_80
+// and sm_90a), tests/gpu/cuda_examples_test.cpp (results against the reference on the GPU).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashgen/compile.h"
+#include "flashgen/ref.h"
+#include "plan/plan.h"
+
+namespace flashgen {
+
+// How the host launches and binds one generated kernel.
+struct Sm80Launch {
+  std::string entry;            // extern "C" kernel name
+  int warps = 4, block_m = 128, smem_bytes = 0;
+  int row_dim = -1;             // grid x covers ceil(ext(row_dim) / block_m) tiles
+  std::vector<int> par_dims;    // flattened into grid y/z: product of their extents
+  int num_buffers = 0, max_rank = 1, num_dims = 0;
+  // Params = { const void* buf[num_buffers]; i64 st[num_buffers][max_rank];
+  //            i64 ext[num_dims]; i64* err; }  (all 8-byte fields, in this order)
+  std::vector<std::pair<std::string, int64_t>> head_dims;  // the extents compiled in
+};
+
+struct CudaKernelSource {
+  std::string source;
+  Sm80Launch launch;
+};
+
+// Emits kernel `kernel` of `plan` for target cuda-sm80 or cuda-sm90 (the sm80 path; Hopper runs
+// it compiled for sm_90a). `sizes` must give the extent of every eliminated (head) dim; other
+// entries are ignored. BackendError when the kernel does not fit the template.
+CudaKernelSource emit_sm80_kernel(const Plan& plan, int kernel, Target target,
+                                  const Extents& sizes);
+
+// The head dims (eliminated dims) of a plan's kernels, by name: what `sizes` must give.
+std::vector<std::string> cuda_head_dims(const Plan& plan);
+
+}  // namespace flashgen

@@ -1,0 +1,447 @@
+// fg_attn_sm80.cuh — flashgen's generic fused attention forward kernel, sm80 path
+// (FlashAttention-2 structure; runs on Ampere and Hopper).
+//
+// What: fg::attn_fwd_sm80<Spec>(params), a __device__ body that a generated __global__ entry
+//   calls. Everything variant-specific comes from the generated `Spec` struct below; this file
+//   holds no per-variant code.
+// Structure: the grid is (m-tiles, flattened parallel dims). A block of kWarps warps owns
+//   kBlockM = 16*kWarpMBlocks*kWarps query rows; each warp owns 16*kWarpMBlocks (FA2 uses 32 at
+//   d=128: each K/V fragment read from shared memory feeds two MMAs). Q tiles go through shared
+//   memory, into registers when they fit (else re-read per key tile); K/V tiles stream through
+//   swizzled shared memory with cp.async double buffering (tile j+1 loads while tile j
+//   computes); S = Q K^T by mma.sync.m16n8k16 (bf16 in, f32 accumulate); element code and masks
+//   run on the S fragments; online softmax in base 2 (running max per row in score units, exp2
+//   of one FFMA, rescale of every accumulator of the group); P goes from the S fragments
+//   straight into A operands of P.V; row sums stay per thread until the end.
+//   Tiles the Spec classifies EMPTY are never loaded; FULL tiles skip mask code; PARTIAL tiles and
+//   the last, ragged key tile evaluate it.
+// Preconditions: sm_80+; q/k/v innermost stride 1, row strides multiples of 8 elements, base
+//   pointers 16-byte aligned; the Spec as documented below.
+// Test: bench/gpu/attn_harness.cu (vanilla, causal, diff_attn, lse, gqa, alibi/softcap at odd
+//   sizes against an f32 reference; timing against SDPA), run by scripts/gpu_check;
+//   tests/gpu/nvrtc_tile_library_test.cpp (compiles through NVRTC for sm_80 / sm_90a).
+//
+// ============================== The Spec interface ==============================
+// The emitter generates one struct per fused kernel (src/codegen/cuda/README.md has a full
+// example). All members are required unless marked optional.
+//
+//   struct Spec {
+//     // --- compile-time shape ---
+//     static constexpr int kNumScores;   // S: score contractions c_s = Q_s . K_s^T (1..2)
+//     static constexpr int kNumGroups;   // G: softmax groups (each: running max, row sum) (1..2)
+//     static constexpr int kNumV;        // V: distinct value tensors loaded per key tile (1..2)
+//     static constexpr int kNumAcc;      // A: P.V accumulators (1..4)
+//     static constexpr int kHeadDim;     // D: width of every Q_s/K_s (32, 64, 96, 128)
+//     static constexpr int kValueDim;    // DV: width of every V / accumulator (32..256, % 32 == 0)
+//     static constexpr int kWarps;       // warps per block
+//     static constexpr int kWarpMBlocks; // 16-row m-blocks per warp (1 or 2); the block owns
+//                                        // kBlockM = 16 * kWarpMBlocks * kWarps query rows
+//     static constexpr int kBlockN;      // keys per tile (32, 64, 128)
+//     static constexpr int kMinBlocks;   // __launch_bounds__ min blocks per SM (for the entry)
+//     static constexpr bool kReverseM;   // visit m-tiles last-first (balances causal work)
+//     static constexpr bool kSkipRescale;  // optional (default false): skip the accumulator
+//                                          // rescale in warps whose row maxima did not grow
+//     static constexpr __device__ int acc_group(int a);  // softmax group of accumulator a
+//     static constexpr __device__ int acc_v(int a);      // value tensor of accumulator a
+//
+//     struct Params { ... };             // kernel argument (by value): pointers, strides, extents,
+//                                        // scalars; entirely the emitter's choice
+//     // Number of parallel indices P (the flattened parallel dims, e.g. B*H), from run-time
+//     // extents in Params.
+//     static __device__ int num_parallel(const Params& p);
+//     // Per-block context: built once from the block's parallel index par in [0, P)
+//     // (blockIdx.y + gridDim.y * blockIdx.z, e.g. par = b*H + h). Must contain these members (fg::CtxBase<S, V> has them):
+//     //   int M, N;                              extents of the query / key dims for this block
+//     //   const bf16raw* q[S]; i64 q_ld[S];      row (m) 0 of Q_s and its row stride (elements)
+//     //   const bf16raw* k[S]; i64 k_ld[S];      row (n) 0 of K_s, row stride (GQA: kv head map)
+//     //   const bf16raw* v[V]; i64 v_ld[V];      row (n) 0 of V_i, row stride
+//     // plus anything the element code needs (offset pointers, slopes, ...).
+//     // make_ctx must be a pure function of (p, par): the kernel calls it again before the
+//     // epilogue so the output pointers do not occupy registers during the key loop.
+//     struct Ctx;
+//     static __device__ void make_ctx(const Params& p, int par, Ctx& ctx);
+//
+//     // Tile classifier over the index box [m0,m1) x [n0,n1) (already clipped to M, N):
+//     // fg::kTileEmpty (every element masked: the tile is skipped), fg::kTileFull (no element
+//     // masked: score<.., false> is used), fg::kTilePartial (score<.., true>). Must be
+//     // conservative: answer PARTIAL when unsure. Generated from interval analysis of the mask.
+//     static __device__ int classify(const Ctx& ctx, int m0, int m1, int n0, int n1);
+//
+//     // Element code of softmax group g in SCORE UNITS: returns h with x_g = h * score_scale<g>
+//     // where x_g is the softmax logit in base 2 (log2(e) times the natural logit). The emitter
+//     // factors the outermost positive constant out of the score expression into score_scale
+//     // (vanilla: h = c[0], score_scale = log2(e)/sqrt(d); softcap: h = cap*tanh(c*s/cap),
+//     // score_scale = log2(e)), so the kernel's exp is one FFMA + MUFU. c[s] = raw contraction
+//     // value of score s at (m, n). kMasked = false means the element is known unmasked (skip
+//     // mask terms); a masked element returns -inf. m < M and n < N always hold (the kernel
+//     // clamps out-of-range rows/keys and masks the keys itself).
+//     template <int g, bool kMasked>
+//     static __device__ float score(const float (&c)[S], int m, int n, const Ctx& ctx);
+//     template <int g>
+//     static __device__ float score_scale(const Ctx& ctx);  // > 0, finite
+//
+//     // Epilogue for two adjacent value columns (e, e+1) of row m (m < M, e even):
+//     // o[a][j] = accumulator a at (m, e+j), un-normalized; st has per group g: l[g] (row sum),
+//     // inv_l[g] (1/l, 0 for an all-masked row), mx[g] (running max, base 2; -inf if all masked).
+//     static __device__ void store(const Ctx& ctx, int m, int e, const float (&o)[A][2],
+//                                  const fg::RowStats<G>& st);
+//     // Once per row m < M (per-row outputs such as logsumexp); may be empty.
+//     static __device__ void store_row(const Ctx& ctx, int m, const fg::RowStats<G>& st);
+//   };
+//
+// Launch: grid = (ceil(max M / kBlockM), min(P, 65535), ceil(P / 65535)), block = 32 * kWarps,
+//   dynamic shared memory = fg::AttnSm80<Spec>::kSmemBytes (raise the limit above 48 KiB with
+//   cuFuncSetAttribute). One compiled kernel serves every M, N, batch and head count.
+#pragma once
+
+#ifndef FG_ATTN_SM80_CUH
+#define FG_ATTN_SM80_CUH
+
+#include "fg_tile.cuh"
+
+namespace fg {
+
+enum { kTileEmpty = 0, kTileFull = 1, kTilePartial = 2 };
+
+template <int G>
+struct RowStats {
+  float l[G];      // softmax denominator (sum of 2^(x - mx))
+  float inv_l[G];  // 1 / l, or 0 for an all-masked row
+  float mx[G];     // running max of the base-2 logits (-inf for an all-masked row)
+  // natural-log logsumexp of group g; -inf for an all-masked row
+  FG_DEV float lse(int g) const { return l[g] > 0.f ? (mx[g] + __log2f(l[g])) * kLn2 : neg_inf(); }
+};
+
+template <int S, int V>
+struct CtxBase {
+  int M, N;
+  const bf16raw* q[S];
+  i64 q_ld[S];
+  const bf16raw* k[S];
+  i64 k_ld[S];
+  const bf16raw* v[V];
+  i64 v_ld[V];
+};
+
+// Optional Spec member kSkipRescale (default false): skip accumulator rescales for warps whose
+// running maxima did not change in a tile.
+template <class T, class = void>
+struct SkipRescaleOf {
+  static constexpr bool value = false;
+};
+template <class T>
+struct SkipRescaleOf<T, decltype(void(T::kSkipRescale))> {
+  static constexpr bool value = T::kSkipRescale;
+};
+
+template <class Spec>
+struct AttnSm80 {
+  static constexpr bool kSkipRescale = SkipRescaleOf<Spec>::value;
+  static constexpr int S = Spec::kNumScores, G = Spec::kNumGroups, V = Spec::kNumV,
+                       A = Spec::kNumAcc;
+  static constexpr int D = Spec::kHeadDim, DV = Spec::kValueDim;
+  static constexpr int NW = Spec::kWarps, NT = 32 * NW, MW = Spec::kWarpMBlocks;
+  static constexpr int BM = 16 * MW * NW, BN = Spec::kBlockN;
+  // Q stays in registers when the fragments that live across the key loop (Q, the accumulators,
+  // the scores) fit a register budget; otherwise it is re-read from shared memory per tile.
+  static constexpr int kLiveRegs = S * MW * D / 8 + A * MW * DV / 2 + S * MW * BN / 2;
+  static constexpr bool kQInRegs = kLiveRegs <= 160;
+  static constexpr int kQK = kQInRegs ? D / 16 : 1;  // k16 blocks of Q held in registers
+  static constexpr int kQBytes = SmemTile<BM, D>::kBytes;
+  static constexpr int kKBytes = SmemTile<BN, D>::kBytes;
+  static constexpr int kVBytes = SmemTile<BN, DV>::kBytes;
+  static constexpr int kStageBytes = S * kKBytes + V * kVBytes;
+  static constexpr int kSmemBytes = S * kQBytes + 2 * kStageBytes;
+  static_assert(S >= 1 && S <= 2 && G >= 1 && G <= 2 && V >= 1 && V <= 2 && A >= 1 && A <= 4,
+                "unsupported numbers of scores / groups / values / accumulators");
+  static_assert(MW == 1 || MW == 2, "a warp owns 16 or 32 query rows");
+  static_assert(D % 32 == 0 && D <= 256 && DV % 32 == 0 && DV <= 256, "head dims");
+  static_assert(BN % 32 == 0 && BN <= 128, "key tile");
+};
+
+// S[b] (16 x BN per m-block b) = Q[b] K^T: Q from registers or from the shared Q tile.
+template <class K, bool kQRegs, int QK>
+FG_DEV void scores_mma(float (&c)[K::MW][K::BN / 8][4], const u32 (&qa)[K::MW][QK][4],
+                       const LdmAddr<K::BM, K::D>& aq, const LdmAddr<K::BN, K::D>& ak,
+                       int qrow0) {
+  constexpr int MW = K::MW, D = K::D, BN = K::BN;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    u32 qf[MW][4];
+#pragma unroll
+    for (int b = 0; b < MW; ++b) {
+      if constexpr (kQRegs) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) qf[b][r] = qa[b][kk][r];
+      } else {
+        ldmatrix_x4(qf[b], aq.at(qrow0 + b * 16, kk * 16));
+      }
+    }
+#pragma unroll
+    for (int np = 0; np < BN / 16; ++np) {
+      u32 kb[4];
+      ldmatrix_x4(kb, ak.at(np * 16, kk * 16));
+#pragma unroll
+      for (int b = 0; b < MW; ++b) {
+        mma_bf16_16816(c[b][2 * np], qf[b], kb[0], kb[1]);
+        mma_bf16_16816(c[b][2 * np + 1], qf[b], kb[2], kb[3]);
+      }
+    }
+  }
+}
+
+template <class Spec>
+FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
+  using K = AttnSm80<Spec>;
+  constexpr int S = K::S, G = K::G, V = K::V, A = K::A, D = K::D, DV = K::DV;
+  constexpr int NT = K::NT, BM = K::BM, BN = K::BN, MW = K::MW;
+  constexpr int NT8 = BN / 8;   // n8 tiles of S per m-block
+  constexpr int KB = BN / 16;   // k16 blocks of P
+  constexpr int ET8 = DV / 8;   // n8 tiles of each accumulator
+
+  extern __shared__ __align__(1024) unsigned char fg_smem[];
+  const u32 s_base = smem_u32(fg_smem);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+  typename Spec::Ctx ctx;
+  // parallel index: grid y (and z beyond 65535 indices); blocks past the end exit
+  const int par = (int)(blockIdx.y + gridDim.y * blockIdx.z);
+  if (par >= Spec::num_parallel(params)) return;
+  Spec::make_ctx(params, par, ctx);
+  const int M = ctx.M, N = ctx.N;
+  const int mt = Spec::kReverseM ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+  const int m0 = mt * BM;
+  if (m0 >= M || M <= 0) return;
+  const int m1 = min(m0 + BM, M);
+
+  // ---- Q tiles -> shared (cp.async group 0) ----
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+    load_tile_async<BM, D, NT>(s_base + s * K::kQBytes, ctx.q[s], ctx.q_ld[s], m0, M, tid);
+  cp_async_commit();
+
+  const int n_tiles = N > 0 ? (N + BN - 1) / BN : 0;
+  // next non-empty key tile at or after j (block-uniform scalar scan, O(n_tiles) in total)
+  int cls_next = kTileEmpty;
+  auto next_tile = [&](int j) {
+    for (; j < n_tiles; ++j) {
+      cls_next = Spec::classify(ctx, m0, m1, j * BN, min(j * BN + BN, N));
+      if (cls_next != kTileEmpty) break;
+    }
+    return j;
+  };
+  const u32 s_kv = s_base + S * K::kQBytes;
+  auto issue_kv = [&](int j, int stage) {
+    const u32 st = s_kv + stage * K::kStageBytes;
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+      load_tile_async<BN, D, NT>(st + s * K::kKBytes, ctx.k[s], ctx.k_ld[s], j * BN, N, tid);
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      load_tile_async<BN, DV, NT>(st + S * K::kKBytes + i * K::kVBytes, ctx.v[i], ctx.v_ld[i],
+                                  j * BN, N, tid);
+  };
+
+  int j = next_tile(0);
+  int cls = cls_next;
+  if (j < n_tiles) issue_kv(j, 0);
+  cp_async_commit();
+
+  // ---- Q fragments -> registers (when they fit) ----
+  cp_async_wait<1>();
+  __syncthreads();
+  const int wrow0 = warp * 16 * MW;  // first row of this warp inside the block
+  LdmAddr<BM, D> aq_lane[S];          // Q tile addresses (used when Q is re-read per tile)
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+    aq_lane[s] = LdmAddr<BM, D>(s_base + s * K::kQBytes, lane_row_a(lane), lane_col_a(lane));
+  u32 qa[S][MW][K::kQK][4];
+  if constexpr (K::kQInRegs) {
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+#pragma unroll
+      for (int b = 0; b < MW; ++b)
+        load_a_frags<BM, D>(qa[s][b], s_base + s * K::kQBytes, wrow0 + b * 16, lane);
+  }
+
+  // rows of this thread: [b][h] = m-block b, half h (clamped so element code stays in range)
+  int rm[MW][2];
+#pragma unroll
+  for (int b = 0; b < MW; ++b)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) rm[b][h] = min(m0 + wrow0 + b * 16 + (lane >> 2) + 8 * h, M - 1);
+  const int col_t = 2 * (lane & 3);
+
+  float o[A][MW][ET8][4];
+#pragma unroll
+  for (int a = 0; a < A; ++a)
+#pragma unroll
+    for (int b = 0; b < MW; ++b) zero(o[a][b]);
+  float mrun[G][MW][2], lsum[G][MW][2];
+  float sc[G];  // score units -> base-2 logits (positive)
+  sc[0] = Spec::template score_scale<0>(ctx);
+  if constexpr (G > 1) sc[G - 1] = Spec::template score_scale<G - 1>(ctx);
+#pragma unroll
+  for (int g = 0; g < G; ++g)
+#pragma unroll
+    for (int b = 0; b < MW; ++b) {
+      mrun[g][b][0] = mrun[g][b][1] = neg_inf();
+      lsum[g][b][0] = lsum[g][b][1] = 0.f;
+    }
+
+  int stage = 0;
+  while (j < n_tiles) {
+    const int jn = next_tile(j + 1);
+    const int cls_n = cls_next;
+    if (jn < n_tiles) issue_kv(jn, stage ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+
+    const u32 st = s_kv + stage * K::kStageBytes;
+    // ---- scores ----
+    float c[S][MW][NT8][4];
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+#pragma unroll
+      for (int b = 0; b < MW; ++b) zero(c[s][b]);
+      const LdmAddr<BN, D> ak(st + s * K::kKBytes, lane_row_kt(lane), lane_col_kt(lane));
+      scores_mma<K, K::kQInRegs, K::kQK>(c[s], qa[s], aq_lane[s], ak, wrow0);
+    }
+    // ---- element code (score expressions, masks) ----
+    const int n0 = j * BN;
+    float x[G][MW][NT8][4];
+    if (cls == kTileFull && n0 + BN <= N) {
+#pragma unroll
+      for (int b = 0; b < MW; ++b)
+#pragma unroll
+        for (int t = 0; t < NT8; ++t)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            float cv[S];
+#pragma unroll
+            for (int s = 0; s < S; ++s) cv[s] = c[s][b][t][i];
+            const int n = n0 + t * 8 + col_t + (i & 1);
+            x[0][b][t][i] = Spec::template score<0, false>(cv, rm[b][i >> 1], n, ctx);
+            if constexpr (G > 1)
+              x[G - 1][b][t][i] = Spec::template score<G - 1, false>(cv, rm[b][i >> 1], n, ctx);
+          }
+    } else {
+#pragma unroll
+      for (int b = 0; b < MW; ++b)
+#pragma unroll
+        for (int t = 0; t < NT8; ++t)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            float cv[S];
+#pragma unroll
+            for (int s = 0; s < S; ++s) cv[s] = c[s][b][t][i];
+            const int n = n0 + t * 8 + col_t + (i & 1);
+            const int nc = min(n, N - 1);
+            x[0][b][t][i] =
+                n < N ? Spec::template score<0, true>(cv, rm[b][i >> 1], nc, ctx) : neg_inf();
+            if constexpr (G > 1)
+              x[G - 1][b][t][i] =
+                  n < N ? Spec::template score<G - 1, true>(cv, rm[b][i >> 1], nc, ctx)
+                        : neg_inf();
+          }
+    }
+    // ---- online softmax per group and m-block ----
+    u32 pa[G][MW][KB][4];
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+#pragma unroll
+      for (int b = 0; b < MW; ++b) {
+        float alpha[2];
+        bool grew = false;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          // running max in score units; base-2 exponent = (x - max) * sc as one FFMA
+          const float mnew = fmaxf(mrun[g][b][h], row_max(x[g][b], h));
+          const float nbase = mnew == neg_inf() ? 0.f : -mnew * sc[g];
+          grew |= mnew != mrun[g][b][h];
+          alpha[h] = mnew == mrun[g][b][h] ? 1.f : ex2(fmaf(mrun[g][b][h], sc[g], nbase));
+          mrun[g][b][h] = mnew;
+#pragma unroll
+          for (int t = 0; t < NT8; ++t) {
+            x[g][b][t][2 * h] = ex2(fmaf(x[g][b][t][2 * h], sc[g], nbase));
+            x[g][b][t][2 * h + 1] = ex2(fmaf(x[g][b][t][2 * h + 1], sc[g], nbase));
+          }
+          lsum[g][b][h] = lsum[g][b][h] * alpha[h] + row_sum_partial(x[g][b], h);
+        }
+        // Accumulators need rescaling only where a running max grew; optionally skip the
+        // multiplies when no row of the warp changed (warp-uniform branch).
+        if (!K::kSkipRescale || __any_sync(0xffffffffu, grew)) {
+#pragma unroll
+          for (int a = 0; a < A; ++a)
+            if (Spec::acc_group(a) == g) rescale_rows(o[a][b], alpha[0], alpha[1]);
+        }
+        acc_to_a<KB>(pa[g][b], x[g][b]);
+      }
+    // ---- O_a += P_g(a) . V_v(a) ----
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const LdmAddr<BN, DV> av(st + S * K::kKBytes + i * K::kVBytes, lane_row_v(lane),
+                               lane_col_v(lane));
+#pragma unroll
+      for (int kb = 0; kb < KB; ++kb)
+#pragma unroll
+        for (int ep = 0; ep < DV / 16; ++ep) {
+          u32 vb[4];
+          ldmatrix_x4_trans(vb, av.at(kb * 16, ep * 16));
+#pragma unroll
+          for (int a = 0; a < A; ++a)
+            if (Spec::acc_v(a) == i)
+#pragma unroll
+              for (int b = 0; b < MW; ++b) {
+                mma_bf16_16816(o[a][b][2 * ep], pa[Spec::acc_group(a)][b][kb], vb[0], vb[1]);
+                mma_bf16_16816(o[a][b][2 * ep + 1], pa[Spec::acc_group(a)][b][kb], vb[2], vb[3]);
+              }
+        }
+    }
+    __syncthreads();  // the stage is refilled by the next iteration's prefetch
+    j = jn;
+    cls = cls_n;
+    stage ^= 1;
+  }
+  cp_async_wait<0>();
+
+  // ---- epilogue ----
+  // A fresh context from an opaque copy of the parallel index: keeps the output pointers out of
+  // the registers of the main loop (the compiler cannot merge the two contexts).
+  int par2;
+  asm volatile("mov.b32 %0, %1;" : "=r"(par2) : "r"(par));
+  Spec::make_ctx(params, par2, ctx);
+#pragma unroll
+  for (int b = 0; b < MW; ++b) {
+    RowStats<G> rs[2];  // quad reductions first: every lane must take part in the shuffles
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        rs[h].l[g] = quad_sum(lsum[g][b][h]);
+        rs[h].inv_l[g] = rs[h].l[g] > 0.f ? 1.f / rs[h].l[g] : 0.f;
+        rs[h].mx[g] = mrun[g][b][h] * sc[g];
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int m = m0 + wrow0 + b * 16 + (lane >> 2) + 8 * h;
+      if (m >= M) continue;
+#pragma unroll
+      for (int t = 0; t < ET8; ++t) {
+        float ov[A][2];
+#pragma unroll
+        for (int a = 0; a < A; ++a) {
+          ov[a][0] = o[a][b][t][2 * h];
+          ov[a][1] = o[a][b][t][2 * h + 1];
+        }
+        Spec::store(ctx, m, t * 8 + col_t, ov, rs[h]);
+      }
+      if ((lane & 3) == 0) Spec::store_row(ctx, m, rs[h]);
+    }
+  }
+}
+
+}  // namespace fg
+
+#endif  // FG_ATTN_SM80_CUH

@@ -1,0 +1,257 @@
+// fg_tile.cuh — flashgen's tile library for the CUDA sm80 path (also runs on sm_90/sm_90a).
+//
+// What: the small set of warp-level building blocks the generated kernels are made of:
+//   bf16 bit helpers, cp.async global->shared tile loads (predicated, zero fill), a swizzled
+//   shared-memory tile layout, ldmatrix / mma.sync.m16n8k16 (bf16 in, f32 accumulate) wrappers,
+//   fragment row max / row sum / rescale, and the S-accumulator -> A-operand conversion.
+// Preconditions: compiled as CUDA C++ for sm_80 or newer, by nvcc or NVRTC. The file includes no
+//   header at all (NVRTC has no host standard library), so it is safe to prepend to generated
+//   source. Global tiles: innermost stride 1, row strides and base pointers 16-byte aligned.
+// Test: bench/gpu/attn_harness.cu (run by scripts/gpu_check on the GPU machine) checks the kernels
+//   built from these pieces against a plain f32 reference.
+//
+// Fragment conventions (PTX ISA, mma.m16n8k16): lane = 4*g + t (g = lane/4, t = lane%4).
+//   accumulator C (16x8, f32): c[0],c[1] = row g,   cols 2t, 2t+1;  c[2],c[3] = row g+8, same cols
+//   A operand (16x16, bf16x2 regs): a[0] = (g, 2t..), a[1] = (g+8, 2t..), a[2] = (g, 8+2t..),
+//                                   a[3] = (g+8, 8+2t..)
+//   B operand (16x8): b[0] = k 2t..2t+1 of col g, b[1] = k 8+2t.. of col g.
+#pragma once
+
+#ifndef FG_TILE_CUH
+#define FG_TILE_CUH
+
+namespace fg {
+
+typedef unsigned short bf16raw;   // bf16 bits
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+#define FG_DEV __device__ __forceinline__
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+FG_DEV float neg_inf() { return __int_as_float(0xff800000); }
+FG_DEV float pos_inf() { return __int_as_float(0x7f800000); }
+
+// ---- bf16 bit helpers (no cuda_bf16.h: identical under nvcc and NVRTC) ----
+FG_DEV float bf16_to_f32(bf16raw h) { return __uint_as_float(((u32)h) << 16); }
+FG_DEV u32 pack_bf16x2(float lo, float hi) {  // round to nearest even, lo in the low half
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+FG_DEV bf16raw f32_to_bf16(float x) { return (bf16raw)(pack_bf16x2(x, 0.f) & 0xffffu); }
+FG_DEV float bf16x2_lo(u32 v) { return __uint_as_float(v << 16); }
+FG_DEV float bf16x2_hi(u32 v) { return __uint_as_float(v & 0xffff0000u); }
+
+// ---- fast math ----
+FG_DEV float ex2(float x) {  // 2^x, one MUFU op; ex2(-inf) = 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+FG_DEV float fast_tanh(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+FG_DEV float sigmoid(float x) { return 1.f / (1.f + ex2(-x * kLog2e)); }
+
+// ---- shared memory addresses, cp.async ----
+FG_DEV u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+
+// 16-byte async copy; src_bytes = 0 fills the destination with zeros (predicated-off rows).
+FG_DEV void cp_async16(u32 dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes));
+}
+FG_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+FG_DEV void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// ---- ldmatrix / mma ----
+FG_DEV void ldmatrix_x4(u32 (&r)[4], u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+FG_DEV void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+// d += a * b (m16n8k16, bf16 operands, f32 accumulators)
+FG_DEV void mma_bf16_16816(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ---- swizzled shared-memory tile: ROWS x COLS bf16, row-major in column panels ----
+// The tile is split into panels of PW columns (64 when COLS % 64 == 0, else 32), each stored
+// row-major; inside a panel, the 16-byte chunk index is XORed with bits of the 128-byte line
+// index (CUTLASS's Swizzle<3,4,3> on byte offsets). ldmatrix of 8 rows at one logical chunk and
+// cp.async of consecutive chunks are then free of bank conflicts for every COLS in {32..256}.
+template <int ROWS, int COLS>
+struct SmemTile {
+  static_assert(COLS % 32 == 0, "tile width must be a multiple of 32 elements");
+  static constexpr int kPW = (COLS % 64 == 0) ? 64 : 32;
+  static constexpr int kPanels = COLS / kPW;
+  static constexpr int kPanelBytes = ROWS * kPW * 2;
+  static constexpr int kBytes = ROWS * COLS * 2;
+  static_assert(kPanelBytes % 1024 == 0, "panel must hold whole 1 KiB swizzle atoms");
+  // byte offset of the 16-byte chunk holding element (r, c), c % 8 == 0
+  static FG_DEV int off(int r, int c) {
+    const int p = c / kPW;
+    const int lin = r * (kPW * 2) + (c % kPW) * 2;
+    return p * kPanelBytes + (lin ^ (((lin >> 7) & 7) << 4));
+  }
+};
+
+// Asynchronously copy rows [row0, row0 + ROWS) of a global matrix g (row stride `ld` elements,
+// innermost stride 1) into a SmemTile; rows >= rows_total are zero-filled and never read.
+// All NT threads of the block take part; each issues (ROWS*COLS/8)/NT 16-byte copies. Thread
+// tid always copies column chunk tid % CPR of rows tid / CPR + i * (NT / CPR), so the shared
+// offsets are one base plus immediates and the global address is one multiply-add per copy.
+template <int ROWS, int COLS, int NT>
+FG_DEV void load_tile_async(u32 sdst, const bf16raw* g, i64 ld, int row0, int rows_total,
+                            int tid) {
+  using T = SmemTile<ROWS, COLS>;
+  constexpr int CPR = COLS / 8;  // 16-byte chunks per row
+  static_assert((ROWS * CPR) % NT == 0, "tile chunks must divide evenly among threads");
+  if constexpr (NT % CPR == 0) {
+    constexpr int RS = NT / CPR;  // rows covered by one sweep of the block
+    constexpr bool kImm = RS % 16 == 0 || (T::kPW == 64 && RS % 8 == 0);
+    const int r = tid / CPR, c = (tid % CPR) * 8;
+    const u32 d0 = sdst + T::off(r, c);
+#pragma unroll
+    for (int i = 0; i < ROWS / RS; ++i) {
+      const int rr = r + i * RS;
+      const int grow = row0 + rr;
+      const bool ok = grow < rows_total;
+      const bf16raw* src = g + (ok ? (i64)grow * ld + c : 0);
+      const u32 dst = kImm ? d0 + i * RS * (T::kPW * 2) : sdst + T::off(rr, c);
+      cp_async16(dst, src, ok ? 16 : 0);
+    }
+  } else {  // widths such as 96: general index arithmetic
+#pragma unroll
+    for (int i = 0; i < ROWS * CPR / NT; ++i) {
+      const int idx = i * NT + tid;
+      const int rr = idx / CPR, c = (idx % CPR) * 8;
+      const int grow = row0 + rr;
+      const bool ok = grow < rows_total;
+      const bf16raw* src = g + (ok ? (i64)grow * ld + c : 0);
+      cp_async16(sdst + T::off(rr, c), src, ok ? 16 : 0);
+    }
+  }
+}
+
+// ---- per-warp fragment helpers (a warp owns 16 rows; each thread 2 of them: g and g+8) ----
+
+// ldmatrix addressing with few registers: for lane-dependent parts (lr, lc) of (row, col) and
+// compile-time parts (R0, C0), off(R0 + lr, C0 + lc) = base[(C0 % PW) / 16] + const, provided
+// R0 % 16 == 0, C0 % 16 == 0 and lc in {0, 8}. The XOR of the swizzle then only touches the
+// per-lane bases, and each access compiles to [register + immediate].
+template <int ROWS, int COLS>
+struct LdmAddr {
+  using T = SmemTile<ROWS, COLS>;
+  static constexpr int kBases = T::kPW / 16;
+  u32 base[kBases];
+  FG_DEV LdmAddr() {}
+  FG_DEV LdmAddr(u32 tile, int lr, int lc) {
+#pragma unroll
+    for (int i = 0; i < kBases; ++i) base[i] = tile + T::off(lr, i * 16 + lc);
+  }
+  FG_DEV u32 at(int r0, int c0) const {
+    return base[(c0 % T::kPW) / 16] + (c0 / T::kPW) * T::kPanelBytes + r0 * (T::kPW * 2);
+  }
+};
+
+// Load the A operand (16 rows x K cols) of one warp from a SmemTile into registers.
+template <int ROWS, int K>
+FG_DEV void load_a_frags(u32 (&a)[K / 16][4], u32 stile, int row0, int lane) {
+  const LdmAddr<ROWS, K> ad(stile, lane & 15, (lane >> 4) * 8);
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) ldmatrix_x4(a[kk], ad.at(row0, kk * 16));
+}
+
+// Convert accumulator fragments (16 x 16*KB, f32) into A operands (bf16) for the next mma.
+template <int KB>
+FG_DEV void acc_to_a(u32 (&a)[KB][4], const float (&acc)[2 * KB][4]) {
+#pragma unroll
+  for (int kb = 0; kb < KB; ++kb) {
+    a[kb][0] = pack_bf16x2(acc[2 * kb][0], acc[2 * kb][1]);
+    a[kb][1] = pack_bf16x2(acc[2 * kb][2], acc[2 * kb][3]);
+    a[kb][2] = pack_bf16x2(acc[2 * kb + 1][0], acc[2 * kb + 1][1]);
+    a[kb][3] = pack_bf16x2(acc[2 * kb + 1][2], acc[2 * kb + 1][3]);
+  }
+}
+
+// Lane parts of the ldmatrix addresses: A operands / S = Q K^T's B operand (K as stored) /
+// P.V's B operand (V through ldmatrix.trans).
+FG_DEV int lane_row_a(int lane) { return lane & 15; }
+FG_DEV int lane_col_a(int lane) { return (lane >> 4) * 8; }
+FG_DEV int lane_row_kt(int lane) { return (lane & 7) + ((lane >> 4) << 3); }
+FG_DEV int lane_col_kt(int lane) { return ((lane >> 3) & 1) * 8; }
+FG_DEV int lane_row_v(int lane) { return (lane & 7) + (((lane >> 3) & 1) << 3); }
+FG_DEV int lane_col_v(int lane) { return (lane >> 4) * 8; }
+
+// Row max over a thread's accumulator elements of row half h (0: row g, 1: row g+8), reduced
+// over the 4 threads of the quad that share the row.
+template <int NT8>
+FG_DEV float row_max(const float (&x)[NT8][4], int h) {
+  float m = neg_inf();
+#pragma unroll
+  for (int j = 0; j < NT8; ++j) m = fmaxf(m, fmaxf(x[j][2 * h], x[j][2 * h + 1]));
+  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+  return m;
+}
+// Per-thread partial row sum (no shuffles: flashgen keeps row sums per thread until the end).
+template <int NT8>
+FG_DEV float row_sum_partial(const float (&x)[NT8][4], int h) {
+  float s = 0.f;
+#pragma unroll
+  for (int j = 0; j < NT8; ++j) s += x[j][2 * h] + x[j][2 * h + 1];
+  return s;
+}
+FG_DEV float quad_sum(float s) {
+  s += __shfl_xor_sync(0xffffffffu, s, 1);
+  s += __shfl_xor_sync(0xffffffffu, s, 2);
+  return s;
+}
+// Multiply row half 0 by s0 and row half 1 by s1.
+template <int NT8>
+FG_DEV void rescale_rows(float (&x)[NT8][4], float s0, float s1) {
+#pragma unroll
+  for (int j = 0; j < NT8; ++j) {
+    x[j][0] *= s0;
+    x[j][1] *= s0;
+    x[j][2] *= s1;
+    x[j][3] *= s1;
+  }
+}
+template <int NT8>
+FG_DEV void zero(float (&x)[NT8][4]) {
+#pragma unroll
+  for (int j = 0; j < NT8; ++j) x[j][0] = x[j][1] = x[j][2] = x[j][3] = 0.f;
+}
+
+// Store two adjacent bf16 values (e, e+1) of one row.
+FG_DEV void store_bf16x2(bf16raw* p, float lo, float hi) {
+  *reinterpret_cast<u32*>(p) = pack_bf16x2(lo, hi);
+}
+FG_DEV float2 load_bf16x2(const bf16raw* p) {
+  const u32 v = *reinterpret_cast<const u32*>(p);
+  return make_float2(bf16x2_lo(v), bf16x2_hi(v));
+}
+
+}  // namespace fg
+
+#endif  // FG_TILE_CUH

@@ -1,0 +1,121 @@
+// The per-target tables (see target.h).
+#include "codegen/target.h"
+
+#include <string>
+
+namespace flashgen {
+
+namespace {
+
+// Helpers shared by every C++-like target; FG_FN is the target's helper qualifier.
+const char* kCommonPrelude = R"(
+FG_FN float fg_bf16(uint16_t b) { uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f; }
+FG_FN float fg_round_bf16(float x) {
+  uint32_t u; memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u) { if (u & 0x7fffffu) u |= 0x400000u; }
+  else u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u; float f; memcpy(&f, &u, 4); return f;
+}
+FG_FN float fg_f16(uint16_t h) {
+  uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, u;
+  if (e == 0) { if (m == 0) u = s; else { int k = -1; do { ++k; m <<= 1; } while (!(m & 1024));
+                 u = s | ((uint32_t)(112 - k) << 23) | ((m & 1023) << 13); } }
+  else if (e == 31) u = s | 0x7f800000u | (m << 13);
+  else u = s | ((e + 112) << 23) | (m << 13);
+  float f; memcpy(&f, &u, 4); return f;
+}
+FG_FN float fg_round_f16(float x) {
+  if (!(x == x) || x == INFINITY || x == -INFINITY) return x;
+  float a = fabsf(x);
+  if (a >= 65520.f) return x > 0 ? INFINITY : -INFINITY;
+  int e; frexpf(a, &e);                       /* a = f * 2^e, f in [0.5, 1) */
+  int q = e - 11; if (q < -24) q = -24;      /* 11 significant bits, subnormals at 2^-24 */
+  float r = ldexpf(nearbyintf(ldexpf(a, -q)), q);
+  return x < 0 ? -r : r;
+}
+FG_FN float fg_f8e4m3(uint8_t b) {
+  int s = b >> 7, e = (b >> 3) & 15, m = b & 7; float v;
+  if (e == 15 && m == 7) v = NAN;
+  else if (e == 0) v = ldexpf((float)m, -9);
+  else v = ldexpf((float)(8 + m), e - 10);
+  return s ? -v : v;
+}
+FG_FN float fg_f8e5m2(uint8_t b) { return fg_f16((uint16_t)((uint16_t)b << 8)); }
+FG_FN float fg_relu(float x) { return x > 0 ? x : 0.f * x; }
+FG_FN int64_t fg_relu(int64_t x) { return x > 0 ? x : 0; }
+FG_FN float fg_abs(float x) { return fabsf(x); }
+FG_FN int64_t fg_abs(int64_t x) { return x < 0 ? -x : x; }
+FG_FN float fg_max(float a, float b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }
+FG_FN float fg_min(float a, float b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }
+FG_FN int64_t fg_max(int64_t a, int64_t b) { return a > b ? a : b; }
+FG_FN int64_t fg_min(int64_t a, int64_t b) { return a < b ? a : b; }
+FG_FN float fg_clamp(float x, float lo, float hi) { return fg_min(fg_max(x, lo), hi); }
+FG_FN int64_t fg_clamp(int64_t x, int64_t lo, int64_t hi) { return fg_min(fg_max(x, lo), hi); }
+FG_FN int64_t fg_mod(int64_t a, int64_t b) { if (b == 0) return 0; int64_t m = a % b; return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m; }
+FG_FN float fg_div0(float a, float b) { return b == 0.f ? 0.f : a / b; }
+FG_FN float fg_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+FG_FN float fg_rsqrt(float x) { return 1.f / sqrtf(x); }
+FG_FN float fg_safe(float m) { return m == -INFINITY ? 0.f : m; }
+/* exp(safe(Mold) - safe(Mnew)): the rescale of an online sum when its running max moves. */
+FG_FN float fg_rescale(float mold, float mnew) { return mold == -INFINITY ? 0.f : expf(mold - fg_safe(mnew)); }
+)";
+
+std::map<Op, std::string> math_fns() {
+  return {{Op::Exp, "expf"},   {Op::Exp2, "exp2f"}, {Op::Log, "logf"},      {Op::Log2, "log2f"},
+          {Op::Sqrt, "sqrtf"}, {Op::Rsqrt, "fg_rsqrt"}, {Op::Tanh, "tanhf"},
+          {Op::Sigmoid, "fg_sigmoid"}, {Op::Floor, "floorf"}, {Op::Ceil, "ceilf"},
+          {Op::Sin, "sinf"},   {Op::Cos, "cosf"},   {Op::Pow, "powf"}};
+}
+
+std::string with_qualifier(const std::string& text, const std::string& q) {
+  std::string out, key = "FG_FN";
+  size_t pos = 0;
+  for (;;) {
+    size_t f = text.find(key, pos);
+    if (f == std::string::npos) break;
+    out += text.substr(pos, f - pos) + q;
+    pos = f + key.size();
+  }
+  return out + text.substr(pos);
+}
+
+TargetTable make_cpu() {
+  TargetTable t;
+  t.target = Target::cpu;
+  t.float_fn = math_fns();
+  t.prelude = "#include <cmath>\n#include <cstdint>\n#include <cstring>\n#include <memory>\n"
+              "#include <algorithm>\nusing std::int64_t; using std::uint16_t; using std::uint8_t;\n"
+              "using std::uint32_t; using std::uint64_t;\n" +
+              with_qualifier(kCommonPrelude, t.fn_qualifier);
+  return t;
+}
+
+TargetTable make_cuda(Target which) {
+  TargetTable t;
+  t.target = which;
+  t.fn_qualifier = "static __device__ __forceinline__";
+  t.kernel_qualifier = "extern \"C\" __global__";
+  t.float_fn = math_fns();
+  t.prelude = "#define memcpy __builtin_memcpy\ntypedef long long int64_t; typedef unsigned "
+              "long long uint64_t;\ntypedef unsigned int uint32_t; typedef unsigned short "
+              "uint16_t; typedef unsigned char uint8_t;\n#define INFINITY __int_as_float(0x7f800000)\n"
+              "#define NAN __int_as_float(0x7fffffff)\n" +
+              with_qualifier(kCommonPrelude, t.fn_qualifier);
+  return t;
+}
+
+}  // namespace
+
+const TargetTable& target_table(Target t) {
+  static const TargetTable cpu = make_cpu();
+  static const TargetTable sm80 = make_cuda(Target::cuda_sm80);
+  static const TargetTable sm90 = make_cuda(Target::cuda_sm90);
+  switch (t) {
+    case Target::cpu: return cpu;
+    case Target::cuda_sm80: return sm80;
+    case Target::cuda_sm90: return sm90;
+  }
+  return cpu;
+}
+
+}  // namespace flashgen

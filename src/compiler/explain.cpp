@@ -1,0 +1,186 @@
+// explain / explain_json: what the compiler did, for a user who does not read code: the
+// kernels, the ops each contains, its grid and reduction loop, what it reads and writes in
+// memory, estimated FLOPs and bytes (with sizes), and every materialized intermediate with
+// the reason. Test: tests/plan/plan_test.cpp (text and JSON).
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "compiler/pipeline.h"
+
+namespace flashgen {
+
+namespace {
+
+bool all_known(const Program& p, const Extents& s, const DimSet& d) {
+  for (int x : d)
+    if (!s.count(p.dims[x])) return false;
+  return true;
+}
+
+double numel(const Program& p, const Extents& s, const DimSet& d) {
+  double n = 1;
+  for (int x : d) n *= static_cast<double>(s.at(p.dims[x]));
+  return n;
+}
+
+struct KernelCost {
+  bool known = false;
+  double flops = 0, bytes = 0;
+};
+
+// FLOPs: one per element-wise result element and per reduction input element (a contraction
+// sum(q*k, d) is 2 per (m, n, d): the product and the add). Bytes: each buffer read or written
+// once (compulsory traffic; a tile re-read from cache is not counted).
+KernelCost cost(const Plan& plan, const PlanKernel& k, const Extents& s) {
+  const Program& p = plan.program;
+  KernelCost c;
+  c.known = true;
+  for (const PlanValue& v : k.values) {
+    const Node& n = p.nodes[v.node];
+    if (v.load_buffer >= 0 || n.op == Op::Param || n.op == Op::Const || n.op == Op::Index ||
+        n.op == Op::Size)
+      continue;
+    DimSet d = dimset_union(n.dims, n.reduce);
+    if (!all_known(p, s, d)) return KernelCost{};
+    c.flops += numel(p, s, d);
+  }
+  for (int b : k.reads) {
+    const PlanBuffer& B = plan.buffers[b];
+    DimSet d(B.dims.begin(), B.dims.end());
+    if (!all_known(p, s, d)) return KernelCost{};
+    c.bytes += numel(p, s, d) * dtype_bytes(B.type);
+  }
+  for (int b : k.writes) {
+    const PlanBuffer& B = plan.buffers[b];
+    DimSet d(B.dims.begin(), B.dims.end());
+    if (!all_known(p, s, d)) return KernelCost{};
+    c.bytes += numel(p, s, d) * (B.kind == PlanBuffer::Intermediate ? 4 : dtype_bytes(B.type));
+  }
+  return c;
+}
+
+std::vector<std::string> ops_of(const Plan& plan, const PlanKernel& k) {
+  const Program& p = plan.program;
+  std::vector<std::string> ops;
+  for (const PlanValue& v : k.values) {
+    const Node& n = p.nodes[v.node];
+    if (n.op == Op::Param || n.op == Op::Const || n.op == Op::Index || n.op == Op::Size) continue;
+    std::string s = op_name(n.op);
+    if (v.load_buffer >= 0) s = "load " + plan.buffers[v.load_buffer].name;
+    if (!n.reduce.empty()) s += " over " + p.dim_list(n.reduce);
+    if (n.op == Op::Gather) s += " " + p.params[n.param].name;
+    if (v.contraction) s += " (contraction, tensor-core shaped)";
+    for (const Accumulator& a : k.accs)
+      if (a.node == v.node)
+        s += a.rescale_by.empty() ? " (accumulator)" : " (online accumulator, rescaled by the "
+                                                        "running max)";
+    ops.push_back(s);
+  }
+  return ops;
+}
+
+std::string grid_text(const Program& p, const PlanKernel& k) {
+  std::string g;
+  for (int d : k.grid) {
+    g += (g.empty() ? "" : ", ") + p.dims[d];
+    if (d == k.row_dim) g += " (tiles of " + std::to_string(k.row_tile) + ")";
+  }
+  return "[" + g + "]";
+}
+
+}  // namespace
+
+std::string explain(const Program& prog, const CompileOptions& opt) {
+  Compiled c = compile_program(prog, opt);
+  const Plan& plan = c.plan;
+  const Program& p = plan.program;
+  std::ostringstream os;
+  os << "program " << prog.name << ": " << plan.kernel_count() << " kernel"
+     << (plan.kernel_count() == 1 ? "" : "s");
+  os << (plan.materialized().empty() ? ", nothing materialized\n"
+                                     : ", " + std::to_string(plan.materialized().size()) +
+                                           " intermediate(s) materialized\n");
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const PlanKernel& k = plan.kernels[i];
+    os << "\nkernel " << i << " (" << k.name << ")\n";
+    os << "  grid:      " << grid_text(p, k) << " in parallel\n";
+    if (k.red_dim >= 0)
+      os << "  loop:      over " << p.dims[k.red_dim] << " in tiles of " << k.red_tile << "\n";
+    else
+      os << "  loop:      none\n";
+    if (!k.elim.empty()) os << "  whole:     " << p.dim_list(k.elim) << " held in each tile\n";
+    auto join = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+      return s;
+    };
+    os << "  reads:     " << join(plan.reads(static_cast<int>(i))) << "\n";
+    os << "  writes:    " << join(plan.writes(static_cast<int>(i))) << "\n";
+    os << "  ops:\n";
+    for (const auto& o : ops_of(plan, k)) os << "    " << o << "\n";
+    if (k.tiles.mask >= 0)
+      os << "  tiles:     mask " << node_text(p, k.tiles.mask)
+         << "\n             empty tiles skipped, full tiles unmasked (decided per tile by "
+            "interval arithmetic)\n";
+    else if (!k.tiles.note.empty())
+      os << "  tiles:     " << k.tiles.note << "\n";
+    KernelCost kc = cost(plan, k, opt.sizes);
+    if (kc.known)
+      os << "  estimate:  " << kc.flops / 1e9 << " GFLOP, " << kc.bytes / 1e6
+         << " MB of memory traffic\n";
+    for (const auto& n : k.notes) os << "  note:      " << n << "\n";
+  }
+  if (!plan.materialized().empty()) {
+    os << "\nmaterialized intermediates:\n";
+    for (int b : plan.materialized())
+      os << "  " << plan.buffers[b].name << " " << p.dim_list(plan.buffers[b].dims) << ": "
+         << plan.buffers[b].reason << "\n";
+  }
+  return os.str();
+}
+
+std::string explain_json(const Program& prog, const CompileOptions& opt) {
+  Compiled c = compile_program(prog, opt);
+  const Plan& plan = c.plan;
+  const Program& p = plan.program;
+  nlohmann::json j;
+  j["program"] = prog.name;
+  j["kernels"] = nlohmann::json::array();
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const PlanKernel& k = plan.kernels[i];
+    nlohmann::json kj;
+    kj["name"] = k.name;
+    kj["reads"] = plan.reads(static_cast<int>(i));
+    kj["writes"] = plan.writes(static_cast<int>(i));
+    std::vector<std::string> grid;
+    for (int d : k.grid) grid.push_back(p.dims[d]);
+    kj["grid"] = grid;
+    kj["row_dim"] = k.row_dim >= 0 ? nlohmann::json(p.dims[k.row_dim]) : nlohmann::json(nullptr);
+    kj["reduction_dim"] =
+        k.red_dim >= 0 ? nlohmann::json(p.dims[k.red_dim]) : nlohmann::json(nullptr);
+    std::vector<std::string> elim;
+    for (int d : k.elim) elim.push_back(p.dims[d]);
+    kj["eliminated"] = elim;
+    kj["ops"] = ops_of(plan, k);
+    kj["mask"] = k.tiles.mask >= 0 ? nlohmann::json(node_text(p, k.tiles.mask))
+                                   : nlohmann::json(nullptr);
+    KernelCost kc = cost(plan, k, opt.sizes);
+    if (kc.known) {
+      kj["flops"] = kc.flops;
+      kj["bytes"] = kc.bytes;
+    }
+    kj["notes"] = k.notes;
+    j["kernels"].push_back(kj);
+  }
+  j["materialized"] = nlohmann::json::array();
+  for (int b : plan.materialized()) {
+    nlohmann::json m;
+    m["name"] = plan.buffers[b].name;
+    m["node"] = node_text(p, plan.buffers[b].node);
+    m["reason"] = plan.buffers[b].reason;
+    j["materialized"].push_back(m);
+  }
+  return j.dump(2);
+}
+
+}  // namespace flashgen

@@ -1,0 +1,383 @@
+// fuse: structural fusion with dimension demotion, the online check, dimension elimination
+// and the logical grid (DESIGN.md ideas 2-4) -- the decision of what each kernel computes.
+//
+// For a set of roots (the outputs, or intermediates that must be materialized) it picks:
+//   - the reduction dim R that is streamed (demoted from the producers' parallel dims): the
+//     reduced dim outermost in the reduction nesting (n above d in attention) for which the
+//     group is one-pass;
+//   - eliminated dims E: every other reduced dim (d), and root dims that sit in a parameter
+//     beside R and are missing from a reduction that depends on R (v's e): held whole in a tile;
+//   - the grid G: the roots' common dims minus E, and its row dim: a grid dim that is in the
+//     streamed values but in no parameter read with R (m), tiled like FlashAttention's q rows.
+// One-pass check: every value with R that depends on an accumulator over R must be part of an
+// online sum sum(g * exp(x - safe(max(x, R))), R) (passes/online_rewrite.cpp prepared that
+// form); max/min accumulators must not depend on accumulators. If a group fails, the
+// accumulators it needs early are materialized (computed by an earlier kernel, read back),
+// and a reduction over a grid dim is materialized too; `materialized` records why.
+// Preconditions: canonical, online-rewritten program. Test: tests/plan/plan_test.cpp.
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "flashgen/error.h"
+#include "passes/passes.h"
+#include "plan/fusion.h"
+
+namespace flashgen {
+
+namespace {
+
+struct Attempt {
+  bool ok = false;
+  bool split_roots = false;          // the roots cannot share a grid
+  std::map<int, std::string> need;   // nodes to materialize
+  KernelGroup group;
+};
+
+std::string dname(const Program& p, int d) { return p.dims[d]; }
+
+std::string describe(const Program& p, int id) {
+  const Node& n = p.nodes[id];
+  std::ostringstream os;
+  os << "%" << id << " = " << op_name(n.op);
+  if (!n.reduce.empty()) os << " over " << p.dim_list(n.reduce);
+  os << " " << p.dim_list(n.dims);
+  return os.str();
+}
+
+// Reductions nest: depth of a node = number of reductions on its deepest input path.
+std::vector<int> reduction_depth(const Program& p) {
+  std::vector<int> depth(p.nodes.size(), 0);
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    int d = 0;
+    for (int a : p.nodes[i].args) d = std::max(d, depth[a]);
+    depth[i] = d + (is_reduction(p.nodes[i].op) ? 1 : 0);
+  }
+  return depth;
+}
+
+void product_factors(const Program& p, int id, std::vector<int>& out, std::vector<int>* muls) {
+  if (p.nodes[id].op == Op::Mul) {
+    if (muls) muls->push_back(id);
+    product_factors(p, p.nodes[id].args[0], out, muls);
+    product_factors(p, p.nodes[id].args[1], out, muls);
+  } else {
+    out.push_back(id);
+  }
+}
+
+Attempt try_group(const Program& p, const std::vector<int>& roots,
+                  const std::set<int>& computed_here, const std::map<int, std::string>& mat) {
+  Attempt at;
+  KernelGroup& g = at.group;
+  g.roots = roots;
+  // Members: everything the roots need, stopping at materialized nodes made elsewhere.
+  std::set<int> mem, loads;
+  std::function<void(int)> visit = [&](int id) {
+    if (mem.count(id) || loads.count(id)) return;
+    if (mat.count(id) && !computed_here.count(id)) {
+      loads.insert(id);
+      return;
+    }
+    mem.insert(id);
+    for (int a : p.nodes[id].args) visit(a);
+  };
+  for (int r : roots) visit(r);
+  g.members.assign(mem.begin(), mem.end());
+  g.loads.assign(loads.begin(), loads.end());
+  auto in_kernel = [&](int id) { return mem.count(id) > 0; };
+
+  DimSet g0 = p.nodes[roots[0]].dims;
+  for (int r : roots) {
+    DimSet keep;
+    for (int d : g0)
+      if (dimset_contains(p.nodes[r].dims, d)) keep.push_back(d);
+    g0 = keep;
+  }
+  // Candidate streamed dims, outermost reduction first.
+  std::vector<int> depth = reduction_depth(p);
+  std::map<int, int> cand;  // dim -> max depth
+  DimSet reduced;
+  for (int id : g.members) {
+    const Node& n = p.nodes[id];
+    if (!is_reduction(n.op)) continue;
+    for (int d : n.reduce) {
+      reduced = dimset_union(reduced, {d});
+      cand[d] = std::max(cand[d], depth[id]);
+    }
+  }
+  std::vector<int> order;
+  for (auto& [d, dep] : cand) order.push_back(d);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return cand[a] > cand[b]; });
+  order.push_back(-1);
+
+  std::map<int, std::string> first_need;
+  for (int R : order) {
+    KernelGroup k = g;
+    k.red = R;
+    k.accs.clear();
+    k.online.clear();
+    k.notes.clear();
+    // Eliminated dims.
+    DimSet elim = dimset_minus(reduced, R >= 0 ? DimSet{R} : DimSet{});
+    DimSet root_dims;
+    for (int r : roots) root_dims = dimset_union(root_dims, p.nodes[r].dims);
+    if (R >= 0 && dimset_contains(root_dims, R)) continue;
+    if (R < 0 && !first_need.empty()) break;  // materialize rather than hold R whole
+    if (R >= 0) {
+      for (int x : root_dims) {
+        if (x == R) continue;
+        bool beside = false, missing = false;
+        for (int id : k.members) {
+          const Node& n = p.nodes[id];
+          bool has_r = dimset_contains(n.dims, R) ||
+                       (is_reduction(n.op) && dimset_contains(n.reduce, R));
+          if (n.op == Op::Param && has_r && dimset_contains(n.dims, x)) beside = true;
+          if (is_reduction(n.op) && has_r && !dimset_contains(n.dims, x)) missing = true;
+        }
+        if (beside && missing) elim = dimset_union(elim, {x});
+      }
+    }
+    k.elim = elim;
+    k.grid = dimset_minus(g0, elim);
+    bool roots_fit = true;
+    for (int r : roots)
+      if (dimset_minus(p.nodes[r].dims, elim) != k.grid) roots_fit = false;
+    if (!roots_fit) {
+      if (roots.size() > 1) {
+        at.split_roots = true;
+        return at;
+      }
+      continue;
+    }
+    // Reductions over a grid dim cannot run inside one grid point.
+    bool grid_reduced = false;
+    for (int id : k.members) {
+      const Node& n = p.nodes[id];
+      if (!is_reduction(n.op)) continue;
+      for (int d : n.reduce)
+        if (dimset_contains(k.grid, d) && !grid_reduced) {
+          grid_reduced = true;
+          if (std::find(roots.begin(), roots.end(), id) != roots.end() || roots.size() > 1) {
+            at.split_roots = true;
+            return at;
+          }
+          if (first_need.empty())
+            first_need[id] = describe(p, id) + " reduces over " + dname(p, d) +
+                             ", a parallel dim of the kernel that consumes it";
+        }
+    }
+    if (grid_reduced) continue;
+    if (R < 0) {
+      at.ok = true;
+      at.group = k;
+      if (!order.empty() && order[0] >= 0)
+        at.group.notes.push_back("no reduction dim is streamed: reduced dims are held whole");
+      return at;
+    }
+    // Accumulators and the one-pass check.
+    std::set<int> accs;
+    for (int id : k.members) {
+      const Node& n = p.nodes[id];
+      if (is_reduction(n.op) && dimset_contains(n.reduce, R)) accs.insert(id);
+    }
+    std::vector<bool> late(p.nodes.size(), false);
+    std::vector<std::set<int>> late_src(p.nodes.size());
+    for (int id : k.members) {
+      for (int a : p.nodes[id].args)
+        if (in_kernel(a) && late[a]) {
+          late[id] = true;
+          late_src[id].insert(late_src[a].begin(), late_src[a].end());
+        }
+      if (accs.count(id)) {
+        late[id] = true;
+        late_src[id] = {id};
+      }
+    }
+    std::map<int, std::string> need;
+    auto fail = [&](int id, const std::string& why) {
+      for (int s : late_src[id])
+        if (!need.count(s))
+          need[s] = describe(p, s) + " is needed whole before the loop over " + dname(p, R) +
+                    " ends: " + why;
+    };
+    std::set<int> allowed;  // late body nodes that belong to an online sum
+    for (int id : accs) {
+      const Node& n = p.nodes[id];
+      int arg = n.args[0];
+      Accumulator acc;
+      acc.node = id;
+      acc.op = n.op;
+      if (n.op != Op::Sum) {
+        if (late[arg]) fail(arg, describe(p, arg) + " feeds a " + op_name(n.op) + " over " +
+                                     dname(p, R) + " after depending on a reduction over it");
+        k.accs.push_back(acc);
+        continue;
+      }
+      if (!late[arg]) {
+        k.accs.push_back(acc);
+        continue;
+      }
+      std::vector<int> fs, muls;
+      product_factors(p, arg, fs, &muls);
+      bool ok = true;
+      std::vector<int> chain = muls;
+      for (int f : fs) {
+        if (!late[f]) continue;
+        const Node& e = p.nodes[f];
+        int m = -1;
+        if (e.op == Op::Exp && p.nodes[e.args[0]].op == Op::Sub) {
+          const Node& sub = p.nodes[e.args[0]];
+          int M = match_safe_max(p, sub.args[1]);
+          if (M >= 0 && accs.count(M) && p.nodes[M].op == Op::Max && p.nodes[M].reduce ==
+              DimSet{R} && p.nodes[M].args[0] == sub.args[0] && !late[sub.args[0]] &&
+              dimset_subset(p.nodes[M].dims, n.dims)) {
+            m = M;
+            chain.push_back(f);
+            chain.push_back(e.args[0]);
+            chain.push_back(sub.args[1]);
+            chain.push_back(p.nodes[sub.args[1]].args[0]);  // the eq(M, -inf)
+          }
+        }
+        if (m < 0) {
+          ok = false;
+          fail(f, describe(p, f) + " is not of the one-pass form exp(x - max(x, " +
+                      dname(p, R) + "))");
+        } else if (std::find(acc.rescale_by.begin(), acc.rescale_by.end(), m) ==
+                   acc.rescale_by.end()) {
+          acc.rescale_by.push_back(m);
+        }
+      }
+      if (ok) {
+        allowed.insert(chain.begin(), chain.end());
+        k.accs.push_back(acc);
+      }
+    }
+    for (int id : k.members) {
+      if (!late[id] || accs.count(id) || allowed.count(id)) continue;
+      bool body = dimset_contains(p.nodes[id].dims, R);
+      if (body) fail(id, describe(p, id) + " varies with " + dname(p, R) +
+                             " and uses the result of a reduction over it");
+    }
+    if (!need.empty()) {
+      if (first_need.empty()) first_need = need;
+      continue;
+    }
+    for (int id : k.members)
+      if (allowed.count(id) && dimset_contains(p.nodes[id].dims, R)) k.online.push_back(id);
+    std::stable_sort(k.accs.begin(), k.accs.end(), [&](const Accumulator& a,
+                                                       const Accumulator& b) {
+      return (a.op == Op::Sum) < (b.op == Op::Sum);
+    });
+    // Row dim: in the streamed values, in no parameter read beside R.
+    int row = -1;
+    std::vector<int> pref;
+    for (int r : roots) {
+      bool is_out = false;
+      for (const Output& o : p.outputs)
+        if (o.node == r) {
+          pref = o.dims;
+          is_out = true;
+          break;
+        }
+      if (is_out) break;
+    }
+    if (pref.empty()) pref = k.grid;
+    for (int x : pref) {
+      if (!dimset_contains(k.grid, x)) continue;
+      bool in_body = false, beside = false;
+      for (int id : k.members) {
+        const Node& n = p.nodes[id];
+        if (!dimset_contains(n.dims, R) || !dimset_contains(n.dims, x)) continue;
+        in_body = true;
+        if (n.op == Op::Param) beside = true;
+      }
+      if (in_body && !beside) row = x;
+    }
+    k.row = row;
+    at.ok = true;
+    at.group = k;
+    return at;
+  }
+  at.need = first_need;
+  return at;
+}
+
+}  // namespace
+
+Fusion fuse(const Program& p) {
+  Fusion f;
+  for (int iter = 0; iter < 1000; ++iter) {
+    f.groups.clear();
+    bool restart = false;
+    // Materialized nodes first, grouped by dim set, then the outputs.
+    std::vector<std::pair<std::vector<int>, bool>> sets;  // roots, is_materialized_group
+    std::map<DimSet, std::vector<int>> by_dims;
+    for (auto& [id, why] : f.materialized) by_dims[p.nodes[id].dims].push_back(id);
+    for (auto& [d, ids] : by_dims) sets.push_back({ids, true});
+    std::vector<int> outs;
+    for (const Output& o : p.outputs)
+      if (std::find(outs.begin(), outs.end(), o.node) == outs.end()) outs.push_back(o.node);
+    sets.push_back({outs, false});
+    for (size_t si = 0; si < sets.size() && !restart; ++si) {
+      auto [roots, is_mat] = sets[si];
+      std::set<int> here;
+      for (int r : roots)
+        if (is_mat || !f.materialized.count(r)) here.insert(r);
+      Attempt a = try_group(p, roots, here, f.materialized);
+      if (a.ok) {
+        f.groups.push_back(a.group);
+        continue;
+      }
+      if (a.split_roots && roots.size() > 1) {
+        // One kernel per distinct root dim set (then per root).
+        std::map<DimSet, std::vector<int>> parts;
+        for (int r : roots) parts[p.nodes[r].dims].push_back(r);
+        if (parts.size() == 1) {
+          parts.clear();
+          for (int r : roots) parts[{r + 100000}].push_back(r);  // unique keys: singletons
+        }
+        for (auto& [d, rs] : parts) sets.push_back({rs, is_mat});
+        continue;
+      }
+      bool fresh = false;
+      for (auto& [id, why] : a.need)
+        if (!f.materialized.count(id)) {
+          f.materialized[id] = why;
+          fresh = true;
+        }
+      if (fresh) {
+        restart = true;
+      } else if (roots.size() > 1) {
+        for (int r : roots) sets.push_back({{r}, is_mat});
+      } else {
+        throw ProgramError(p.loc, "internal error: no kernel can compute " + describe(p, roots[0]));
+      }
+    }
+    if (restart) continue;
+    // Execution order: a kernel after the kernels whose nodes it loads.
+    std::vector<KernelGroup> ordered;
+    std::vector<bool> done(f.groups.size(), false);
+    std::set<int> stored;
+    for (size_t round = 0; round < f.groups.size(); ++round) {
+      for (size_t i = 0; i < f.groups.size(); ++i) {
+        if (done[i]) continue;
+        bool ready = true;
+        for (int l : f.groups[i].loads)
+          if (!stored.count(l)) ready = false;
+        if (!ready) continue;
+        done[i] = true;
+        ordered.push_back(f.groups[i]);
+        for (int r : f.groups[i].roots) stored.insert(r);
+      }
+    }
+    if (ordered.size() != f.groups.size())
+      throw ProgramError(p.loc, "internal error: kernels depend on each other in a cycle");
+    f.groups = ordered;
+    return f;
+  }
+  throw ProgramError(p.loc, "internal error: fusion did not converge");
+}
+
+}  // namespace flashgen

@@ -1,0 +1,37 @@
+// The program-to-program passes of the compiler (each in its own file; see the file headers).
+//
+//   canonicalize     lower_sugar.cpp + fold_constants.cpp: sugar -> primitives, constant folding
+//   online_rewrite   online_rewrite.cpp: reductions over a dim distributed over +/- and freed of
+//                    factors invariant in that dim, so every dependent reduction takes the
+//                    one-pass form sum(f * exp(x - max(x))) that the planner streams online
+//
+// Every pass returns a new Program equal in meaning (the reference evaluator gives the same
+// results on it; tests/passes/passes_test.cpp checks that on random inputs).
+#pragma once
+
+#include <functional>
+
+#include "flashgen/builder.h"
+#include "flashgen/ir.h"
+
+namespace flashgen {
+
+Program lower_sugar(const Program& p);
+Program fold_constants(const Program& p);
+// lower_sugar then fold_constants.
+Program canonicalize(const Program& p);
+Program online_rewrite(const Program& p);
+
+// Rebuilds `p` node by node through a fresh builder. `fn(b, old_id, args)` returns the new node
+// id for old node `old_id` given its already-mapped args, or -1 to copy the node unchanged.
+using RewriteFn = std::function<int(ProgramBuilder& b, int old_id, const std::vector<int>& args)>;
+Program rebuild(const Program& p, const RewriteFn& fn);
+
+// Helpers for passes: the node "where(M == -inf, 0, M)" that makes exp(x - M) safe when every
+// x is -inf (the canonical softmax/logsumexp form), and its recognizer.
+int make_safe_max(ProgramBuilder& b, int max_node);
+// If `id` is where(eq(M, -inf), 0, M), returns M; else -1.
+int match_safe_max(const Program& p, int id);
+bool is_const(const Program& p, int id, double v);
+
+}  // namespace flashgen

@@ -1,0 +1,189 @@
+// build_plan: lays out each kernel group (passes/fuse.cpp) as a PlanKernel: buffers, phases,
+// local dims, which values are inlined, contractions, reads and writes.
+// Preconditions: a canonical, online-rewritten program. Test: tests/plan/plan_test.cpp.
+#include <algorithm>
+#include <set>
+
+#include "flashgen/error.h"
+#include "passes/passes.h"
+#include "plan/fusion.h"
+#include "plan/plan.h"
+
+namespace flashgen {
+
+namespace {
+
+bool is_leaf(Op op) { return op == Op::Param || op == Op::Const || op == Op::Index || op == Op::Size; }
+
+// A load of a parameter, possibly converted: an operand a tensor core can take.
+bool is_operand(const Program& p, int id) {
+  const Node& n = p.nodes[id];
+  if (n.op == Op::Cast) return is_operand(p, n.args[0]);
+  return n.op == Op::Param;
+}
+
+}  // namespace
+
+Plan make_plan(const Program& prog, const CompileOptions& opt) {
+  (void)opt;
+  Plan plan;
+  plan.program = prog;
+  const Program& p = plan.program;
+  Fusion f = fuse(p);
+
+  std::vector<int> param_buf(p.params.size());
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    PlanBuffer b;
+    b.kind = PlanBuffer::Input;
+    b.name = p.params[i].name;
+    b.param = static_cast<int>(i);
+    b.type = p.params[i].type;
+    b.dims = p.params[i].dims;
+    param_buf[i] = static_cast<int>(plan.buffers.size());
+    plan.buffers.push_back(b);
+  }
+  std::map<int, std::vector<int>> out_bufs;  // node -> output buffers
+  for (const Output& o : p.outputs) {
+    PlanBuffer b;
+    b.kind = PlanBuffer::Output;
+    b.name = o.name;
+    b.node = o.node;
+    b.type = o.type;
+    b.dims = o.dims;
+    out_bufs[o.node].push_back(static_cast<int>(plan.buffers.size()));
+    plan.buffers.push_back(b);
+  }
+  std::map<int, int> mat_buf;
+  int tmp = 0;
+  for (auto& [id, why] : f.materialized) {
+    PlanBuffer b;
+    b.kind = PlanBuffer::Intermediate;
+    b.name = "tmp" + std::to_string(tmp++);
+    b.node = id;
+    b.type = p.nodes[id].type;
+    b.dims = p.nodes[id].dims;
+    b.reason = why;
+    mat_buf[id] = static_cast<int>(plan.buffers.size());
+    plan.buffers.push_back(b);
+    plan.notes.push_back(b.name + " (" + node_text(p, id) + ") is materialized: " + why);
+  }
+
+  for (size_t gi = 0; gi < f.groups.size(); ++gi) {
+    const KernelGroup& g = f.groups[gi];
+    PlanKernel k;
+    k.name = p.name + "_k" + std::to_string(gi);
+    k.red_dim = g.red;
+    k.row_dim = g.row;
+    k.red_tile = g.red >= 0 ? 64 : 1;
+    k.row_tile = g.row >= 0 ? 16 : 1;
+    k.elim = g.elim;
+    k.accs = g.accs;
+    k.notes = g.notes;
+    // Grid order: the first root's memory order when it is an output, else dim order.
+    std::vector<int> order;
+    for (const Output& o : p.outputs)
+      if (o.node == g.roots[0]) order = o.dims;
+    for (int d : g.grid)
+      if (std::find(order.begin(), order.end(), d) == order.end()) order.push_back(d);
+    for (int d : order)
+      if (dimset_contains(g.grid, d)) k.grid.push_back(d);
+
+    std::set<int> accs, online(g.online.begin(), g.online.end()), loads(g.loads.begin(),
+                                                                         g.loads.end());
+    for (const Accumulator& a : g.accs) accs.insert(a.node);
+    std::set<int> members(g.members.begin(), g.members.end());
+    std::vector<int> all = g.members;
+    all.insert(all.end(), g.loads.begin(), g.loads.end());
+    std::sort(all.begin(), all.end());
+    // Late: depends on an accumulator.
+    std::map<int, bool> late;
+    for (int id : all) {
+      bool l = accs.count(id) > 0;
+      if (members.count(id))
+        for (int a : p.nodes[id].args) l = l || late[a];
+      if (loads.count(id)) l = false;
+      late[id] = l;
+    }
+    // Consumers inside the kernel.
+    std::map<int, std::vector<int>> users;
+    for (int id : g.members)
+      if (!loads.count(id))
+        for (int a : p.nodes[id].args) users[a].push_back(id);
+    std::set<int> roots(g.roots.begin(), g.roots.end());
+    std::map<int, bool> inl;
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+      int id = *it;
+      const Node& n = p.nodes[id];
+      bool in = false;
+      if (loads.count(id) || is_leaf(n.op)) {
+        in = true;
+      } else if (match_safe_max(p, id) >= 0 ||
+                 (n.op == Op::Eq && users[id].size() == 1 &&
+                  match_safe_max(p, users[id][0]) >= 0)) {
+        in = true;
+      } else if (!is_reduction(n.op) && !roots.count(id) && users[id].size() == 1) {
+        const Node& u = p.nodes[users[id][0]];
+        in = is_reduction(u.op) || inl[users[id][0]];
+      }
+      inl[id] = in;
+    }
+    for (int id : all) {
+      const Node& n = p.nodes[id];
+      PlanValue v;
+      v.node = id;
+      bool body = g.red >= 0 && dimset_contains(n.dims, g.red);
+      v.phase = body ? Phase::Body : (late[id] ? Phase::Epilogue : Phase::Prologue);
+      if (g.row >= 0 && dimset_contains(n.dims, g.row)) v.local_dims.push_back(g.row);
+      if (body) v.local_dims.push_back(g.red);
+      for (int d : n.dims)
+        if (dimset_contains(g.elim, d)) v.local_dims.push_back(d);
+      v.inlined = inl[id];
+      if (loads.count(id)) v.load_buffer = mat_buf.at(id);
+      v.online = online.count(id) > 0;
+      if (n.op == Op::Sum && dimset_subset(n.reduce, g.elim) && p.nodes[n.args[0]].op == Op::Mul) {
+        const Node& m = p.nodes[n.args[0]];
+        int a = m.args[0], b = m.args[1];
+        if (is_operand(p, a) && is_operand(p, b)) {
+          const DimSet& da = p.nodes[a].dims;
+          const DimSet& db = p.nodes[b].dims;
+          bool lines_up = dimset_subset(n.reduce, da) && dimset_subset(n.reduce, db) &&
+                          dimset_minus(da, db) != DimSet{} && dimset_minus(db, da) != DimSet{};
+          v.contraction = lines_up;
+        }
+      }
+      k.values.push_back(v);
+      if (n.op == Op::Param) k.reads.push_back(param_buf[n.param]);
+      if (n.op == Op::Gather) k.reads.push_back(param_buf[n.param]);
+      if (loads.count(id)) k.reads.push_back(mat_buf.at(id));
+    }
+    std::sort(k.reads.begin(), k.reads.end());
+    k.reads.erase(std::unique(k.reads.begin(), k.reads.end()), k.reads.end());
+    bool is_mat_group = true;
+    for (int r : g.roots)
+      if (!f.materialized.count(r)) is_mat_group = false;
+    for (int r : g.roots) {
+      if (is_mat_group) {
+        k.writes.push_back(mat_buf.at(r));
+      } else {
+        for (int b : out_bufs[r]) k.writes.push_back(b);
+      }
+    }
+    if (k.red_dim >= 0) {
+      std::string e;
+      for (int d : k.elim) e += (e.empty() ? "" : ", ") + p.dims[d];
+      k.notes.push_back("streams " + p.dims[k.red_dim] + " in tiles of " +
+                        std::to_string(k.red_tile) + (e.empty() ? "" : "; holds " + e + " whole"));
+    }
+    plan.kernels.push_back(k);
+  }
+  // Outputs whose node is also materialized are stored by the output kernel (it loads it).
+  return plan;
+}
+
+const PlanValue* PlanKernel::value(int node) const {
+  for (const PlanValue& v : values)
+    if (v.node == node) return &v;
+  return nullptr;
+}
+
+}  // namespace flashgen

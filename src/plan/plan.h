@@ -1,0 +1,112 @@
+// The plan IR: a program's kernels as loop nests over tiles (DESIGN.md "Pipeline", idea 2-5).
+//
+// A Plan holds the program it was built from (the canonical, online-rewritten program: every
+// node id below refers to it), the buffers that live in memory (inputs, outputs, materialized
+// intermediates) and an ordered list of kernels. Each kernel is, for every point of its
+// logical grid:
+//
+//   for each grid point g (parallel; the row dim is tiled by row_tile):
+//     prologue:  values over grid + eliminated dims (no reduction dim): loads, q-normalization
+//     for each tile of the reduction dim (red_tile wide; skipped/unmasked per tile class):
+//       body:    values with the reduction dim: contractions, score element code, masks,
+//                gathers (each element knows its (row, r) indices)
+//       update:  accumulators (running max/min/sum; online sums rescaled by exp(Mold - Mnew))
+//     epilogue:  values after the loop (divisions, log, gates) and the stores
+//
+// A kernel has at most one reduction dim (red_dim) that is streamed; eliminated dims (elim)
+// are held whole in a tile (head dims d, e). A value's `local_dims` are its dims minus the
+// grid dims other than the row dim, in the order (row, red, elim...); its local array has
+// extent row_tile / red_tile / full extent along them. `inlined` values have no array: the
+// emitter expands them into the single consumer that reads them (a contraction's product).
+//
+// Tile classification (block sparsity, issue 4 / DESIGN idea 5): `mask` names the condition
+// that kills every accumulator's contribution where it is false; the emitter evaluates it by
+// interval arithmetic over a tile's index ranges (plan/tile_classes.cpp) and skips empty tiles
+// and mask evaluation on full ones.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "flashgen/compile.h"
+#include "flashgen/ir.h"
+
+namespace flashgen {
+
+enum class Phase : uint8_t { Prologue, Body, Epilogue };
+const char* phase_name(Phase p);
+
+struct PlanBuffer {
+  enum Kind : uint8_t { Input, Output, Intermediate };
+  Kind kind = Input;
+  std::string name;        // parameter, output, or "tmp<N>" name
+  int param = -1;          // Input: the parameter index
+  int node = -1;           // Output / Intermediate: the node stored
+  DType type = DType::f32;
+  std::vector<int> dims;   // memory order (contiguous for outputs and intermediates)
+  std::string reason;      // Intermediate: why it is materialized
+};
+
+struct PlanValue {
+  int node = -1;
+  Phase phase = Phase::Prologue;
+  std::vector<int> local_dims;  // (row, red, elim...) subset, see above
+  bool inlined = false;          // expanded into its consumer, no local array
+  int load_buffer = -1;          // >= 0: read from this (intermediate) buffer, not computed
+  bool contraction = false;      // sum over elim dims of a product of two loads that line up
+  bool online = false;           // Body: uses a running max, so computed after the max update
+};
+
+struct Accumulator {
+  int node = -1;                 // a Sum/Max/Min whose reduce set contains red_dim
+  Op op = Op::Sum;
+  // Online sums: the Max accumulators (node ids) whose factor exp(x - safe(M)) the summand
+  // carries; on a new running max the sum is rescaled by exp(safe(Mold) - safe(Mnew)) each.
+  std::vector<int> rescale_by;
+};
+
+struct TileClasses {
+  int mask = -1;        // a bool node over (row, red, ...) or -1: every tile is "partial"
+  bool skip_empty = false;      // tiles where `mask` is false everywhere contribute nothing
+  bool unmasked_full = false;   // tiles where `mask` is true everywhere skip its evaluation
+  std::string note;             // why (or why not)
+};
+
+struct PlanKernel {
+  std::string name;
+  std::vector<int> grid;         // logical grid dims, outermost first (includes row_dim)
+  int row_dim = -1, row_tile = 1;
+  int red_dim = -1, red_tile = 1;
+  std::vector<int> elim;         // eliminated dims
+  std::vector<PlanValue> values; // every node computed or loaded here, topological order
+  std::vector<Accumulator> accs; // in update order (max/min before the sums they rescale)
+  std::vector<int> reads;        // buffer ids read
+  std::vector<int> writes;       // buffer ids written
+  TileClasses tiles;
+  std::vector<std::string> notes;  // fusion decisions worth reporting
+
+  const PlanValue* value(int node) const;
+};
+
+struct Plan {
+  Program program;                 // canonical + online-rewritten
+  std::vector<PlanBuffer> buffers;
+  std::vector<PlanKernel> kernels;
+  std::vector<std::string> notes;  // program-level notes (e.g. why a split happened)
+
+  int kernel_count() const { return static_cast<int>(kernels.size()); }
+  std::vector<std::string> reads(int kernel) const;   // buffer names
+  std::vector<std::string> writes(int kernel) const;
+  std::vector<int> materialized() const;              // Intermediate buffer ids
+  std::string str() const;                            // text form (--dump-after)
+};
+
+// Builds the plan of a canonical, online-rewritten program (passes/fuse.cpp decides the
+// kernels; plan/build_plan.cpp lays out each). Tile classes are left empty.
+Plan make_plan(const Program& canonical, const CompileOptions& opt);
+// Fills every kernel's TileClasses (plan/tile_classes.cpp).
+void classify_tiles(Plan& plan);
+// The one-line text of a node ("sum %4 over [d] : f32[b, h, m, n]").
+std::string node_text(const Program& p, int id);
+
+}  // namespace flashgen

@@ -1,0 +1,59 @@
+// classify_tiles: finds, per kernel, the mask condition that kills every accumulator's
+// contribution where it is false (DESIGN.md idea 5). A max over R of where(c, s, -inf) gains
+// nothing where c is false, and an online sum of g * exp(x - safe(max(x))) with that x adds
+// exp(-inf) = 0 there; if every accumulator is of these forms with the same c, a tile on which
+// c is false everywhere can be skipped and a tile on which it is true everywhere can drop the
+// where. The emitter decides each tile at run time by interval arithmetic on c over the tile's
+// index ranges (codegen: emit_tile_class); data-dependent parts of c (gathers) are "unknown",
+// so `doc[m] == doc[n] and n <= m` still skips the tiles above the diagonal.
+// Test: tests/plan/plan_test.cpp (mask found), tests/cpu (skipping keeps results exact).
+#include <cmath>
+
+#include "passes/passes.h"
+#include "plan/plan.h"
+
+namespace flashgen {
+
+namespace {
+
+// The c of x = where(c, a, -inf), or -1.
+int kill_condition(const Program& p, int x) {
+  const Node& n = p.nodes[x];
+  if (n.op == Op::Where && is_const(p, n.args[2], -INFINITY)) return n.args[0];
+  return -1;
+}
+
+}  // namespace
+
+void classify_tiles(Plan& plan) {
+  const Program& p = plan.program;
+  for (PlanKernel& k : plan.kernels) {
+    k.tiles = TileClasses{};
+    if (k.red_dim < 0 || k.accs.empty()) continue;
+    int mask = -1;
+    bool ok = true;
+    for (const Accumulator& a : k.accs) {
+      int c = -1;
+      if (a.op == Op::Max) {
+        c = kill_condition(p, p.nodes[a.node].args[0]);
+      } else if (a.op == Op::Sum && a.rescale_by.size() == 1) {
+        c = kill_condition(p, p.nodes[a.rescale_by[0]].args[0]);
+      }
+      if (c < 0 || (mask >= 0 && c != mask)) {
+        ok = false;
+        break;
+      }
+      mask = c;
+    }
+    if (!ok || mask < 0) {
+      k.tiles.note = "no mask kills every accumulator: every tile is computed";
+      continue;
+    }
+    k.tiles.mask = mask;
+    k.tiles.skip_empty = true;
+    k.tiles.unmasked_full = true;
+    k.tiles.note = "tiles where %" + std::to_string(mask) + " is false are skipped";
+  }
+}
+
+}  // namespace flashgen

@@ -1,0 +1,347 @@
+// The `flashgen` binary, run as a user would: in temporary folders, on .npy files. Checks exit
+// codes (0 ok, 1 program error, 2 call error), messages, and that a failing call writes nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "flashgen/flashgen.h"
+#include "flashgen/npy.h"
+#include "support/support.h"
+
+namespace flashgen {
+namespace {
+
+using testing::ProcessResult;
+using testing::run_flashgen;
+using testing::TempDir;
+
+const std::string kCausal = testing::source_path("examples/causal.attn");
+
+// A small program with distinctive names, so messages can be searched for them.
+const char* kRowSum = R"(program rowsum(xin: f32[rows, cols], yvec: bf16[cols]) {
+  out z: f32[rows] = sum(xin * yvec, cols)
+  out pos: bool[rows, cols] = xin > 0
+  out cnt: i64[rows] = sum(where(xin > 0, 1, 0), cols)
+}
+)";
+
+std::string dump(const ProcessResult& r) {
+  return "exit " + std::to_string(r.exit_code) + "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(Cli, Version) {
+  ProcessResult r = run_flashgen({"--version"});
+  EXPECT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_TRUE(contains(r.out, version())) << dump(r);
+}
+
+TEST(Cli, HelpOnEveryCommand) {
+  ProcessResult top = run_flashgen({"--help"});
+  ASSERT_EQ(top.exit_code, 0) << dump(top);
+  for (const std::string cmd : {"check", "print", "run", "emit", "explain"}) {
+    EXPECT_TRUE(contains(top.out, cmd)) << cmd << "\n" << dump(top);
+    ProcessResult r = run_flashgen({cmd, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << dump(r);
+    EXPECT_TRUE(contains(r.out, "FILE")) << cmd << "\n" << dump(r);
+  }
+  ProcessResult run = run_flashgen({"run", "--help"});
+  for (const std::string opt : {"--inputs", "--random", "--seed", "--outputs", "--backend",
+                                "--check", "--program"})
+    EXPECT_TRUE(contains(run.out, opt)) << opt << "\n" << dump(run);
+}
+
+TEST(Cli, UsageErrorsExit2) {
+  EXPECT_EQ(run_flashgen({}).exit_code, 2);
+  EXPECT_EQ(run_flashgen({"frobnicate"}).exit_code, 2);
+  EXPECT_EQ(run_flashgen({"run", kCausal, "--random", "b=1", "--backend", "tpu"}).exit_code, 2);
+}
+
+TEST(Cli, CheckExamplesOk) {
+  for (const auto& f : testing::list_dir(testing::source_path("examples"))) {
+    ProcessResult r = run_flashgen({"check", testing::source_path("examples/" + f)});
+    EXPECT_EQ(r.exit_code, 0) << f << "\n" << dump(r);
+    EXPECT_EQ(r.err, "") << f;
+  }
+}
+
+TEST(Cli, CheckReportsDiagnostics) {
+  TempDir dir;
+  const std::string bad = dir.file("bad.attn");
+  testing::write_text_file(
+      bad, "program p(x: f32[m, n]) {\n  y = x + 1\n  out o: f32[m] = sum(y, d)\n}\n");
+  ProcessResult r = run_flashgen({"check", bad});
+  EXPECT_EQ(r.exit_code, 1) << dump(r);
+  EXPECT_TRUE(contains(r.err, bad + ":3:")) << dump(r);
+  EXPECT_TRUE(contains(r.err, "error:")) << dump(r);
+  EXPECT_TRUE(contains(r.err, "out o: f32[m] = sum(y, d)")) << dump(r);  // the source line
+  EXPECT_TRUE(contains(r.err, "^")) << dump(r);                          // and a caret
+
+  // The same program fails `print` and `run` the same way, before anything runs.
+  EXPECT_EQ(run_flashgen({"print", bad}).exit_code, 1);
+  ProcessResult rr = run_flashgen({"run", bad, "--random", "m=n=3", "--outputs", dir.file("o")});
+  EXPECT_EQ(rr.exit_code, 1) << dump(rr);
+  EXPECT_FALSE(testing::file_exists(dir.file("o")));
+}
+
+TEST(Cli, MissingFileIsACallError) {
+  TempDir dir;
+  for (const std::string cmd : {"check", "print"}) {
+    ProcessResult r = run_flashgen({cmd, dir.file("nope.attn")});
+    EXPECT_EQ(r.exit_code, 2) << dump(r);
+    EXPECT_TRUE(contains(r.err, "nope.attn")) << dump(r);
+  }
+}
+
+TEST(Cli, PrintMatchesTheIr) {
+  ProcessResult r = run_flashgen({"print", kCausal});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_EQ(r.out, parse_file(kCausal).at(0).str());
+
+  TempDir dir;
+  const std::string two = dir.file("two.attn");
+  testing::write_text_file(two, std::string(kRowSum) +
+                                    "program neg(a: f32[i]) {\n  out b: f32[i] = -a\n}\n");
+  std::vector<Program> ps = parse_file(two);
+  ASSERT_EQ(ps.size(), 2u);
+  ProcessResult one = run_flashgen({"print", two, "--program", "neg"});
+  EXPECT_EQ(one.exit_code, 0) << dump(one);
+  EXPECT_EQ(one.out, ps[1].str());
+  ProcessResult all = run_flashgen({"print", two});
+  EXPECT_EQ(all.out, ps[0].str() + "\n" + ps[1].str());
+  ProcessResult unknown = run_flashgen({"print", two, "--program", "nope"});
+  EXPECT_EQ(unknown.exit_code, 2) << dump(unknown);
+  EXPECT_TRUE(contains(unknown.err, "rowsum") && contains(unknown.err, "neg")) << dump(unknown);
+  // `run` needs to know which one.
+  ProcessResult amb = run_flashgen({"run", two, "--random", "rows=2,cols=3,i=4"});
+  EXPECT_EQ(amb.exit_code, 2) << dump(amb);
+}
+
+TEST(Cli, RunRandomWritesOutputs) {
+  TempDir dir;
+  const std::string out = dir.file("out");
+  ProcessResult r = run_flashgen({"run", kCausal, "--random", "b=2,h=3,m=7,n=77,d=e=5",
+                                  "--seed", "42", "--outputs", out});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_EQ(testing::list_dir(out), std::vector<std::string>{"o.npy"});
+  NpyArray o = read_npy(out + "/o.npy");
+  EXPECT_EQ(o.descr, "<f4");
+  EXPECT_EQ(o.tensor.shape(), (std::vector<int64_t>{2, 3, 7, 5}));
+
+  // The same inputs through the library give the same values (bf16 values stored as f32).
+  const Program p = parse_file(kCausal).at(0);
+  Extents ext = {{"b", 2}, {"h", 3}, {"m", 7}, {"n", 77}, {"d", 5}, {"e", 5}};
+  Tensor want = evaluate_reference(p, random_inputs(p, ext, 42)).at("o");
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    ASSERT_EQ(o.tensor.get(i), want.get(i)) << i;
+    ASSERT_EQ(round_to_dtype(o.tensor.get(i), DType::bf16), o.tensor.get(i)) << i;
+  }
+}
+
+TEST(Cli, RunPrintsSummaryAndCheck) {
+  ProcessResult r = run_flashgen({"run", testing::source_path("examples/lse.attn"), "--random",
+                                  "b=1,h=2,m=n=9,d=e=4", "--check"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  for (const std::string part : {"o: bf16[b, h, m, e]", "lse: f32[b, h, m]", "mean", "std",
+                                 "min", "max", "max abs err", "max rel err"})
+    EXPECT_TRUE(contains(r.out, part)) << part << "\n" << dump(r);
+}
+
+// Inputs of other float widths (f64 here) are rounded to the declared dtype; bool and integer
+// outputs keep their type.
+TEST(Cli, RunInputsFromNpy) {
+  TempDir dir;
+  const std::string prog = dir.file("rowsum.attn"), in = dir.file("in"), out = dir.file("out");
+  testing::write_text_file(prog, kRowSum);
+  std::filesystem::create_directory(in);
+  std::mt19937_64 rng(5);
+  Tensor x = testing::random_float_tensor(DType::f64, {7, 13}, rng);
+  Tensor y = testing::random_float_tensor(DType::f64, {13}, rng);
+  write_npy(in + "/xin.npy", x);
+  write_npy(in + "/yvec.npy", y);
+  ProcessResult r = run_flashgen({"run", prog, "--inputs", in, "--outputs", out});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+
+  NpyArray z = read_npy(out + "/z.npy"), pos = read_npy(out + "/pos.npy"),
+           cnt = read_npy(out + "/cnt.npy");
+  EXPECT_EQ(z.descr, "<f4");
+  EXPECT_EQ(pos.descr, "|b1");
+  EXPECT_EQ(cnt.descr, "<i8");
+  for (int64_t i = 0; i < 7; ++i) {
+    double acc = 0;
+    int64_t c = 0;
+    for (int64_t j = 0; j < 13; ++j) {
+      double xv = round_to_dtype(x.at({i, j}), DType::f32);
+      acc += xv * round_to_dtype(y.at({j}), DType::bf16);
+      c += xv > 0;
+      EXPECT_EQ(pos.tensor.at({i, j}), xv > 0 ? 1.0 : 0.0);
+    }
+    EXPECT_EQ(z.tensor.at({i}), round_to_dtype(acc, DType::f32)) << i;
+    EXPECT_EQ(cnt.tensor.at({i}), double(c));
+  }
+}
+
+// The cpu backend agrees with the reference backend (bf16 outputs: within a few bf16 ulps).
+TEST(Cli, RunCpuBackendMatchesRef) {
+  TempDir dir;
+  const std::string prog = testing::source_path("examples/alibi.attn");
+  for (const std::string backend : {"ref", "cpu"}) {
+    ProcessResult r = run_flashgen({"run", prog, "--random", "b=1,h=3,m=7,n=77,d=5,e=3",
+                                    "--backend", backend, "--outputs", dir.file(backend)});
+    ASSERT_EQ(r.exit_code, 0) << dump(r);
+  }
+  Tensor ref = read_npy(dir.file("ref") + "/o.npy").tensor;
+  Tensor cpu = read_npy(dir.file("cpu") + "/o.npy").tensor;
+  EXPECT_EQ(testing::compare_tensors(cpu, ref, 2e-2 * testing::max_abs(ref)), "");
+}
+
+TEST(Cli, Explain) {
+  ProcessResult r = run_flashgen({"explain", kCausal, "--sizes", "b=1,h=2,m=n=100,d=e=64"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_TRUE(contains(r.out, "kernel")) << dump(r);
+  ProcessResult j = run_flashgen({"explain", kCausal, "--json", "--strict"});
+  ASSERT_EQ(j.exit_code, 0) << dump(j);
+  nlohmann::json doc = nlohmann::json::parse(j.out);
+  ASSERT_TRUE(doc["kernels"].is_array()) << j.out;
+  ASSERT_EQ(doc["kernels"].size(), 1u) << j.out;
+  EXPECT_EQ(doc["kernels"][0]["reads"], nlohmann::json({"q", "k", "v"})) << j.out;
+  EXPECT_EQ(doc["kernels"][0]["writes"], nlohmann::json({"o"})) << j.out;
+
+  ProcessResult unknown = run_flashgen({"explain", kCausal, "--sizes", "zz=3"});
+  EXPECT_EQ(unknown.exit_code, 2) << dump(unknown);
+  EXPECT_TRUE(contains(unknown.err, "zz")) << dump(unknown);
+}
+
+// A column sum feeding a row max cannot be one kernel: explain says why, --strict fails.
+TEST(Cli, ExplainStrictRejectsMaterialization) {
+  TempDir dir;
+  const std::string prog = dir.file("colrow.attn");
+  testing::write_text_file(prog, "program colrow(x: f32[m, n]) {\n"
+                                 "  out r: f32[m] = max(sum(x, m) + x, n)\n}\n");
+  ProcessResult r = run_flashgen({"explain", prog});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_TRUE(contains(r.out, "materialized")) << dump(r);
+  ProcessResult s = run_flashgen({"explain", prog, "--strict"});
+  EXPECT_EQ(s.exit_code, 1) << dump(s);
+  EXPECT_TRUE(contains(s.err, prog + ":1:")) << dump(s);
+  EXPECT_TRUE(contains(s.err, "materialized")) << dump(s);
+}
+
+TEST(Cli, Emit) {
+  ProcessResult r = run_flashgen({"emit", kCausal, "--target", "cpu"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_TRUE(contains(r.out, "causal")) << dump(r);
+  ProcessResult d = run_flashgen({"emit", kCausal, "--target", "cpu", "--dump-after",
+                                  "canonicalize"});
+  EXPECT_EQ(d.exit_code, 0) << dump(d);
+  EXPECT_FALSE(d.out.empty());
+  EXPECT_EQ(run_flashgen({"emit", kCausal, "--target", "cpu", "--dump-after", "nope"}).exit_code,
+            2);
+  EXPECT_EQ(run_flashgen({"emit", kCausal, "--target", "tpu"}).exit_code, 2);
+  EXPECT_EQ(run_flashgen({"emit", kCausal}).exit_code, 2);  // --target is required
+}
+
+// Call-time errors: exit 2, a message naming the parameter and the dimension, nothing written.
+class CallErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    prog_ = dir_.file("rowsum.attn");
+    testing::write_text_file(prog_, kRowSum);
+    std::filesystem::create_directory(in_);
+  }
+  void put(const std::string& name, const Tensor& t) { write_npy(in_ + "/" + name + ".npy", t); }
+  Tensor f64(std::vector<int64_t> shape) {
+    return testing::random_float_tensor(DType::f64, shape, rng_);
+  }
+  // Runs with extra arguments and --outputs; expects exit 2, every `parts` in stderr, no files.
+  void expect_error(std::vector<std::string> args, std::vector<std::string> parts) {
+    args.insert(args.begin(), {"run", prog_});
+    args.insert(args.end(), {"--outputs", out_});
+    ProcessResult r = run_flashgen(args);
+    EXPECT_EQ(r.exit_code, 2) << dump(r);
+    for (const auto& part : parts) EXPECT_TRUE(contains(r.err, part)) << part << "\n" << dump(r);
+    EXPECT_FALSE(testing::file_exists(out_)) << "an output folder was created";
+  }
+  TempDir dir_;
+  std::string prog_, in_ = dir_.file("in"), out_ = dir_.file("out");
+  std::mt19937_64 rng_{3};
+};
+
+TEST_F(CallErrors, MissingInputFile) {
+  put("xin", f64({4, 5}));
+  expect_error({"--inputs", in_}, {"yvec", "cols"});
+}
+
+TEST_F(CallErrors, MissingInputFolder) { expect_error({"--inputs", dir_.file("nope")}, {"nope"}); }
+
+TEST_F(CallErrors, WrongRank) {
+  put("xin", f64({4, 5, 1}));
+  put("yvec", f64({5}));
+  expect_error({"--inputs", in_}, {"xin", "rows", "cols"});
+}
+
+TEST_F(CallErrors, WrongDtypeKind) {
+  put("xin", f64({4, 5}));
+  put("yvec", testing::random_bool_tensor({5}, 0.5, rng_));
+  expect_error({"--inputs", in_}, {"yvec", "bool"});
+}
+
+TEST_F(CallErrors, IntegerParameterGivenFloats) {
+  const std::string doc = testing::source_path("examples/document.attn");
+  prog_ = doc;
+  for (const char* p : {"q", "k"}) put(p, f64({1, 2, 5, 3}));
+  put("v", f64({1, 2, 5, 4}));
+  put("doc", f64({5}));
+  expect_error({"--inputs", in_}, {"doc", "i32"});
+}
+
+TEST_F(CallErrors, InputsDisagreeOnADimension) {
+  put("xin", f64({4, 5}));
+  put("yvec", f64({6}));
+  expect_error({"--inputs", in_}, {"cols", "xin", "yvec", "5", "6"});
+}
+
+TEST_F(CallErrors, UnboundDimensionInSizes) {
+  expect_error({"--random", "rows=3"}, {"cols", "xin"});
+}
+
+TEST_F(CallErrors, SizesNameAnUnknownDimension) {
+  expect_error({"--random", "rows=3,cols=4,depth=2"}, {"depth", "rowsum"});
+}
+
+TEST_F(CallErrors, MalformedSizes) {
+  for (const std::string s : {"rows=3,cols", "rows=x,cols=2", "rows=-1,cols=2", "=3",
+                              "rows=3,rows=4,cols=1", ""})
+    expect_error({"--random", s}, {"SIZES"});
+}
+
+TEST_F(CallErrors, OutOfRangeGather) {
+  // doc has t = 3 entries but is read at every query and key position up to 7.
+  prog_ = testing::source_path("examples/document.attn");
+  expect_error({"--random", "b=1,h=1,m=n=7,d=e=2,t=3"}, {"doc"});
+}
+
+TEST_F(CallErrors, InputsAndRandomTogetherOrNeither) {
+  put("xin", f64({4, 5}));
+  put("yvec", f64({5}));
+  expect_error({"--inputs", in_, "--random", "rows=4,cols=5"}, {});
+  expect_error({}, {"--inputs", "--random"});
+}
+
+TEST_F(CallErrors, OutputsIsAFile) {
+  testing::write_text_file(dir_.file("file"), "x");
+  ProcessResult r = run_flashgen({"run", prog_, "--random", "rows=2,cols=2", "--outputs",
+                                  dir_.file("file")});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_EQ(testing::read_text_file(dir_.file("file")), "x");
+}
+
+}  // namespace
+}  // namespace flashgen

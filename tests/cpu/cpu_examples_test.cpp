@@ -1,0 +1,137 @@
+// Every example (examples/*.attn) on the CPU backend against the reference evaluator at odd
+// sizes (1, 7, 77, ~1000; m != n; fully masked rows; head dims 32..128), with f32 dtypes so the
+// tolerance is f32's; plus bf16 as declared (within one output ulp), non-contiguous inputs, and
+// out-of-range gathers reported with the parameter's name.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "flashgen/compile.h"
+#include "flashgen/flashgen.h"
+#include "support/support.h"
+
+namespace flashgen {
+namespace {
+
+const char* kExamples[] = {"vanilla", "causal", "alibi", "softcap", "sliding_window", "prefix_lm",
+                           "document", "gqa", "diff_attn", "evoformer_row", "evoformer_col",
+                           "lse", "cross"};
+
+std::string replace_all(std::string s, const std::string& a, const std::string& b) {
+  for (size_t pos = 0; (pos = s.find(a, pos)) != std::string::npos; pos += b.size())
+    s.replace(pos, a.size(), b);
+  return s;
+}
+
+Program load_example(const std::string& name, bool f32) {
+  std::string path = testing::source_path("examples/" + name + ".attn");
+  std::string text = testing::read_text_file(path);
+  if (f32) text = replace_all(text, "bf16", "f32");
+  return parse_source(text, path).at(0);
+}
+
+// Extents: m, n, head dims as given; dims only reached through gathers cover m and n; other
+// (batch-like) dims 2.
+Extents extents_for(const Program& p, int64_t m, int64_t n, int64_t d, int64_t e) {
+  Extents x;
+  for (size_t i = 0; i < p.dims.size(); ++i) {
+    const std::string& nm = p.dims[i];
+    bool in_nodes = false;
+    for (const Node& nd : p.nodes)
+      in_nodes = in_nodes || (nd.op != Op::Param && dimset_contains(nd.dims, (int)i));
+    int64_t v = 2;
+    if (nm == "m") v = m;
+    else if (nm == "n") v = n;
+    else if (nm == "d") v = d;
+    else if (nm == "e") v = e;
+    else if (!in_nodes) v = std::max(m, n);
+    x[nm] = v;
+  }
+  return x;
+}
+
+void check_close(const Program& p, const TensorMap& in, const Extents& ext, double rel) {
+  TensorMap want = evaluate_reference(p, in);
+  TensorMap got = run_cpu(p, in);
+  for (const Output& o : p.outputs) {
+    ASSERT_TRUE(got.count(o.name)) << o.name;
+    double scale = std::max(1.0, testing::max_abs(want.at(o.name)));
+    std::string diff = testing::compare_tensors(got.at(o.name), want.at(o.name), rel * scale);
+    std::string sizes;
+    for (auto& [k, v] : ext) sizes += k + "=" + std::to_string(v) + " ";
+    EXPECT_EQ(diff, "") << p.name << " output " << o.name << " at " << sizes;
+  }
+}
+
+struct Shape {
+  int64_t m, n, d, e;
+};
+
+class CpuExample : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CpuExample, MatchesReferenceAtOddSizesF32) {
+  Program p = load_example(GetParam(), true);
+  const Shape shapes[] = {{1, 1, 32, 32}, {7, 77, 64, 64}, {77, 7, 96, 32}, {300, 5, 32, 64},
+                          {129, 1000, 128, 128}};
+  uint64_t seed = 1;
+  for (const Shape& s : shapes) {
+    Extents ext = extents_for(p, s.m, s.n, s.d, s.e);
+    if (p.name == "diff_attn") ext["e"] = 2 * s.d;
+    TensorMap in = random_inputs(p, ext, seed++);
+    check_close(p, in, ext, 2e-5);
+  }
+}
+
+TEST_P(CpuExample, MatchesReferenceInBf16WithinOneUlp) {
+  Program p = load_example(GetParam(), false);
+  Extents ext = extents_for(p, 33, 65, 64, 64);
+  TensorMap in = random_inputs(p, ext, 7);
+  // bf16 outputs: one ulp of bf16 is 2^-8 relative.
+  check_close(p, in, ext, 1.0 / 128);
+}
+
+TEST_P(CpuExample, FusesIntoOneKernel) {
+  Program p = load_example(GetParam(), false);
+  EXPECT_EQ(kernel_count(p, {}), 1) << explain(p, {});
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, CpuExample, ::testing::ValuesIn(kExamples),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST(CpuBackend, AcceptsNonContiguousInputs) {
+  Program p = load_example("causal", true);
+  Extents ext = extents_for(p, 19, 23, 32, 32);
+  TensorMap in = random_inputs(p, ext, 3);
+  // q stored as [b, m, h, d] and viewed as [b, h, m, d].
+  const Tensor& q = in.at("q");
+  auto sh = q.shape();
+  Tensor t(DType::f32, {sh[0], sh[2], sh[1], sh[3]});
+  for (int64_t b = 0; b < sh[0]; ++b)
+    for (int64_t h = 0; h < sh[1]; ++h)
+      for (int64_t m = 0; m < sh[2]; ++m)
+        for (int64_t d = 0; d < sh[3]; ++d) t.set_at({b, m, h, d}, q.at({b, h, m, d}));
+  Tensor view = t.with_strides(sh, {sh[2] * sh[1] * sh[3], sh[3], sh[1] * sh[3], 1});
+  TensorMap in2 = in;
+  in2["q"] = view;
+  TensorMap want = evaluate_reference(p, in);
+  TensorMap got = run_cpu(p, in2);
+  EXPECT_EQ(testing::compare_tensors(got.at("o"), want.at("o"), 2e-5), "");
+}
+
+TEST(CpuBackend, OutOfRangeGatherNamesTheParameter) {
+  Program p = load_example("document", true);
+  Extents ext = extents_for(p, 9, 9, 32, 32);
+  TensorMap in = random_inputs(p, ext, 5);
+  Tensor doc(DType::i32, {4});  // t = 4 < m = 9
+  in["doc"] = doc;
+  try {
+    run_cpu(p, in, {});
+    FAIL() << "expected a CallError";
+  } catch (const CallError& e) {
+    EXPECT_NE(std::string(e.what()).find("'doc'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace flashgen
