@@ -3,9 +3,11 @@
 
 Backends per (variant, shape): SDPA flash / cuDNN / efficient (where they apply),
 FlexAttention (torch.compile'd; kernel time, and block-mask construction timed separately),
-torch.compile of the naive code, eager naive. flashgen rows come from the kernel harness log
-(--harness-log, lines `TIME name shape ms TF/s` printed by bench/gpu/attn_harness.cu in the same
-device call) until the runtime's Python binding exists.
+torch.compile of the naive code, eager naive. flashgen rows (--flashgen BIN) are kernels
+compiled from the .attn programs (examples/, bench/programs/ for the non-causal alibi and
+document forms the baselines use) and timed by BIN (bench/gpu/fg_bench or `flashgen bench`:
+CUDA events, median of 30 warm runs) in the same device call. The older hand-written-Spec
+harness rows (--harness-log) are still accepted.
 
 Timing: triton.testing.do_bench median (events, warm-up first). TF/s counts only unmasked work
 (causal halves the FLOPs; window/prefix/document use the mask's density). Error: max |out - ref|
@@ -61,6 +63,68 @@ def measure(variant, shape, backend, fn, flops, ref=None, slice0=None):
             .replace("\n", " ")[:140])
     finally:
         torch.cuda.empty_cache()
+
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples")
+PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
+
+
+def doc_ids(n):
+    """The 12 contiguous documents of mask_cases, as int32 (same generator)."""
+    g = torch.Generator().manual_seed(0)
+    doc = torch.zeros(n, dtype=torch.int32)
+    for c in sorted(torch.randint(1, n, (11,), generator=g).tolist()):
+        doc[c:] += 1
+    return doc
+
+
+def flashgen_row(args, variant, B, H, N, D):
+    """Times the flashgen kernel of one variant with args.flashgen (fg_bench / flashgen bench)."""
+    if not args.flashgen:
+        return
+    src = os.path.join(EXAMPLES, variant + ".attn")
+    extra = []
+    sizes = f"b={B},h={H},m=n={N},d=e={D}"
+    shape = f"b{B} h{H} n{N} d{D}"
+    if variant == "alibi":  # the baselines time non-causal ALiBi
+        src = os.path.join(PROGRAMS, "alibi_bias.attn")
+    elif variant == "document":  # non-causal, 12 contiguous documents like mask_cases
+        src = os.path.join(PROGRAMS, "document_full.attn")
+        sizes += f",t={N}"
+        import numpy as np
+        path = os.path.join(args.tmp, f"doc{N}.npy")
+        np.save(path, doc_ids(N).numpy())
+        extra = [f"doc={path}"]
+    elif variant == "gqa":
+        sizes = f"b={B},g={max(H // 8, 1)},r=8,m=n={N},d=e={D}"
+        shape = f"b{B} h{max(H // 8, 1) * 8}/{max(H // 8, 1)} n{N} d{D}"
+    elif variant == "diff_attn":
+        sizes = f"b={B},h={H},m=n={N},d={D},e={2 * D}"
+        shape = f"b{B} h{H} n{N} d{D} dv{2 * D}"
+    elif variant == "cross":
+        sizes = f"b={B},h={H},m=333,n={N},d=e={D}"
+        shape = f"b{B} h{H} m333 n{N} d{D}"
+    elif variant == "evoformer_row":
+        sizes, shape = f"b={B},s=256,h=4,m=n=i=j=256,d=32", f"b{B} s256 h4 r256 d32"
+    elif variant == "evoformer_col":
+        sizes, shape = f"b={B},i=256,h=4,m=n=256,d=32", f"b{B} i256 h4 s256 d32"
+    cmd = [args.flashgen, "bench", src, sizes] if args.flashgen.endswith("fg_bench") else \
+        [args.flashgen, "bench", src, "--sizes", sizes, "--backend", "cuda"] + \
+        [a for e in extra for a in ("--input", e)]
+    if args.flashgen.endswith("fg_bench"):
+        cmd += extra
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        line = [l for l in r.stdout.splitlines() if l.startswith("BENCH ")]
+        if r.returncode != 0 or not line:
+            raise RuntimeError((r.stderr or r.stdout).strip().replace("\n", " ")[:200])
+        f = line[-1].split()
+        ms, tf = float(f[3]), float(f[4])
+        ROWS.append(dict(variant=variant, shape=shape, backend="flashgen", ms=ms, tflops=tf,
+                         err=None, note=f"{float(f[5]):.2f} of peak"))
+        print(f"{variant:14s} {shape:26s} {'flashgen':20s} {ms:9.3f} ms {tf:7.1f} TF/s", flush=True)
+    except Exception as e:
+        add(variant, shape, "flashgen", note="FAILED " + str(e)[:200])
 
 
 def naive_attn(q, k, v, scale, mask=None, bias=None, cap=None):
@@ -119,6 +183,7 @@ def bench_std(args, variant, B, H, N, D, dev="cuda"):
     if variant == "softcap":
         cap = 30.0
         score_mod = lambda s, b, h, qi, ki: cap * torch.tanh(s / cap)
+    flashgen_row(args, variant, B, H, N, D)
     dens = mask.float().mean().item() if mask is not None else 1.0
     flops = 4 * B * H * N * N * D * dens
     ref = ref_attn(q, k, v, scale, mask, bias, cap)
@@ -175,6 +240,7 @@ def bench_diff(args, B, H, N, d, lam=0.8, dev="cuda"):
     sc = 1 / math.sqrt(d)
     flops = 2 * (2 * B * H * N * N * d + 2 * B * H * N * N * 2 * d)
     shape = f"b{B} h{H} n{N} d{d} dv{2 * d}"
+    flashgen_row(args, "diff_attn", B, H, N, d)
 
     def naive(q1, k1, q2, k2, v):
         a1 = torch.softmax((q1 @ k1.transpose(-2, -1)).float() * sc, -1)
@@ -200,6 +266,34 @@ def bench_diff(args, B, H, N, d, lam=0.8, dev="cuda"):
     if "eager" in args.parts and N <= args.max_naive_n:
         measure("diff_attn", shape, "eager_naive", lambda: naive(q1, k1, q2, k2, v), flops, ref,
                 first)
+
+
+def bench_evoformer_row(args, B, S=256, H=4, R=256, D=32, dev="cuda"):
+    """evoformer_row: softmax(q k^T / sqrt(d) + pair[h, m, n] + keep-mask bias) v * sigmoid(g)."""
+    dt = torch.bfloat16
+    q, k, v, g = (torch.randn(B, S, H, R, D, device=dev, dtype=dt) for _ in range(4))
+    pair = torch.randn(B, H, R, R, device=dev, dtype=dt)
+    keep = torch.rand(B, S, R, device=dev) < 0.8
+    sc = 1 / math.sqrt(D)
+    # FLOPs: 4 * b * s * h * r * r * d (two contractions; the mask keeps every key in the count)
+    flops = 4 * B * S * H * R * R * D
+    shape = f"b{B} s{S} h{H} r{R} d{D}"
+    flashgen_row(args, "evoformer_row", B, H, R, D)
+
+    def naive(q, k, v, g, pair, keep):
+        s = (q @ k.transpose(-2, -1)).float() * sc + pair[:, None].float() \
+            + torch.where(keep, 0.0, -1e9)[:, :, None, None, :]
+        return (torch.softmax(s, -1).to(v.dtype) @ v) * torch.sigmoid(g)
+    ref = naive(*(t[:1].float() if t.dtype != torch.bool else t[:1]
+                  for t in (q, k, v, g, pair, keep)))
+    first = lambda o: o[:1]
+    if "compile" in args.parts:
+        cn = torch.compile(naive)
+        measure("evoformer_row", shape, "compile_naive", lambda: cn(q, k, v, g, pair, keep),
+                flops, ref, first)
+    if "eager" in args.parts:
+        measure("evoformer_row", shape, "eager_naive", lambda: naive(q, k, v, g, pair, keep),
+                flops, ref, first)
 
 
 def read_harness(path):
@@ -243,6 +337,8 @@ def main():
     ap.add_argument("--dims", default="128")
     ap.add_argument("--max-naive-n", type=int, default=4096)
     ap.add_argument("--harness-log")
+    ap.add_argument("--flashgen", help="fg_bench or flashgen binary: adds flashgen rows")
+    ap.add_argument("--tmp", default="/tmp", help="where generated inputs (doc ids) go")
     ap.add_argument("--json")
     ap.add_argument("--results", help="append a markdown table to this file")
     args = ap.parse_args()
@@ -258,6 +354,14 @@ def main():
             for var in args.variants.split(","):
                 if var == "diff_attn":
                     bench_diff(args, B, H, N, D)
+                elif var == "evoformer_row":
+                    if str(D) == args.dims.split(",")[0]:
+                        bench_evoformer_row(args, 1)
+                elif var in ("gqa", "lse", "cross", "evoformer_col"):
+                    # flashgen only in this run (no baseline written for these yet)
+                    if var.startswith("evoformer") and str(D) != args.dims.split(",")[0]:
+                        continue
+                    flashgen_row(args, var, B if not var.startswith("evoformer") else 1, H, N, D)
                 else:
                     bench_std(args, var, B, H, N, D)
     print("\n=== table ===")

@@ -17,15 +17,18 @@ void add_emit(CLI::App& app, int& exit_code) {
       "emit", "Print the generated source of a program for a target (C++ for cpu, CUDA C++ for "
               "cuda-*), or the program/plan after a pipeline stage.");
   cmd->add_option("FILE", o->file, "an .attn source file")->required();
-  cmd->add_option("--program", o->program, "the program (if FILE holds several)");
+  cmd->add_option("--program", o->program, "the program (if FILE holds several)")
+      ->type_name("NAME");
   cmd->add_option("--target", o->target, "cpu, cuda-sm80 or cuda-sm90")
       ->required()
       ->check(CLI::IsMember({"cpu", "cuda-sm80", "cuda-sm90"}));
   cmd->add_option("--sizes", o->sizes,
                   "extents known at compile time, e.g. d=e=64 (only head dimensions may "
-                  "specialize a kernel)");
+                  "specialize a kernel)")
+      ->type_name("SIZES");
   cmd->add_option("--dump-after", o->dump_after,
                   "print the program or plan after this stage instead of the source")
+      ->type_name("STAGE")
       ->check(CLI::IsMember(pipeline_stage_names()));
   cmd->callback([o, &exit_code] {
     exit_code = guarded(o->file, [&] {

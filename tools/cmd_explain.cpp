@@ -18,9 +18,11 @@ void add_explain(CLI::App& app, int& exit_code) {
       "explain", "Report the plan of a program: kernels, their grid and reduction loop, memory "
                  "reads and writes, estimated FLOPs and bytes, materialized intermediates.");
   cmd->add_option("FILE", o->file, "an .attn source file")->required();
-  cmd->add_option("--program", o->program, "the program (if FILE holds several)");
+  cmd->add_option("--program", o->program, "the program (if FILE holds several)")
+      ->type_name("NAME");
   cmd->add_option("--sizes", o->sizes,
-                  "extents for the FLOP and byte estimates, e.g. b=2,h=16,m=n=4096,d=e=128");
+                  "extents for the FLOP and byte estimates, e.g. b=2,h=16,m=n=4096,d=e=128")
+      ->type_name("SIZES");
   cmd->add_flag("--json", o->json, "print a JSON object (with a top-level \"kernels\" array)");
   cmd->add_flag("--strict", o->strict,
                 "make a materialized intermediate an error (exit 1)");

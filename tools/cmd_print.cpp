@@ -13,7 +13,7 @@ void add_print(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "print", "Print the IR of a program in its text form (all programs without --program).");
   cmd->add_option("FILE", o->file, "an .attn source file")->required();
-  cmd->add_option("--program", o->program, "the program to print");
+  cmd->add_option("--program", o->program, "the program to print")->type_name("NAME");
   cmd->callback([o, &exit_code] {
     exit_code = guarded(o->file, [&] {
       Loaded f = load(o->file);

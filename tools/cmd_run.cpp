@@ -193,17 +193,23 @@ void add_run(CLI::App& app, int& exit_code) {
       "run", "Run a program on inputs from .npy files or on random inputs; print a summary of "
              "each output or write them as .npy files.");
   cmd->add_option("FILE", o->file, "an .attn source file")->required();
-  cmd->add_option("--program", o->program, "the program to run (if FILE holds several)");
+  cmd->add_option("--program", o->program, "the program to run (if FILE holds several)")
+      ->type_name("NAME");
   auto* in = cmd->add_option("--inputs", o->inputs,
                              "folder with one DIR/<param>.npy per parameter, in the parameter's "
                              "declared dimension order");
+  in->type_name("DIR");
   auto* rnd = cmd->add_option("--random", o->random,
                               "random inputs of these extents, e.g. b=2,h=4,m=n=512,d=e=64");
+  rnd->type_name("SIZES");
   in->excludes(rnd);
-  cmd->add_option("--seed", o->seed, "seed of --random (default 0)")->needs(rnd);
+  cmd->add_option("--seed", o->seed, "seed of --random (default 0)")
+      ->needs(rnd)
+      ->type_name("S");
   cmd->add_option("--outputs", o->outputs,
                   "write DIR/<output>.npy (floats as float32 holding the declared type's "
-                  "values) instead of printing a summary");
+                  "values) instead of printing a summary")
+      ->type_name("DIR");
   cmd->add_option("--backend", o->backend, "ref (f64 reference evaluator), cpu or cuda")
       ->check(CLI::IsMember({"ref", "cpu", "cuda"}));
   cmd->add_flag("--check", o->check,

@@ -49,6 +49,37 @@ std::string emit_source(const Program& p, const CompileOptions& opt);
 TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extra = {});
 // Compiles several programs (distinct names) into one host library, so later run_cpu calls
 // on them start at once (one compiler run instead of one per program).
-void precompile_cpu(const std::vector<Program>& programs);
+// `extra_flags` go to the host compiler after its defaults (tests pass -O1 to compile faster).
+void precompile_cpu(const std::vector<Program>& programs,
+                    const std::vector<std::string>& extra_flags = {});
+
+// ---- The CUDA backend (src/compiler/run_cuda.cpp; issue 4) ----
+// Generated CUDA source of every kernel for cuda-sm80 / cuda-sm90 (the sm80 path), specialized
+// for the head-dim extents in `sizes` (the dims the plan eliminates; others are ignored).
+std::string emit_cuda(const Program& p, Target target, const Extents& sizes);
+// Compiles that source with NVRTC for `arch` ("sm_80", "sm_90a"; empty: sm_80 for cuda-sm80,
+// sm_90a for cuda-sm90) and returns the cubin (one kernel; more is a BackendError). Needs no GPU.
+std::string compile_cuda_cubin(const Program& p, Target target, const Extents& sizes,
+                               const std::string& arch = "");
+// Runs on the GPU (sm_80 path; compiled for the running GPU's arch). Inputs of another dtype
+// are converted; any strides are accepted (packed before upload).
+TensorMap run_cuda(const Program& p, const TensorMap& inputs, const Extents& extra = {});
+// Kernels compiled (NVRTC or disk cache) and loaded by this process: a test asserts that
+// changing long extents does not raise it.
+int cuda_kernel_load_count();
+
+struct CudaBenchResult {
+  std::string device;       // "NVIDIA H200"
+  double median_ms = 0, min_ms = 0;
+  double flops = 0;         // unmasked work only: per unmasked (row, key) pair 2*D per score
+                            // contraction + 2*DV per P.V accumulator
+  double dense_flops = 0;   // the same counting every pair
+  double tflops = 0;        // flops / median time
+  double peak_tflops = 0;   // dense bf16 tensor-core peak used for the fraction (H200: 989)
+};
+// Times the program on random inputs of `sizes` (median over `iters` warm runs); inputs named
+// in `given` (e.g. document ids) replace the random ones.
+CudaBenchResult bench_cuda(const Program& p, const Extents& sizes, int warmup = 5,
+                           int iters = 30, uint64_t seed = 1, const TensorMap& given = {});
 
 }  // namespace flashgen

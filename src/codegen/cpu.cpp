@@ -248,6 +248,8 @@ class KernelWriter {
     const Node& n = p_.nodes[v.node];
     ElementContext c = context(assume_true);
     std::string ty = em_.ctype(n.type);
+    os_ << ind_ << "{\n";
+    ind_ += "  ";
     open_loops(v.local_dims);
     std::string dst = "A" + std::to_string(v.node) + "[" + offset(v.local_dims) + "]";
     if (is_reduction(n.op)) {
@@ -260,7 +262,7 @@ class KernelWriter {
     } else {
       os_ << ind_ << dst << " = " << em_.compute(v.node, c) << ";\n";
     }
-    close_loops(v.local_dims.size());
+    close_loops(v.local_dims.size() + 1);
   }
   void init_acc(const Accumulator& a) {
     const PlanValue& v = *k_.value(a.node);
@@ -275,6 +277,8 @@ class KernelWriter {
     const Node& n = p_.nodes[a.node];
     ElementContext c = context(assume_true);
     std::string ty = em_.ctype(n.type);
+    os_ << ind_ << "{\n";
+    ind_ += "  ";
     open_loops(v.local_dims);
     std::string dst = "A" + std::to_string(a.node) + "[" + offset(v.local_dims) + "]";
     os_ << ind_ << ty << " acc = " << dst << ";\n";
@@ -288,7 +292,7 @@ class KernelWriter {
         << ";\n";
     close_loops(n.reduce.size());
     os_ << ind_ << dst << " = acc;\n";
-    close_loops(v.local_dims.size());
+    close_loops(v.local_dims.size() + 1);
   }
   void emit_body(int assume_true) {
     for (const PlanValue& v : k_.values)

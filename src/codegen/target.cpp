@@ -41,7 +41,7 @@ FG_FN float fg_f8e4m3(uint8_t b) {
   return s ? -v : v;
 }
 FG_FN float fg_f8e5m2(uint8_t b) { return fg_f16((uint16_t)((uint16_t)b << 8)); }
-FG_FN float fg_relu(float x) { return x > 0 ? x : 0.f * x; }
+FG_FN float fg_relu(float x) { return x > 0 ? x : (x != x ? x : 0.f); }
 FG_FN int64_t fg_relu(int64_t x) { return x > 0 ? x : 0; }
 FG_FN float fg_abs(float x) { return fabsf(x); }
 FG_FN int64_t fg_abs(int64_t x) { return x < 0 ? -x : x; }

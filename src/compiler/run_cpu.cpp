@@ -47,7 +47,8 @@ std::shared_ptr<const CpuProgram> compiled_for(const Program& p) {
 
 }  // namespace
 
-void precompile_cpu(const std::vector<Program>& programs) {
+void precompile_cpu(const std::vector<Program>& programs,
+                    const std::vector<std::string>& extra_flags) {
   std::vector<std::shared_ptr<CpuProgram>> cps;
   std::string source = emit_cpu_prelude() + "\n";
   std::set<std::string> names;
@@ -59,7 +60,9 @@ void precompile_cpu(const std::vector<Program>& programs) {
     source += emit_cpu_kernels(cp->plan);
     cps.push_back(cp);
   }
-  std::shared_ptr<const HostLibrary> lib = host_compile(source);
+  HostCompileOptions hopt;
+  hopt.extra_flags = extra_flags;
+  std::shared_ptr<const HostLibrary> lib = host_compile(source, hopt);
   std::lock_guard<std::mutex> lock(cache_mutex());
   for (size_t i = 0; i < programs.size(); ++i) {
     cps[i]->lib = lib;

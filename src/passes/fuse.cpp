@@ -168,7 +168,7 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
                              ", a parallel dim of the kernel that consumes it";
         }
     }
-    if (grid_reduced) continue;
+    if (grid_reduced) break;
     if (R < 0) {
       at.ok = true;
       at.group = k;
@@ -261,8 +261,10 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
                              " and uses the result of a reduction over it");
     }
     if (!need.empty()) {
+      // Materialize what the outermost reduction needs rather than stream an inner dim and
+      // hold the outer one whole.
       if (first_need.empty()) first_need = need;
-      continue;
+      break;
     }
     for (int id : k.members)
       if (allowed.count(id) && dimset_contains(p.nodes[id].dims, R)) k.online.push_back(id);

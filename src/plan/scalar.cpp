@@ -21,7 +21,7 @@ double eval_scalar(Op op, DType result, const std::vector<double>& a,
     case Op::Rsqrt: r = 1.0 / std::sqrt(a[0]); break;
     case Op::Tanh: r = std::tanh(a[0]); break;
     case Op::Sigmoid: r = 1.0 / (1.0 + std::exp(-a[0])); break;
-    case Op::Relu: r = a[0] > 0 ? a[0] : 0 * a[0]; break;
+    case Op::Relu: r = a[0] > 0 ? a[0] : (std::isnan(a[0]) ? a[0] : 0.0); break;
     case Op::Abs: r = std::fabs(a[0]); break;
     case Op::Floor: r = std::floor(a[0]); break;
     case Op::Ceil: r = std::ceil(a[0]); break;

@@ -34,6 +34,9 @@ struct Sm80Launch {
   // Params = { const void* buf[num_buffers]; i64 st[num_buffers][max_rank];
   //            i64 ext[num_dims]; i64* err; }  (all 8-byte fields, in this order)
   std::vector<std::pair<std::string, int64_t>> head_dims;  // the extents compiled in
+  int num_scores = 1, num_acc = 1;  // for FLOP counts: per (row, key) pair 2*D per score
+  int64_t head_dim = 0, value_dim = 0;  // and 2*DV per accumulator
+  int mask_node = -1;               // the plan's tile mask (FLOPs count unmasked pairs only)
 };
 
 struct CudaKernelSource {

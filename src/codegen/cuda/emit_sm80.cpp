@@ -1,0 +1,691 @@
+// The CUDA sm80-path emitter (see emit_sm80.h): recognizes the template's structure in a plan
+// kernel (scores, softmax groups, row sums, P.V accumulators), then writes the Spec: Params,
+// make_ctx (parallel index -> grid dims -> buffer offsets by the buffers' own strides, so GQA
+// and any layout fall out), classify() by interval arithmetic of the plan's tile mask over the
+// tile's index box, score<g>() through the shared ElementEmitter with the CUDA table, and
+// store()/store_row() from the plan's epilogue values.
+// Preconditions: a plan from compile_program; head-dim extents in `sizes`.
+// Tests: tests/cuda/nvrtc_examples_test.cpp, tests/gpu/cuda_examples_test.cpp.
+#include "codegen/cuda/emit_sm80.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "codegen/element_code.h"
+#include "codegen/target.h"
+#include "compiler/pipeline.h"
+#include "flashgen/error.h"
+#include "passes/passes.h"
+
+namespace flashgen {
+
+namespace {
+
+std::string S(int64_t v) { return std::to_string(v); }
+
+std::string storage_type(DType t) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::bf16: case DType::f16: return "uint16_t";
+    case DType::f8e4m3: case DType::f8e5m2: case DType::boolean: return "uint8_t";
+    case DType::i32: return "int";
+    case DType::i64: return "int64_t";
+  }
+  return "float";
+}
+
+std::string load_conv(DType t, const std::string& e) {
+  switch (t) {
+    case DType::bf16: return "fg_bf16(" + e + ")";
+    case DType::f16: return "fg_f16(" + e + ")";
+    case DType::f8e4m3: return "fg_f8e4m3(" + e + ")";
+    case DType::f8e5m2: return "fg_f8e5m2(" + e + ")";
+    case DType::boolean: return "((bool)" + e + ")";
+    case DType::i32: return "((int64_t)" + e + ")";
+    default: return e;
+  }
+}
+
+// The CUDA element table: the shared one, with the MUFU tanh (|err| ~ 2^-11, far inside the bf16
+// tolerance) for soft-capping.
+// NVRTC has no __builtin_memcpy: the prelude's 4-byte bit casts go through a device helper.
+TargetTable adapt(Target which) {
+  TargetTable x = target_table(which);
+  x.float_fn[Op::Tanh] = "fg::fast_tanh";
+  const std::string from = "#define memcpy __builtin_memcpy";
+  size_t at = x.prelude.find(from);
+  if (at != std::string::npos)
+    x.prelude.replace(at, from.size(),
+                      "static __device__ __forceinline__ void fg_copy4(void* d, const void* s, "
+                      "int) { *(unsigned*)d = *(const unsigned*)s; }\n#define memcpy fg_copy4");
+  return x;
+}
+
+const TargetTable& cuda_table(Target t) {
+  static const TargetTable t80 = adapt(Target::cuda_sm80);
+  static const TargetTable t90 = adapt(Target::cuda_sm90);
+  return t == Target::cuda_sm90 ? t90 : t80;
+}
+
+class Sm80Writer {
+ public:
+  Sm80Writer(const Plan& plan, int kernel, Target target, const Extents& sizes)
+      : plan_(plan), p_(plan.program), k_(plan.kernels[kernel]), T_(cuda_table(target)),
+        em_(plan, k_, T_), sizes_(sizes) {}
+
+  CudaKernelSource write() {
+    analyse();
+    CudaKernelSource out;
+    out.launch = launch_;
+    out.source = source();
+    return out;
+  }
+
+ private:
+  const Plan& plan_;
+  const Program& p_;
+  const PlanKernel& k_;
+  const TargetTable& T_;
+  ElementEmitter em_;
+  const Extents& sizes_;
+  Sm80Launch launch_;
+
+  struct Score { int node, qbuf, kbuf; };
+  struct Group { int max_node, arg; std::vector<int> sums; };
+  struct Acc { int node, group, vidx; };
+  std::vector<Score> scores_;
+  std::vector<Group> groups_;
+  std::vector<int> vbufs_;   // distinct V buffers
+  std::vector<Acc> pv_;      // P.V accumulators
+  int cdim_ = -1, vdim_ = -1;
+  int64_t D_ = 0, DV_ = 0;
+  std::set<int> gathered_;   // buffers read by gathers
+
+  [[noreturn]] void fail(const std::string& why) const {
+    throw BackendError("kernel " + k_.name + " does not fit the CUDA sm80 attention template: " +
+                       why);
+  }
+  std::string nt(int id) const { return "%" + S(id) + " (" + node_text(p_, id) + ")"; }
+  const Node& N(int id) const { return p_.nodes[id]; }
+  bool is_par(int d) const { return d != k_.row_dim && dimset_contains(k_.grid, d); }
+  int buffer_of_param(int param) const {
+    for (size_t b = 0; b < plan_.buffers.size(); ++b)
+      if (plan_.buffers[b].kind == PlanBuffer::Input && plan_.buffers[b].param == param)
+        return static_cast<int>(b);
+    fail("parameter " + p_.params[param].name + " has no buffer");
+  }
+  int64_t head_extent(int d) const {
+    auto it = sizes_.find(p_.dims[d]);
+    if (it == sizes_.end())
+      throw BackendError("the CUDA target specializes head dims: give the extent of '" +
+                         p_.dims[d] + "' (e.g. --sizes " + p_.dims[d] + "=64)");
+    return it->second;
+  }
+  bool is_acc(int node) const {
+    for (const Accumulator& a : k_.accs)
+      if (a.node == node) return true;
+    return false;
+  }
+  void ancestors(int id, std::set<int>& out) const {
+    if (!out.insert(id).second) return;
+    for (int a : N(id).args) ancestors(a, out);
+  }
+
+  // A bf16 parameter load over (grid dims..., `lead`, `inner`) with `inner` innermost.
+  int operand_buffer(int node, int lead, int inner, const char* role) const {
+    const Node& n = N(node);
+    if (n.op != Op::Param) fail(std::string(role) + " operand " + nt(node) + " is not a parameter");
+    const Parameter& P = p_.params[n.param];
+    if (P.type != DType::bf16)
+      fail(std::string(role) + " '" + P.name + "' is " + dtype_name(P.type) +
+           "; the sm80 tensor-core path takes bf16");
+    if (P.dims.empty() || P.dims.back() != inner)
+      fail(std::string(role) + " '" + P.name + "' must have '" + p_.dims[inner] +
+           "' as its innermost dim");
+    bool has_lead = false;
+    for (int d : P.dims) {
+      if (d == lead) has_lead = true;
+      else if (d != inner && !is_par(d))
+        fail(std::string(role) + " '" + P.name + "' has dim '" + p_.dims[d] +
+             "' that is neither parallel nor the row/key/head dim");
+    }
+    if (!has_lead) fail(std::string(role) + " '" + P.name + "' lacks dim '" + p_.dims[lead] + "'");
+    return buffer_of_param(n.param);
+  }
+
+  // exp(sub(X, _)) with X the argument of a group's max: that group, else -1.
+  int exp_group(int id) const {
+    const Node& e = N(id);
+    if (e.op != Op::Exp) return -1;
+    const Node& s = N(e.args[0]);
+    if (s.op != Op::Sub) return -1;
+    for (size_t g = 0; g < groups_.size(); ++g)
+      if (s.args[0] == groups_[g].arg) {
+        std::set<int> anc;
+        ancestors(s.args[1], anc);
+        if (anc.count(groups_[g].max_node)) return static_cast<int>(g);
+      }
+    return -1;
+  }
+
+  void analyse() {
+    if (plan_.kernels.size() != 1)
+      fail("the plan has " + S(plan_.kernels.size()) +
+           " kernels (materialized intermediates are not supported on the CUDA backend yet)");
+    if (k_.red_dim < 0) fail("it has no streamed reduction dim");
+    if (k_.row_dim < 0) fail("it has no row dim");
+    for (const PlanValue& v : k_.values)
+      if (v.load_buffer >= 0) fail("it reads a materialized intermediate");
+    // Scores: contractions over one eliminated dim.
+    for (const PlanValue& v : k_.values) {
+      if (!v.contraction) continue;
+      const Node& n = N(v.node);
+      if (n.reduce.size() != 1 || !dimset_contains(k_.elim, n.reduce[0]))
+        fail("contraction " + nt(v.node) + " is not over one eliminated dim");
+      if (cdim_ >= 0 && n.reduce[0] != cdim_)
+        fail("score contractions over different dims");
+      cdim_ = n.reduce[0];
+      const Node& mul = N(n.args[0]);
+      if (mul.op != Op::Mul) fail("contraction " + nt(v.node) + " is not a sum of a product");
+      int a = mul.args[0], b = mul.args[1];
+      if (!dimset_contains(N(a).dims, k_.row_dim)) std::swap(a, b);
+      Score s{v.node, operand_buffer(a, k_.row_dim, cdim_, "query"),
+              operand_buffer(b, k_.red_dim, cdim_, "key")};
+      scores_.push_back(s);
+    }
+    if (scores_.empty()) fail("no tensor-core contraction (q.k over a head dim) feeds the loop");
+    if (scores_.size() > 2) fail(S(scores_.size()) + " score contractions (at most 2)");
+    // Groups: online Max over the key dim.
+    for (const Accumulator& a : k_.accs) {
+      const Node& n = N(a.node);
+      if (n.reduce != DimSet{k_.red_dim})
+        fail("accumulator " + nt(a.node) + " reduces more than the key dim");
+      if (a.op == Op::Min) fail("Min accumulator " + nt(a.node) + " (only softmax groups)");
+      if (a.op == Op::Max) groups_.push_back({a.node, n.args[0], {}});
+    }
+    if (groups_.empty()) fail("no online max (softmax) over the key dim");
+    if (groups_.size() > 2) fail(S(groups_.size()) + " softmax groups (at most 2)");
+    // Sums: row sums and P.V.
+    std::set<int> explained;
+    for (const Accumulator& a : k_.accs) {
+      if (a.op != Op::Sum) continue;
+      if (a.rescale_by.size() != 1)
+        fail("online sum " + nt(a.node) + " is not rescaled by exactly one running max");
+      const Node& n = N(a.node);
+      int x = n.args[0];
+      int g = exp_group(x);
+      if (g >= 0) {
+        if (groups_[g].max_node != a.rescale_by[0]) fail("row sum " + nt(a.node) + " rescale");
+        groups_[g].sums.push_back(a.node);
+        explained.insert(x);
+        explained.insert(N(x).args[0]);
+        continue;
+      }
+      const Node& m = N(x);
+      if (m.op != Op::Mul) fail("online sum " + nt(a.node) + " is neither exp(x - max) nor exp(x - max) * v");
+      int e = m.args[0], v = m.args[1];
+      if (exp_group(e) < 0) std::swap(e, v);
+      g = exp_group(e);
+      if (g < 0) fail("online sum " + nt(a.node) + " does not sum exp(x - max) * v");
+      if (groups_[g].max_node != a.rescale_by[0]) fail("P.V sum " + nt(a.node) + " rescale");
+      int vd = -1;
+      for (int d : N(v).dims)
+        if (dimset_contains(k_.elim, d)) vd = d;
+      if (vd < 0) fail("value of " + nt(a.node) + " has no head dim");
+      if (vdim_ >= 0 && vd != vdim_) fail("P.V accumulators over different value dims");
+      vdim_ = vd;
+      int vb = operand_buffer(v, k_.red_dim, vdim_, "value");
+      int vi = -1;
+      for (size_t i = 0; i < vbufs_.size(); ++i)
+        if (vbufs_[i] == vb) vi = static_cast<int>(i);
+      if (vi < 0) {
+        vi = static_cast<int>(vbufs_.size());
+        vbufs_.push_back(vb);
+      }
+      pv_.push_back({a.node, g, vi});
+      explained.insert({x, e, N(e).args[0], v});
+    }
+    if (pv_.empty()) fail("no P.V accumulator (sum of exp(x - max) * v over the key dim)");
+    if (pv_.size() > 4) fail(S(pv_.size()) + " P.V accumulators (at most 4)");
+    if (vbufs_.size() > 2) fail(S(vbufs_.size()) + " value tensors (at most 2)");
+    // Every body value must be score element code or a recognized accumulator part.
+    std::set<int> score_code;
+    for (const Group& g : groups_) ancestors(g.arg, score_code);
+    for (const PlanValue& v : k_.values) {
+      if (v.phase != Phase::Body || is_acc(v.node)) continue;
+      if (score_code.count(v.node) || explained.count(v.node)) continue;
+      fail("body value " + nt(v.node) + " is neither score element code nor part of an online "
+           "accumulator");
+    }
+    D_ = head_extent(cdim_);
+    DV_ = head_extent(vdim_);
+    if (D_ % 32 != 0 || D_ > 256 || D_ <= 0)
+      fail("head dim " + p_.dims[cdim_] + " = " + S(D_) + " (the sm80 path needs a multiple of "
+           "32 up to 256)");
+    if (DV_ % 32 != 0 || DV_ > 256 || DV_ <= 0)
+      fail("value dim " + p_.dims[vdim_] + " = " + S(DV_) + " (the sm80 path needs a multiple of "
+           "32 up to 256)");
+    for (int d : k_.elim)
+      if (d != cdim_ && d != vdim_) fail("eliminated dim '" + p_.dims[d] + "' is neither the "
+                                         "score contraction dim nor the value dim");
+    // Outputs: over (par..., row[, value dim]).
+    for (int b : k_.writes) {
+      const PlanBuffer& B = plan_.buffers[b];
+      if (B.kind != PlanBuffer::Output) fail("it writes an intermediate buffer");
+      if (B.type != DType::bf16 && B.type != DType::f32)
+        fail("output " + B.name + " is " + dtype_name(B.type) + " (bf16 or f32 on the sm80 path)");
+      for (int d : B.dims)
+        if (d != k_.row_dim && d != vdim_ && !is_par(d))
+          fail("output " + B.name + " has dim '" + p_.dims[d] + "'");
+    }
+    // Launch shape (tuning from bench/NOTES.md).
+    const int Sn = static_cast<int>(scores_.size()), A = static_cast<int>(pv_.size());
+    mw_ = (Sn == 1 && A == 1 && DV_ <= 128 && D_ <= 128) ? 2 : 1;
+    min_blocks_ = mw_ == 2 ? 2 : 1;
+    skip_ = D_ >= 96 || Sn == 2;
+    launch_.entry = k_.name;
+    launch_.warps = 4;
+    launch_.block_m = 16 * mw_ * 4;
+    launch_.smem_bytes = static_cast<int>(Sn * launch_.block_m * D_ * 2 +
+                                          2 * (Sn * 64 * D_ * 2 + vbufs_.size() * 64 * DV_ * 2));
+    launch_.row_dim = k_.row_dim;
+    for (int d : k_.grid)
+      if (d != k_.row_dim) launch_.par_dims.push_back(d);
+    launch_.num_buffers = static_cast<int>(plan_.buffers.size());
+    for (const PlanBuffer& B : plan_.buffers)
+      launch_.max_rank = std::max<int>(launch_.max_rank, static_cast<int>(B.dims.size()));
+    launch_.num_dims = static_cast<int>(p_.dims.size());
+    launch_.head_dims = {{p_.dims[cdim_], D_}};
+    if (vdim_ != cdim_) launch_.head_dims.push_back({p_.dims[vdim_], DV_});
+    launch_.num_scores = Sn;
+    launch_.num_acc = A;
+    launch_.head_dim = D_;
+    launch_.value_dim = DV_;
+    launch_.mask_node = k_.tiles.mask;
+  }
+  int mw_ = 1, min_blocks_ = 1;
+  bool skip_ = false;
+
+  // ---- element code ----
+  std::string buf(int b) const { return "ctx.B" + S(b); }
+  std::string stride(int b, size_t i) const { return "ctx.s" + S(b) + "_" + S(i); }
+  std::string extent(int d) const {
+    if (d == cdim_) return S(D_);
+    if (d == vdim_) return S(DV_);
+    return "ctx.n" + S(d);
+  }
+  // A context: `idx` names the index of row/red/value dims; `acc` maps accumulators.
+  ElementContext context(std::function<std::string(int)> idx,
+                         std::function<std::string(int)> acc, int assume_true,
+                         ElementContext* self) const {
+    ElementContext c;
+    c.assume_true = assume_true;
+    c.index = [this, idx](int d) {
+      if (is_par(d)) return "ctx.g" + S(d);
+      std::string s = idx(d);
+      if (s.empty()) fail("element code needs the index of dim '" + p_.dims[d] + "' here");
+      return s;
+    };
+    c.extent = [this](int d) { return extent(d); };
+    c.local = [this, acc, self](int node) {
+      for (size_t s = 0; s < scores_.size(); ++s)
+        if (scores_[s].node == node) return "c[" + S(s) + "]";
+      if (is_acc(node)) {
+        std::string a = acc(node);
+        if (a.empty()) fail("accumulator " + nt(node) + " is read inside the key loop");
+        return a;
+      }
+      return "(" + em_.compute(node, *self) + ")";
+    };
+    c.param = [this](int param, const std::vector<std::string>& idx) {
+      int b = buffer_of_param(param);
+      std::string off = "0";
+      for (size_t i = 0; i < idx.size(); ++i) off += " + (" + idx[i] + ") * " + stride(b, i);
+      return load_conv(plan_.buffers[b].type, buf(b) + "[" + off + "]");
+    };
+    c.gather = [this](int param, const std::vector<std::string>& idx) {
+      std::string a;
+      for (const auto& e : idx) a += ", " + e;
+      return "G" + S(buffer_of_param(param)) + "(ctx" + a + ")";
+    };
+    c.load = [this](int, int node) -> std::string { fail("load of " + nt(node)); };
+    return c;
+  }
+
+  // The score of group g with its outermost positive constant factored into *scale.
+  std::string scaled(int id, const ElementContext& c, std::string* scale) const {
+    const Node& n = N(id);
+    if (id != c.assume_true && n.op == Op::Where && is_const(p_, n.args[2], -INFINITY))
+      return "(((bool)(" + em_.value(n.args[0], c) + ")) ? " + scaled(n.args[1], c, scale) +
+             " : fg::neg_inf())";
+    auto pos_uniform = [&](int a) {
+      const Node& x = N(a);
+      if (!x.dims.empty() || is_integer(x.type) || x.type == DType::boolean) return false;
+      if (x.op == Op::Const) return x.value > 0 && std::isfinite(x.value);
+      if (x.op == Op::Sqrt) {
+        const Node& y = N(x.args[0]);
+        return y.op == Op::Size || (y.op == Op::Const && y.value > 0 && std::isfinite(y.value));
+      }
+      return false;
+    };
+    if (n.op == Op::Div && pos_uniform(n.args[1]) && !is_integer(n.type)) {
+      *scale += " / (float)(" + em_.value(n.args[1], c) + ")";
+      return scaled(n.args[0], c, scale);
+    }
+    if (n.op == Op::Mul && !is_integer(n.type)) {
+      for (int i = 0; i < 2; ++i)
+        if (N(n.args[i]).op == Op::Const && pos_uniform(n.args[i])) {
+          *scale += " * (float)(" + em_.value(n.args[i], c) + ")";
+          return scaled(n.args[1 - i], c, scale);
+        }
+    }
+    return "((float)(" + em_.value(id, c) + "))";
+  }
+
+  std::string classify_code() const {
+    std::ostringstream os;
+    os << "  static __device__ int classify(const Ctx& ctx, int m0, int m1, int n0, int n1) {\n";
+    os << "    (void)ctx; (void)m0; (void)m1; (void)n0; (void)n1;\n";
+    if (k_.tiles.mask < 0 || (!k_.tiles.skip_empty && !k_.tiles.unmasked_full)) {
+      os << "    return " << (k_.tiles.mask < 0 ? "fg::kTileFull" : "fg::kTilePartial")
+         << ";\n  }\n";
+      return os.str();
+    }
+    std::set<int> nodes;
+    ancestors(k_.tiles.mask, nodes);
+    auto lo = [](int id) { return "l" + S(id); };
+    auto hi = [](int id) { return "h" + S(id); };
+    for (int id : nodes) {
+      const Node& n = N(id);
+      std::string L, H;
+      auto a = [&](int i) { return n.args[i]; };
+      bool boolean = n.type == DType::boolean;
+      std::string uL = boolean ? "0.0" : "-1e300", uH = boolean ? "1.0" : "1e300";
+      switch (n.op) {
+        case Op::Const:
+          if (boolean) L = H = n.value != 0 ? "1.0" : "0.0";
+          else if (std::isfinite(n.value)) L = H = em_.literal(n.value, DType::f64);
+          else { L = uL; H = uH; }
+          break;
+        case Op::Size: L = H = "(double)" + extent(n.dim); break;
+        case Op::Index: {
+          int d = n.dim;
+          if (d == k_.row_dim) { L = "(double)m0"; H = "(double)(m1 - 1)"; }
+          else if (d == k_.red_dim) { L = "(double)n0"; H = "(double)(n1 - 1)"; }
+          else if (is_par(d)) { L = H = "(double)ctx.g" + S(d); }
+          else { L = "0.0"; H = "(double)(" + extent(d) + " - 1)"; }
+          break;
+        }
+        case Op::Add: L = lo(a(0)) + " + " + lo(a(1)); H = hi(a(0)) + " + " + hi(a(1)); break;
+        case Op::Sub: L = lo(a(0)) + " - " + hi(a(1)); H = hi(a(0)) + " - " + lo(a(1)); break;
+        case Op::Neg: L = "-" + hi(a(0)); H = "-" + lo(a(0)); break;
+        case Op::Cast:
+          if (!is_integer(n.type) && !boolean) { L = lo(a(0)); H = hi(a(0)); }
+          else { L = uL; H = uH; }
+          break;
+        case Op::Maximum: L = "fmax(" + lo(a(0)) + ", " + lo(a(1)) + ")";
+                          H = "fmax(" + hi(a(0)) + ", " + hi(a(1)) + ")"; break;
+        case Op::Minimum: L = "fmin(" + lo(a(0)) + ", " + lo(a(1)) + ")";
+                          H = "fmin(" + hi(a(0)) + ", " + hi(a(1)) + ")"; break;
+        case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: {
+          int x = a(0), y = a(1);
+          bool strict = n.op == Op::Lt || n.op == Op::Gt;
+          if (n.op == Op::Gt || n.op == Op::Ge) std::swap(x, y);
+          std::string t = strict ? hi(x) + " < " + lo(y) : hi(x) + " <= " + lo(y);
+          std::string f = strict ? lo(x) + " >= " + hi(y) : lo(x) + " > " + hi(y);
+          L = "((" + t + ") ? 1.0 : 0.0)";
+          H = "((" + f + ") ? 0.0 : 1.0)";
+          break;
+        }
+        case Op::Eq: case Op::Ne: {
+          std::string t = "(" + lo(a(0)) + " == " + hi(a(0)) + " && " + lo(a(1)) + " == " +
+                          hi(a(1)) + " && " + lo(a(0)) + " == " + lo(a(1)) + ")";
+          std::string f = "(" + hi(a(0)) + " < " + lo(a(1)) + " || " + hi(a(1)) + " < " +
+                          lo(a(0)) + ")";
+          if (n.op == Op::Eq) { L = "(" + t + " ? 1.0 : 0.0)"; H = "(" + f + " ? 0.0 : 1.0)"; }
+          else { L = "(" + f + " ? 1.0 : 0.0)"; H = "(" + t + " ? 0.0 : 1.0)"; }
+          break;
+        }
+        case Op::And: L = "fmin(" + lo(a(0)) + ", " + lo(a(1)) + ")";
+                      H = "fmin(" + hi(a(0)) + ", " + hi(a(1)) + ")"; break;
+        case Op::Or: L = "fmax(" + lo(a(0)) + ", " + lo(a(1)) + ")";
+                     H = "fmax(" + hi(a(0)) + ", " + hi(a(1)) + ")"; break;
+        case Op::Not: L = "1.0 - " + hi(a(0)); H = "1.0 - " + lo(a(0)); break;
+        default: L = uL; H = uH;  // data (gathers, parameters) and the rest: unknown
+      }
+      os << "    const double " << lo(id) << " = " << L << ", " << hi(id) << " = " << H
+         << "; (void)" << lo(id) << "; (void)" << hi(id) << ";\n";
+    }
+    int m = k_.tiles.mask;
+    if (k_.tiles.skip_empty) os << "    if (" << hi(m) << " == 0.0) return fg::kTileEmpty;\n";
+    if (k_.tiles.unmasked_full) os << "    if (" << lo(m) << " == 1.0) return fg::kTileFull;\n";
+    os << "    return fg::kTilePartial;\n  }\n";
+    return os.str();
+  }
+
+  std::string source() const {
+    const int Sn = static_cast<int>(scores_.size()), G = static_cast<int>(groups_.size());
+    const int V = static_cast<int>(vbufs_.size()), A = static_cast<int>(pv_.size());
+    const int NB = launch_.num_buffers, R = launch_.max_rank, ND = launch_.num_dims;
+    std::ostringstream os;
+    os << "// Generated by flashgen: kernel " << k_.name << " of program " << p_.name
+       << ", CUDA sm80 path (mma.sync; also runs on Hopper compiled for sm_90a).\n";
+    os << "// Head dims compiled in:";
+    for (const auto& [n, e] : launch_.head_dims) os << " " << n << "=" << e;
+    os << "; every other extent is a run-time value in Params.\n";
+    os << "#include \"fg_attn_sm80.cuh\"\n";
+    os << T_.prelude << "\n";
+    os << "static __device__ __forceinline__ void fg_gather_error(int64_t* err, int param, int pos,"
+          " int64_t idx) {\n"
+          "  if (atomicCAS((unsigned long long*)err, 0ull, 1ull) == 0ull) {\n"
+          "    err[1] = param; err[2] = pos; err[3] = idx; __threadfence();\n  }\n}\n\n";
+    os << "struct Params {\n  const void* buf[" << NB << "];\n  int64_t st[" << NB << "][" << R
+       << "];\n  int64_t ext[" << ND << "];\n  int64_t* err;\n};\n\n";
+    os << "struct Spec {\n";
+    os << "  static constexpr int kNumScores = " << Sn << ", kNumGroups = " << G
+       << ", kNumV = " << V << ", kNumAcc = " << A << ";\n";
+    os << "  static constexpr int kHeadDim = " << D_ << ", kValueDim = " << DV_
+       << ", kWarps = 4, kWarpMBlocks = " << mw_ << ", kBlockN = 64, kMinBlocks = " << min_blocks_
+       << ";\n";
+    os << "  static constexpr bool kReverseM = " << (k_.tiles.mask >= 0 ? "true" : "false")
+       << ", kSkipRescale = " << (skip_ ? "true" : "false") << ";\n";
+    os << "  static constexpr __device__ int acc_group(int a) { return ";
+    for (int a = 0; a < A - 1; ++a) os << "a == " << a << " ? " << pv_[a].group << " : ";
+    os << pv_[A - 1].group << "; }\n";
+    os << "  static constexpr __device__ int acc_v(int a) { return ";
+    for (int a = 0; a < A - 1; ++a) os << "a == " << a << " ? " << pv_[a].vidx << " : ";
+    os << pv_[A - 1].vidx << "; }\n";
+    os << "  using Params = ::Params;\n";
+    // Ctx
+    os << "  struct Ctx : fg::CtxBase<" << Sn << ", " << V << "> {\n";
+    for (int d = 0; d < ND; ++d) os << "    int64_t n" << d << ";  // " << p_.dims[d] << "\n";
+    for (int d : launch_.par_dims) os << "    int64_t g" << d << ";\n";
+    for (int b = 0; b < NB; ++b) {
+      const PlanBuffer& B = plan_.buffers[b];
+      bool in = B.kind == PlanBuffer::Input;
+      os << "    " << (in ? "const " : "") << storage_type(B.type) << "* B" << b << ";  // "
+         << B.name << "\n";
+      for (size_t i = 0; i < B.dims.size(); ++i) os << "    int64_t s" << b << "_" << i << ";\n";
+    }
+    os << "    int64_t* err;\n  };\n";
+    // num_parallel, make_ctx
+    os << "  static __device__ int num_parallel(const Params& p) {\n    return (int)(1";
+    for (int d : launch_.par_dims) os << " * p.ext[" << d << "]";
+    os << ");\n  }\n";
+    os << "  static __device__ void make_ctx(const Params& p, int par, Ctx& ctx) {\n";
+    for (int d = 0; d < ND; ++d) os << "    ctx.n" << d << " = p.ext[" << d << "];\n";
+    os << "    int64_t rem = par; (void)rem;\n";
+    for (auto it = launch_.par_dims.rbegin(); it != launch_.par_dims.rend(); ++it)
+      os << "    ctx.g" << *it << " = rem % ctx.n" << *it << "; rem /= ctx.n" << *it << ";\n";
+    for (int b = 0; b < NB; ++b) {
+      const PlanBuffer& B = plan_.buffers[b];
+      bool in = B.kind == PlanBuffer::Input;
+      os << "    ctx.B" << b << " = (" << (in ? "const " : "") << storage_type(B.type) << "*)p.buf["
+         << b << "];\n";
+      for (size_t i = 0; i < B.dims.size(); ++i)
+        os << "    ctx.s" << b << "_" << i << " = p.st[" << b << "][" << i << "];\n";
+    }
+    os << "    ctx.err = p.err;\n";
+    os << "    ctx.M = (int)ctx.n" << k_.row_dim << "; ctx.N = (int)ctx.n" << k_.red_dim << ";\n";
+    auto operand = [&](const char* f, int i, int b, int lead) {
+      const PlanBuffer& B = plan_.buffers[b];
+      std::string off = "0";
+      std::string ld = "0";
+      for (size_t j = 0; j < B.dims.size(); ++j) {
+        if (is_par(B.dims[j])) off += " + ctx.g" + S(B.dims[j]) + " * ctx.s" + S(b) + "_" + S(j);
+        if (B.dims[j] == lead) ld = "ctx.s" + S(b) + "_" + S(j);
+      }
+      os << "    ctx." << f << "[" << i << "] = (const fg::bf16raw*)ctx.B" << b << " + (" << off
+         << ");\n    ctx." << f << "_ld[" << i << "] = " << ld << ";\n";
+    };
+    for (int s = 0; s < Sn; ++s) {
+      operand("q", s, scores_[s].qbuf, k_.row_dim);
+      operand("k", s, scores_[s].kbuf, k_.red_dim);
+    }
+    for (int i = 0; i < V; ++i) operand("v", i, vbufs_[i], k_.red_dim);
+    os << "  }\n";
+    // gathers
+    for (const PlanValue& v : k_.values) {
+      const Node& n = N(v.node);
+      if (n.op != Op::Gather) continue;
+      int b = buffer_of_param(n.param);
+      if (!const_cast<std::set<int>&>(gathered_).insert(b).second) continue;
+      const Parameter& P = p_.params[n.param];
+      os << "  static __device__ " << em_.ctype(P.type == DType::i32 ? DType::i64 : P.type)
+         << " G" << b << "(const Ctx& ctx";
+      for (size_t i = 0; i < P.dims.size(); ++i) os << ", int64_t i" << i;
+      os << ") {\n";
+      std::string off = "0";
+      for (size_t i = 0; i < P.dims.size(); ++i) {
+        os << "    if (i" << i << " < 0 || i" << i << " >= ctx.n" << P.dims[i]
+           << ") { fg_gather_error(ctx.err, " << n.param << ", " << i << ", i" << i
+           << "); return 0; }\n";
+        off += " + i" + S(i) + " * ctx.s" + S(b) + "_" + S(i);
+      }
+      os << "    return " << load_conv(P.type, "ctx.B" + S(b) + "[" + off + "]") << ";\n  }\n";
+    }
+    os << classify_code();
+    // scores
+    std::vector<std::string> scale(G), masked(G), plain(G);
+    for (int g = 0; g < G; ++g) {
+      auto idx = [this](int d) -> std::string {
+        if (d == k_.row_dim) return "m";
+        if (d == k_.red_dim) return "n";
+        return "";
+      };
+      auto noacc = [](int) { return std::string(); };
+      ElementContext cm, cf;
+      cm = context(idx, noacc, -1, &cm);
+      cf = context(idx, noacc, k_.tiles.unmasked_full ? k_.tiles.mask : -1, &cf);
+      std::string sc1 = "", sc2 = "";
+      masked[g] = scaled(groups_[g].arg, cm, &sc1);
+      plain[g] = scaled(groups_[g].arg, cf, &sc2);
+      scale[g] = sc1;
+    }
+    os << "  template <int g>\n  static __device__ float score_scale(const Ctx& ctx) {\n"
+          "    (void)ctx;\n";
+    for (int g = 0; g < G; ++g)
+      os << "    if (g == " << g << ") return fg::kLog2e" << scale[g] << ";\n";
+    os << "    return fg::kLog2e;\n  }\n";
+    os << "  template <int g, bool kMasked>\n  static __device__ float score(const float (&c)["
+       << Sn << "], int m, int n, const Ctx& ctx) {\n    (void)c; (void)m; (void)n; (void)ctx;\n";
+    for (int g = 0; g < G; ++g) {
+      os << "    if (g == " << g << ") {\n      if (kMasked) return " << masked[g]
+         << ";\n      return " << plain[g] << ";\n    }\n";
+    }
+    os << "    return 0.f;\n  }\n";
+    // stores
+    auto acc_map = [this](int node) -> std::string {
+      for (size_t a = 0; a < pv_.size(); ++a)
+        if (pv_[a].node == node) return "oj[" + S(a) + "]";
+      for (size_t g = 0; g < groups_.size(); ++g) {
+        if (groups_[g].max_node == node) return "(st.mx[" + S(g) + "] * fg::kLn2)";
+        for (int s : groups_[g].sums)
+          if (s == node) return "st.l[" + S(g) + "]";
+      }
+      return "";
+    };
+    std::ostringstream st, sr, pairs, after;
+    for (int b : k_.writes) {
+      const PlanBuffer& B = plan_.buffers[b];
+      bool per_e = std::find(B.dims.begin(), B.dims.end(), vdim_) != B.dims.end();
+      auto idx = [this, per_e](int d) -> std::string {
+        if (d == k_.row_dim) return "((int64_t)m)";
+        if (per_e && d == vdim_) return "((int64_t)e)";
+        return "";
+      };
+      ElementContext c;
+      c = context(idx, acc_map, -1, &c);
+      std::string off = "0";
+      for (size_t i = 0; i < B.dims.size(); ++i)
+        off += " + " + c.index(B.dims[i]) + " * ctx.s" + S(b) + "_" + S(i);
+      std::string val = "(float)(" + em_.value(B.node, c) + ")";
+      std::string conv = B.type == DType::bf16 ? "fg::f32_to_bf16(" + val + ")" : val;
+      if (!per_e) {
+        sr << "      ctx.B" << b << "[" << off << "] = " << conv << ";\n";
+      } else if (B.type == DType::bf16 && B.dims.back() == vdim_) {
+        // The runtime allocates outputs packed, so columns e, e+1 are adjacent: one 4-byte store.
+        st << "      vals" << b << "[j] = " << val << ";\n";
+        pairs << "    float vals" << b << "[2];\n";
+        after << "    {\n      const int e = e0;\n      fg::store_bf16x2(&ctx.B" << b << "[" << off
+              << "], vals" << b << "[0], vals" << b << "[1]);\n    }\n";
+      } else {
+        st << "      ctx.B" << b << "[" << off << "] = " << conv << ";\n";
+      }
+    }
+    os << "  static __device__ void store(const Ctx& ctx, int m, int e0, const float (&o)[" << A
+       << "][2], const fg::RowStats<" << G << ">& st) {\n"
+       << "    (void)ctx; (void)m; (void)o; (void)st;\n" << pairs.str()
+       << "#pragma unroll\n    for (int j = 0; j < 2; ++j) {\n      const int e = e0 + j; (void)e;\n"
+       << "      float oj[" << A << "];\n#pragma unroll\n      for (int a = 0; a < " << A
+       << "; ++a) oj[a] = o[a][j];\n      (void)oj;\n"
+       << st.str() << "    }\n" << after.str() << "  }\n";
+    os << "  static __device__ void store_row(const Ctx& ctx, int m, const fg::RowStats<" << G
+       << ">& st) {\n    (void)ctx; (void)m; (void)st;\n    float oj[1] = {0.f}; (void)oj;\n"
+       << sr.str() << "  }\n";
+    os << "};\n\n";
+    os << "extern \"C\" __global__ void __launch_bounds__(32 * Spec::kWarps, Spec::kMinBlocks)\n"
+       << k_.name << "(const Params p) { fg::attn_fwd_sm80<Spec>(p); }\n";
+    return os.str();
+  }
+};
+
+}  // namespace
+
+CudaKernelSource emit_sm80_kernel(const Plan& plan, int kernel, Target target,
+                                  const Extents& sizes) {
+  if (target == Target::cpu) throw BackendError("emit_sm80_kernel: target cpu is not CUDA");
+  if (kernel < 0 || kernel >= plan.kernel_count())
+    throw BackendError("emit_sm80_kernel: no kernel " + std::to_string(kernel));
+  return Sm80Writer(plan, kernel, target, sizes).write();
+}
+
+std::vector<std::string> cuda_head_dims(const Plan& plan) {
+  std::vector<std::string> out;
+  for (const PlanKernel& k : plan.kernels)
+    for (int d : k.elim)
+      if (std::find(out.begin(), out.end(), plan.program.dims[d]) == out.end())
+        out.push_back(plan.program.dims[d]);
+  return out;
+}
+
+// The pipeline's CUDA hook (compiler/pipeline.h): without known head-dim extents the source
+// is specialized for 128 and says so in its first lines; run_cuda and `emit --sizes` pass the
+// real extents through emit_cuda().
+std::string emit_cuda_source(const Plan& plan, Target target) {
+  Extents sizes;
+  for (const std::string& d : cuda_head_dims(plan)) sizes[d] = 128;
+  std::string out = "// head dims not given: specialized for";
+  for (const auto& [n, e] : sizes) out += " " + n + "=" + std::to_string(e);
+  out += " (give --sizes to specialize)\n";
+  for (int k = 0; k < plan.kernel_count(); ++k)
+    out += emit_sm80_kernel(plan, k, target, sizes).source;
+  return out;
+}
+
+}  // namespace flashgen

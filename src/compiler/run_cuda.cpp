@@ -1,0 +1,298 @@
+// run_cuda: the CUDA backend's host side. Compiles a program's plan (sm80 path,
+// codegen/cuda/emit_sm80.cpp) with NVRTC for the running GPU (sm_90a on Hopper, sm_<cc>
+// otherwise; disk-cached by runtime/nvrtc), loads it once per (program, head dims, arch) in
+// this process, uploads inputs packed in their declared dtype and dim order, poisons outputs
+// (NaN) so an unwritten element cannot pass a test, launches, reports out-of-range gathers as
+// CallError naming the parameter, and downloads outputs of their declared dtype.
+// bench_cuda times the same launch with device events (median of warm runs).
+// Tests: tests/gpu/cuda_examples_test.cpp (GPU), tests/cuda/nvrtc_examples_test.cpp (NVRTC).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "codegen/cuda/embedded_headers.h"
+#include "codegen/cuda/emit_sm80.h"
+#include "compiler/pipeline.h"
+#include "flashgen/error.h"
+#include "runtime/compile_cache.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/nvrtc.h"
+
+namespace flashgen {
+
+namespace {
+
+Plan cuda_plan(const Program& p, Target target, const Extents& sizes) {
+  CompileOptions opt;
+  opt.target = target;
+  opt.sizes = sizes;
+  return compile_program(p, opt).plan;
+}
+
+NvrtcOptions nvrtc_options(const std::string& arch, const std::string& name) {
+  NvrtcOptions o;
+  o.arch = arch;
+  o.options = {"-std=c++17", "-default-device", "--disable-warnings"};
+  o.cuda_include = false;  // the tile library includes nothing
+  o.name = name + ".cu";
+  int n = 0;
+  const cuda::EmbeddedHeader* h = cuda::embedded_headers(&n);
+  for (int i = 0; i < n; ++i) o.headers.push_back({h[i].name, h[i].source});
+  return o;
+}
+
+// Head-dim extents only, so long extents never reach the source.
+Extents head_sizes(const Plan& plan, const Extents& ext) {
+  Extents out;
+  for (const std::string& d : cuda_head_dims(plan)) {
+    auto it = ext.find(d);
+    if (it != ext.end()) out[d] = it->second;
+  }
+  return out;
+}
+
+struct Loaded {
+  Plan plan;
+  CudaKernelSource src;
+  CudaKernel kernel;
+};
+
+std::mutex g_mu;
+int g_loads = 0;
+
+std::shared_ptr<const Loaded> load_for(const Program& p, const Extents& ext) {
+  static std::map<std::string, std::shared_ptr<const Loaded>> cache;
+  const std::string arch = cuda_device_arch();
+  Plan plan = cuda_plan(p, Target::cuda_sm80, {});
+  Extents heads = head_sizes(plan, ext);
+  std::string key = p.str() + "\n" + arch;
+  for (const auto& [n, e] : heads) key += "\n" + n + "=" + std::to_string(e);
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  auto L = std::make_shared<Loaded>();
+  L->plan = std::move(plan);
+  L->src = emit_sm80_kernel(L->plan, 0, Target::cuda_sm80, heads);
+  Cubin cubin = nvrtc_compile(L->src.source, nvrtc_options(arch, L->src.launch.entry));
+  CudaModule mod(cubin.bytes);
+  L->kernel = mod.kernel(L->src.launch.entry);
+  std::lock_guard<std::mutex> lock(g_mu);
+  ++g_loads;
+  cache[key] = L;
+  return L;
+}
+
+// Device state of one call: buffers, params, launch geometry.
+struct Bound {
+  std::vector<DeviceBuffer> bufs;
+  DeviceBuffer err;
+  std::vector<int64_t> params;
+  Dim3 grid, block;
+  bool empty = false;  // nothing to launch (a zero extent)
+  std::vector<int64_t> extv;
+};
+
+Bound bind_call(const Loaded& L, const Program& p, const TensorMap& inputs, const Extents& ext) {
+  const Plan& plan = L.plan;
+  const Sm80Launch& la = L.src.launch;
+  Bound b;
+  for (const std::string& d : p.dims) {
+    auto it = ext.find(d);
+    b.extv.push_back(it == ext.end() ? 0 : it->second);
+  }
+  const int NB = la.num_buffers, R = la.max_rank;
+  b.params.assign(NB + NB * R + la.num_dims + 1, 0);
+  for (int i = 0; i < NB; ++i) {
+    const PlanBuffer& B = plan.buffers[i];
+    std::vector<int64_t> shape;
+    for (int d : B.dims) shape.push_back(b.extv[d]);
+    int64_t n = 1;
+    std::vector<int64_t> st(B.dims.size());
+    for (int j = static_cast<int>(B.dims.size()) - 1; j >= 0; --j) {
+      st[j] = n;
+      n *= shape[j];
+    }
+    size_t bytes = static_cast<size_t>(n) * dtype_bytes(B.type);
+    b.bufs.emplace_back(bytes);
+    if (B.kind == PlanBuffer::Input) {
+      const Tensor& given = inputs.at(B.name);
+      Tensor t = given.dtype() == B.type && given.is_contiguous() ? given : given.to(B.type);
+      if (bytes) b.bufs.back().upload(t.data(), bytes);
+    } else if (bytes) {
+      b.bufs.back().fill_u32(0x7fc07fc0u);  // NaN in bf16 pairs and in f32
+    }
+    b.params[i] = static_cast<int64_t>(b.bufs.back().ptr());
+    for (size_t j = 0; j < st.size(); ++j) b.params[NB + i * R + j] = st[j];
+  }
+  for (int d = 0; d < la.num_dims; ++d) b.params[NB + NB * R + d] = b.extv[d];
+  b.err = DeviceBuffer(4 * sizeof(int64_t));
+  b.err.memset(0);
+  b.params.back() = static_cast<int64_t>(b.err.ptr());
+  int64_t P = 1;
+  for (int d : la.par_dims) P *= b.extv[d];
+  int64_t M = b.extv[la.row_dim];
+  if (P == 0 || M == 0) {
+    b.empty = true;
+    return b;
+  }
+  if (P > int64_t(65535) * 65535) throw BackendError("too many parallel indices for one grid");
+  b.grid = {static_cast<unsigned>((M + la.block_m - 1) / la.block_m),
+            static_cast<unsigned>(std::min<int64_t>(P, 65535)),
+            static_cast<unsigned>((P + 65534) / 65535)};
+  b.block = {static_cast<unsigned>(32 * la.warps), 1, 1};
+  return b;
+}
+
+void launch(const Loaded& L, Bound& b, CudaStreamHandle stream) {
+  if (b.empty) return;
+  void* args[] = {b.params.data(), nullptr};
+  L.kernel.launch(b.grid, b.block, L.src.launch.smem_bytes, stream, args);
+}
+
+void check_gathers(const Program& p, const Bound& b) {
+  int64_t err[4];
+  b.err.download(err, sizeof err);
+  if (!err[0]) return;
+  const Parameter& P = p.params[err[1]];
+  int d = P.dims[err[2]];
+  throw CallError("index " + std::to_string(err[3]) + " is out of range [0, " +
+                  std::to_string(b.extv[d]) + ") in a read of parameter '" + P.name +
+                  "' (dimension '" + p.dims[d] + "')");
+}
+
+// Host evaluation of the tile mask at one index point (for FLOP counts). NaN: unknown.
+double eval_mask(const Program& p, int id, const std::vector<int64_t>& idx, const TensorMap& in,
+                 const std::vector<int64_t>& ext) {
+  const Node& n = p.nodes[id];
+  auto a = [&](int i) { return eval_mask(p, n.args[i], idx, in, ext); };
+  switch (n.op) {
+    case Op::Const: return n.value;
+    case Op::Index: return static_cast<double>(idx[n.dim]);
+    case Op::Size: return static_cast<double>(ext[n.dim]);
+    case Op::Gather: {
+      std::vector<int64_t> at;
+      for (size_t i = 0; i < n.args.size(); ++i) at.push_back(static_cast<int64_t>(a(i)));
+      return in.at(p.params[n.param].name).at(at);
+    }
+    case Op::Add: return a(0) + a(1);
+    case Op::Sub: return a(0) - a(1);
+    case Op::Mul: return a(0) * a(1);
+    case Op::Neg: return -a(0);
+    case Op::Eq: return a(0) == a(1);
+    case Op::Ne: return a(0) != a(1);
+    case Op::Lt: return a(0) < a(1);
+    case Op::Le: return a(0) <= a(1);
+    case Op::Gt: return a(0) > a(1);
+    case Op::Ge: return a(0) >= a(1);
+    case Op::And: return a(0) != 0 && a(1) != 0;
+    case Op::Or: return a(0) != 0 || a(1) != 0;
+    case Op::Not: return a(0) == 0;
+    case Op::Cast: return a(0);
+    default: return NAN;
+  }
+}
+
+}  // namespace
+
+std::string emit_cuda(const Program& p, Target target, const Extents& sizes) {
+  if (target == Target::cpu) throw BackendError("emit_cuda: target cpu is not a CUDA target");
+  Plan plan = cuda_plan(p, target, sizes);
+  Extents heads = head_sizes(plan, sizes);
+  std::string out;
+  for (int k = 0; k < plan.kernel_count(); ++k)
+    out += emit_sm80_kernel(plan, k, target, heads).source;
+  return out;
+}
+
+std::string compile_cuda_cubin(const Program& p, Target target, const Extents& sizes,
+                               const std::string& arch) {
+  if (target == Target::cpu) throw BackendError("compile_cuda_cubin: target cpu is not CUDA");
+  Plan plan = cuda_plan(p, target, sizes);
+  if (plan.kernel_count() != 1)
+    throw BackendError("the CUDA backend takes one-kernel plans; this one has " +
+                       std::to_string(plan.kernel_count()));
+  CudaKernelSource src = emit_sm80_kernel(plan, 0, target, head_sizes(plan, sizes));
+  std::string a = !arch.empty() ? arch : target == Target::cuda_sm90 ? "sm_90a" : "sm_80";
+  return nvrtc_compile(src.source, nvrtc_options(a, src.launch.entry)).bytes;
+}
+
+int cuda_kernel_load_count() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_loads;
+}
+
+TensorMap run_cuda(const Program& p, const TensorMap& inputs, const Extents& extra) {
+  cuda_require();
+  Extents ext = bind_extents(p, inputs, extra);
+  std::shared_ptr<const Loaded> L = load_for(p, ext);
+  Bound b = bind_call(*L, p, inputs, ext);
+  launch(*L, b, nullptr);
+  cuda_synchronize();
+  check_gathers(p, b);
+  TensorMap out;
+  for (size_t i = 0; i < L->plan.buffers.size(); ++i) {
+    const PlanBuffer& B = L->plan.buffers[i];
+    if (B.kind != PlanBuffer::Output) continue;
+    std::vector<int64_t> shape;
+    for (int d : B.dims) shape.push_back(b.extv[d]);
+    Tensor t(B.type, shape);
+    if (t.nbytes()) b.bufs[i].download(t.data(), t.nbytes());
+    out[B.name] = t;
+  }
+  return out;
+}
+
+CudaBenchResult bench_cuda(const Program& p, const Extents& sizes, int warmup, int iters,
+                           uint64_t seed, const TensorMap& given) {
+  cuda_require();
+  TensorMap inputs = random_inputs(p, sizes, seed);
+  for (const auto& [name, t] : given) inputs[name] = t;
+  Extents ext = bind_extents(p, inputs, sizes);
+  std::shared_ptr<const Loaded> L = load_for(p, ext);
+  Bound b = bind_call(*L, p, inputs, ext);
+  CudaStream stream;
+  CudaTiming t = cuda_time([&](CudaStreamHandle s) { launch(*L, b, s); }, warmup, iters,
+                           stream.get());
+  check_gathers(p, b);
+  const Sm80Launch& la = L->src.launch;
+  CudaBenchResult r;
+  r.device = cuda_device_info().name;
+  r.median_ms = t.median_ms;
+  r.min_ms = t.min_ms;
+  // Pairs: every grid point x rows x keys; the unmasked fraction from the mask evaluated on up
+  // to 512 evenly spaced rows (all keys, first index of every other dim).
+  const int row = la.row_dim, red = L->plan.kernels[0].red_dim;
+  double pairs = 1;
+  for (int d : la.par_dims) pairs *= static_cast<double>(b.extv[d]);
+  const int64_t M = b.extv[row], N = b.extv[red];
+  pairs *= static_cast<double>(M) * static_cast<double>(N);
+  double frac = 1;
+  if (la.mask_node >= 0 && M > 0 && N > 0) {
+    std::vector<int64_t> idx(p.dims.size(), 0);
+    int64_t rows = std::min<int64_t>(M, 512), hit = 0, tot = 0;
+    for (int64_t r_ = 0; r_ < rows; ++r_) {
+      idx[row] = rows == M ? r_ : (r_ * (M - 1)) / (rows - 1);
+      for (int64_t n = 0; n < N; ++n) {
+        idx[red] = n;
+        double v = eval_mask(p, la.mask_node, idx, inputs, b.extv);
+        hit += (std::isnan(v) || v != 0) ? 1 : 0;
+        ++tot;
+      }
+    }
+    frac = static_cast<double>(hit) / static_cast<double>(tot);
+  }
+  const double per_pair = 2.0 * la.head_dim * la.num_scores + 2.0 * la.value_dim * la.num_acc;
+  r.dense_flops = pairs * per_pair;
+  r.flops = r.dense_flops * frac;
+  r.tflops = r.median_ms > 0 ? r.flops / (r.median_ms * 1e-3) / 1e12 : 0;
+  r.peak_tflops = 989.0;  // H200/H100 SXM dense bf16 datasheet
+  const CudaDeviceInfo& di = cuda_device_info();
+  if (di.cc_major == 8 && di.cc_minor == 0) r.peak_tflops = 312.0;  // A100
+  return r;
+}
+
+}  // namespace flashgen

@@ -1,0 +1,171 @@
+// Every example on the CUDA backend (sm80 path) against the f64 reference evaluator, at odd
+// sizes (1, 7, 77, 333 x 1000: m != n, ragged tiles, fully masked rows) and at a benchmark-like
+// size (512 x 512, d = 128), on fresh random inputs. Outputs are poisoned (NaN) by run_cuda
+// before the launch, so an unwritten element fails. Tolerance (DESIGN.md, FlashAttention's
+// rule): the RMS error against f64 is at most 2x that of a plain bf16 implementation, computed
+// here as the reference evaluator on the same program with the score contractions and the
+// softmax probabilities rounded to bf16 (what an eager bf16 PyTorch implementation stores),
+// plus a floor of 1e-6 for outputs both get exactly. Also: changing long extents never
+// recompiles (cuda_kernel_load_count), and out-of-range gathers name the parameter.
+// SKIPs without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "flashgen/compile.h"
+#include "flashgen/error.h"
+#include "flashgen/flashgen.h"
+#include "flashgen/frontend.h"
+#include "runtime/cuda_driver.h"
+#include "support/support.h"
+
+namespace flashgen {
+namespace {
+
+const char* kExamples[] = {"vanilla", "causal", "alibi", "softcap", "sliding_window", "prefix_lm",
+                           "document", "gqa", "diff_attn", "evoformer_row", "evoformer_col",
+                           "lse", "cross"};
+
+Program example(const std::string& name) {
+  std::string path = testing::source_path("examples/" + name + ".attn");
+  return parse_source(testing::read_text_file(path), path).at(0);
+}
+
+// m, n, head dims as given; dims reached only through gathers cover m and n; others `batch`.
+Extents extents_for(const Program& p, int64_t m, int64_t n, int64_t d, int64_t batch) {
+  Extents x;
+  for (size_t i = 0; i < p.dims.size(); ++i) {
+    const std::string& nm = p.dims[i];
+    bool in_nodes = false;
+    for (const Node& nd : p.nodes)
+      in_nodes = in_nodes || (nd.op != Op::Param && dimset_contains(nd.dims, (int)i));
+    int64_t v = batch;
+    if (nm == "m") v = m;
+    else if (nm == "n") v = n;
+    else if (nm == "d") v = p.name.rfind("evoformer", 0) == 0 ? 32 : d;
+    else if (nm == "e") v = p.name == "diff_attn" ? std::min<int64_t>(2 * d, 256) : d;
+    else if (!in_nodes) v = std::max(m, n);
+    x[nm] = v;
+  }
+  return x;
+}
+
+// The program with every score contraction (a sum of a product) and every softmax rounded to
+// bf16: the precision of a plain bf16 implementation.
+Program plain_bf16(const Program& p) {
+  Program q = p;
+  q.nodes.clear();
+  std::vector<int> map(p.nodes.size());
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    Node n = p.nodes[i];
+    for (int& a : n.args) a = map[a];
+    q.nodes.push_back(n);
+    int id = static_cast<int>(q.nodes.size()) - 1;
+    bool contraction = n.op == Op::Sum && p.nodes[p.nodes[i].args[0]].op == Op::Mul;
+    if ((contraction || n.op == Op::Softmax) && is_float(n.type)) {
+      Node c;
+      c.op = Op::Cast;
+      c.type = DType::bf16;
+      c.dims = n.dims;
+      c.args = {id};
+      q.nodes.push_back(c);
+      id = static_cast<int>(q.nodes.size()) - 1;
+    }
+    map[i] = id;
+  }
+  for (Output& o : q.outputs) o.node = map[o.node];
+  return q;
+}
+
+double rms_diff(const Tensor& a, const Tensor& b, int64_t* nonfinite) {
+  double s = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double x = a.get(i), y = b.get(i);
+    if (!std::isfinite(x) || !std::isfinite(y)) {
+      if (!(x == y)) ++*nonfinite;
+      continue;
+    }
+    s += (x - y) * (x - y);
+  }
+  return a.numel() ? std::sqrt(s / static_cast<double>(a.numel())) : 0.0;
+}
+
+void check_example(const Program& p, const Extents& ext, uint64_t seed) {
+  TensorMap in = random_inputs(p, ext, seed);
+  TensorMap want = evaluate_reference_f64(p, in);
+  TensorMap plain = evaluate_reference(plain_bf16(p), in);
+  TensorMap got = run_cuda(p, in);
+  std::string sizes;
+  for (auto& [k, v] : ext) sizes += k + "=" + std::to_string(v) + " ";
+  for (const Output& o : p.outputs) {
+    ASSERT_TRUE(got.count(o.name)) << o.name;
+    int64_t bad = 0, bad_plain = 0;
+    double err = rms_diff(got.at(o.name), want.at(o.name), &bad);
+    double base = rms_diff(plain.at(o.name), want.at(o.name), &bad_plain);
+    EXPECT_EQ(bad, 0) << p.name << "." << o.name << ": non-finite mismatches (unwritten or NaN) at "
+                      << sizes;
+    EXPECT_LE(err, 2 * base + 1e-6) << p.name << "." << o.name << " rms error " << err
+                                    << " vs plain bf16 " << base << " at " << sizes;
+  }
+}
+
+bool have_gpu() {
+  std::string why;
+  return cuda_available(&why);
+}
+
+class CudaExample : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaExample, MatchesReferenceAtOddSizes) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  Program p = example(GetParam());
+  struct S { int64_t m, n, batch; };
+  const S shapes[] = {{1, 1, 2}, {7, 77, 2}, {77, 7, 3}, {333, 1000, 2}};
+  uint64_t seed = 11;
+  int loads = -1;
+  for (const S& s : shapes) {
+    check_example(p, extents_for(p, s.m, s.n, 64, s.batch), seed++);
+    // One compiled kernel serves every long extent: only the first shape may load one.
+    if (loads < 0) loads = cuda_kernel_load_count();
+    else EXPECT_EQ(cuda_kernel_load_count(), loads) << "recompiled for a new sequence length";
+  }
+}
+
+TEST_P(CudaExample, MatchesReferenceAtBenchmarkSize) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  Program p = example(GetParam());
+  check_example(p, extents_for(p, 512, 512, 128, 2), 101);
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, CudaExample, ::testing::ValuesIn(kExamples),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST(CudaBackend, RunThroughTheLibraryEntryPoint) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  Program p = example("causal");
+  Extents ext = extents_for(p, 19, 23, 64, 2);
+  TensorMap in = random_inputs(p, ext, 3);
+  RunOptions opt;
+  opt.backend = Backend::cuda;
+  TensorMap got = run(p, in, opt);
+  TensorMap want = evaluate_reference(p, in);
+  EXPECT_EQ(testing::compare_tensors(got.at("o"), want.at("o"), 0.02), "");
+}
+
+TEST(CudaBackend, OutOfRangeGatherNamesTheParameter) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  Program p = example("document");
+  Extents ext = extents_for(p, 9, 9, 64, 1);
+  TensorMap in = random_inputs(p, ext, 5);
+  in["doc"] = Tensor(DType::i32, {4});  // t = 4 < m = 9
+  try {
+    run_cuda(p, in, {});
+    FAIL() << "expected a CallError";
+  } catch (const CallError& e) {
+    EXPECT_NE(std::string(e.what()).find("'doc'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace flashgen

@@ -1,0 +1,124 @@
+// The plan API and explain: fusion decisions asserted through kernel counts, per-kernel reads
+// and writes, accumulators, masks and materialization reasons.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "compiler/pipeline.h"
+#include "flashgen/compile.h"
+#include "flashgen/flashgen.h"
+#include "support/support.h"
+
+namespace flashgen {
+namespace {
+
+Program example(const std::string& name) {
+  return parse_file(testing::source_path("examples/" + name + ".attn")).at(0);
+}
+Program source(const std::string& text) { return parse_source(text, "test.attn").at(0); }
+
+Plan plan_of(const Program& p) { return compile_program(p, {}).plan; }
+
+TEST(Plan, CausalIsOneKernelReadingQkvWritingO) {
+  Plan plan = plan_of(example("causal"));
+  ASSERT_EQ(plan.kernel_count(), 1);
+  EXPECT_EQ(plan.reads(0), (std::vector<std::string>{"q", "k", "v"}));
+  EXPECT_EQ(plan.writes(0), (std::vector<std::string>{"o"}));
+  EXPECT_TRUE(plan.materialized().empty());
+  const PlanKernel& k = plan.kernels[0];
+  EXPECT_EQ(plan.program.dims[k.red_dim], "n");
+  EXPECT_EQ(plan.program.dims[k.row_dim], "m");
+  EXPECT_EQ(plan.program.dim_list(k.elim), "[d, e]");
+  // One running max and two online sums (the normalizer and o's numerator).
+  int maxes = 0, online = 0;
+  for (const Accumulator& a : k.accs) {
+    maxes += a.op == Op::Max;
+    online += a.op == Op::Sum && a.rescale_by.size() == 1;
+  }
+  EXPECT_EQ(maxes, 1);
+  EXPECT_EQ(online, 2);
+  // The causal mask is found and classified per tile.
+  EXPECT_GE(k.tiles.mask, 0);
+  EXPECT_TRUE(k.tiles.skip_empty);
+  // q·k is a tensor-core contraction.
+  bool contraction = false;
+  for (const PlanValue& v : k.values) contraction = contraction || v.contraction;
+  EXPECT_TRUE(contraction);
+}
+
+TEST(Plan, DiffAttnHasTwoRunningMaxesInOneKernel) {
+  Plan plan = plan_of(example("diff_attn"));
+  ASSERT_EQ(plan.kernel_count(), 1);
+  int maxes = 0;
+  for (const Accumulator& a : plan.kernels[0].accs) maxes += a.op == Op::Max;
+  EXPECT_EQ(maxes, 2);
+}
+
+TEST(Plan, LseSharesTheNormalizerWithO) {
+  Plan plan = plan_of(example("lse"));
+  ASSERT_EQ(plan.kernel_count(), 1);
+  EXPECT_EQ(plan.writes(0), (std::vector<std::string>{"o", "lse"}));
+}
+
+TEST(Plan, QNormalizationAndTwoValueTensorsFuse) {
+  Program p = source(R"(
+program qknorm(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: bf16[b, h, n, e]) {
+  qn = q / sqrt(sum(q * q, d))
+  s = where(n <= m, sum(qn * k, d), -inf)
+  p = softmax(s, n)
+  out o: bf16[b, h, m, e] = sum(p * v, n)
+  out o2: f32[b, h, m, e] = sum(p * w, n) * 2
+})");
+  EXPECT_EQ(kernel_count(p, {}), 1) << explain(p, {});
+}
+
+TEST(Plan, NonOnePassProgramMaterializesOnlyRowStatisticsWithAReason) {
+  Program p = source(R"(
+program peak(q: f32[b, m, d], k: f32[b, n, d]) {
+  out top: f32[b, m] = max(softmax(sum(q * k, d), n), n)
+})");
+  Plan plan = plan_of(p);
+  ASSERT_EQ(plan.kernel_count(), 2);
+  ASSERT_FALSE(plan.materialized().empty());
+  for (int b : plan.materialized()) {
+    // Only [b, m] row statistics, never an [m, n] matrix.
+    EXPECT_EQ(plan.program.dim_list(plan.buffers[b].dims), "[b, m]");
+    EXPECT_NE(plan.buffers[b].reason.find("loop over n"), std::string::npos)
+        << plan.buffers[b].reason;
+  }
+  EXPECT_EQ(plan.writes(1), (std::vector<std::string>{"top"}));
+  CompileOptions strict;
+  strict.strict = true;
+  EXPECT_THROW(explain(p, strict), ProgramError);
+  EXPECT_NE(explain(p, {}).find("materialized"), std::string::npos);
+}
+
+TEST(Explain, JsonHasKernelsWithReadsAndWrites) {
+  CompileOptions opt;
+  opt.sizes = {{"b", 1}, {"h", 8}, {"m", 2048}, {"n", 2048}, {"d", 64}, {"e", 64}};
+  auto j = nlohmann::json::parse(explain_json(example("causal"), opt));
+  ASSERT_EQ(j["kernels"].size(), 1u);
+  EXPECT_EQ(j["kernels"][0]["reads"], nlohmann::json({"q", "k", "v"}));
+  EXPECT_EQ(j["kernels"][0]["writes"], nlohmann::json({"o"}));
+  // 4·b·h·m·n·d for the two contractions, plus element-wise work.
+  double flops = j["kernels"][0]["flops"];
+  EXPECT_GE(flops, 4.0 * 8 * 2048 * 2048 * 64);
+  EXPECT_TRUE(j["materialized"].empty());
+}
+
+TEST(Explain, TextNamesGridLoopAndMask) {
+  std::string text = explain(example("sliding_window"), {});
+  EXPECT_NE(text.find("1 kernel"), std::string::npos) << text;
+  EXPECT_NE(text.find("loop:      over n"), std::string::npos) << text;
+  EXPECT_NE(text.find("empty tiles skipped"), std::string::npos) << text;
+}
+
+TEST(Pipeline, DumpAfterEveryStage) {
+  Program p = example("vanilla");
+  for (const std::string& s : pipeline_stage_names())
+    EXPECT_FALSE(dump_after(p, s, {}).empty()) << s;
+  EXPECT_THROW(dump_after(p, "nope", {}), ProgramError);
+  EXPECT_EQ(dump_after(p, "canonicalize", {}).find("softmax"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flashgen
