@@ -309,11 +309,13 @@ def read_harness(path):
 
 
 def write_results(path, args):
+    commit = os.environ.get("FLASHGEN_COMMIT", "")  # the device copy may have no .git
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True).stdout.strip() or "uncommitted"
+        commit = commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"],
+                                          capture_output=True, text=True).stdout.strip()
     except Exception:
-        commit = "unknown"
+        pass
+    commit = commit or "unknown (set FLASHGEN_COMMIT)"
     gpu = torch.cuda.get_device_name()
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"\n## {when} — {gpu}, torch {torch.__version__}, commit {commit}\n",

@@ -46,5 +46,6 @@ void add_print(CLI::App& app, int& exit_code);
 void add_run(CLI::App& app, int& exit_code);
 void add_emit(CLI::App& app, int& exit_code);
 void add_explain(CLI::App& app, int& exit_code);
+void add_bench(CLI::App& app, int& exit_code);
 
 }  // namespace flashgen::cli

@@ -1,16 +1,22 @@
 // `flashgen emit FILE [--program NAME] --target cpu|cuda-sm80|cuda-sm90 [--sizes SIZES]
-//                     [--dump-after STAGE]`: the generated kernel source for a target, or the
-// program/plan text after one stage of the compiler pipeline. Tests: tests/cli/cli_test.cpp.
+//                     [--dump-after STAGE] [--cubin PATH]`: the generated kernel source for a
+// target, or the program/plan text after one stage of the compiler pipeline. For cuda-* targets
+// --sizes gives the head dims to specialize (default 128, said in the source) and --cubin
+// compiles with NVRTC (no GPU needed) and writes the cubin. cuda-sm90 emits the sm80-path
+// kernel (mma.sync) compiled for sm_90a; Hopper-native kernels (wgmma/TMA) are a later issue.
+// Tests: tests/cli/cli_test.cpp, tests/cuda/nvrtc_examples_test.cpp.
+#include <fstream>
 #include <iostream>
 
 #include "cli.h"
 #include "flashgen/compile.h"
+#include "flashgen/error.h"
 
 namespace flashgen::cli {
 
 void add_emit(CLI::App& app, int& exit_code) {
   struct Options {
-    std::string file, program, target, sizes, dump_after;
+    std::string file, program, target, sizes, dump_after, cubin;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -19,7 +25,9 @@ void add_emit(CLI::App& app, int& exit_code) {
   cmd->add_option("FILE", o->file, "an .attn source file")->required();
   cmd->add_option("--program", o->program, "the program (if FILE holds several)")
       ->type_name("NAME");
-  cmd->add_option("--target", o->target, "cpu, cuda-sm80 or cuda-sm90")
+  cmd->add_option("--target", o->target,
+                  "cpu, cuda-sm80 or cuda-sm90 (for now cuda-sm90 is the sm80-path kernel, "
+                  "mma.sync, compiled for sm_90a; Hopper-native wgmma/TMA kernels come later)")
       ->required()
       ->check(CLI::IsMember({"cpu", "cuda-sm80", "cuda-sm90"}));
   cmd->add_option("--sizes", o->sizes,
@@ -30,6 +38,9 @@ void add_emit(CLI::App& app, int& exit_code) {
                   "print the program or plan after this stage instead of the source")
       ->type_name("STAGE")
       ->check(CLI::IsMember(pipeline_stage_names()));
+  cmd->add_option("--cubin", o->cubin,
+                  "cuda-* only: compile with NVRTC (sm_80 for cuda-sm80, sm_90a for cuda-sm90; "
+                  "no GPU needed) and write the cubin to this path");
   cmd->callback([o, &exit_code] {
     exit_code = guarded(o->file, [&] {
       Loaded f = load(o->file);
@@ -40,8 +51,19 @@ void add_emit(CLI::App& app, int& exit_code) {
         opt.sizes = parse_sizes(o->sizes);
         check_sizes_known(p, opt.sizes);
       }
-      std::string text = o->dump_after.empty() ? emit_source(p, opt)
-                                               : dump_after(p, o->dump_after, opt);
+      const bool cuda = opt.target != Target::cpu;
+      if (!o->cubin.empty()) {
+        if (!cuda) throw CallError("--cubin needs a cuda-sm80 or cuda-sm90 target");
+        std::string bin = compile_cuda_cubin(p, opt.target, opt.sizes);
+        std::ofstream f(o->cubin, std::ios::binary);
+        if (!f || !f.write(bin.data(), static_cast<std::streamsize>(bin.size())))
+          throw CallError("cannot write " + o->cubin);
+        std::cerr << "wrote " << o->cubin << " (" << bin.size() << " bytes)\n";
+        return kOk;
+      }
+      std::string text = !o->dump_after.empty() ? dump_after(p, o->dump_after, opt)
+                         : cuda && !opt.sizes.empty() ? emit_cuda(p, opt.target, opt.sizes)
+                                                      : emit_source(p, opt);
       std::cout << text;
       if (!text.empty() && text.back() != '\n') std::cout << '\n';
       return kOk;

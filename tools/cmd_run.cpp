@@ -104,7 +104,8 @@ void print_summary(const Program& p, const Output& out, const Tensor& t) {
 }
 
 // Max absolute error, and that error relative to the largest |reference| of the output.
-void print_error(const Output& out, const Tensor& got, const Tensor& ref) {
+// Returns how many non-finite values differ (NaN/inf where the other has something else).
+int64_t print_error(const Output& out, const Tensor& got, const Tensor& ref) {
   double max_abs = 0, scale = 0;
   int64_t mismatched = 0;
   for (int64_t i = 0; i < ref.numel(); ++i) {
@@ -118,6 +119,7 @@ void print_error(const Output& out, const Tensor& got, const Tensor& ref) {
             << fmt(scale) << ")";
   if (mismatched) std::cout << ", " << mismatched << " non-finite values differ";
   std::cout << '\n';
+  return mismatched;
 }
 
 void write_outputs(const Program& p, const TensorMap& outs, const std::string& dir) {
@@ -177,11 +179,21 @@ int run_command(const Options& o) {
   std::cout << '\n';
   if (o.outputs.empty())
     for (const auto& out : p.outputs) print_summary(p, out, outs.at(out.name));
+  int64_t mismatched = 0;
   if (o.check) {
     std::cout << "error against the reference evaluator (f64):\n";
-    for (const auto& out : p.outputs) print_error(out, outs.at(out.name), ref.at(out.name));
+    for (const auto& out : p.outputs)
+      mismatched += print_error(out, outs.at(out.name), ref.at(out.name));
   }
   if (!o.outputs.empty()) write_outputs(p, outs, o.outputs);
+  if (mismatched) {
+    // Finite errors are a matter of precision; a NaN/inf that the reference does not have (or
+    // the reverse) is a wrong result.
+    std::cerr << "error: --check: " << mismatched << " non-finite value"
+              << (mismatched == 1 ? "" : "s") << " of the " << backend_name(*backend)
+              << " backend differ from the reference\n";
+    return kBackendError;
+  }
   return kOk;
 }
 
@@ -213,7 +225,8 @@ void add_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--backend", o->backend, "ref (f64 reference evaluator), cpu or cuda")
       ->check(CLI::IsMember({"ref", "cpu", "cuda"}));
   cmd->add_flag("--check", o->check,
-                "also run the reference evaluator (f64) and print each output's error");
+                "also run the reference evaluator (f64) and print each output's error; exit 3 "
+                "if non-finite values (NaN, inf) differ from it");
   cmd->callback([o, in, rnd, &exit_code] {
     o->has_inputs = in->count() > 0;
     o->has_random = rnd->count() > 0;

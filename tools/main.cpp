@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   add_run(app, exit_code);
   add_emit(app, exit_code);
   add_explain(app, exit_code);
+  add_bench(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

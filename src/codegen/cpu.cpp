@@ -5,10 +5,15 @@
 //     for each tile of the reduction dim: classify (skip empty / unmasked full), body arrays,
 //       running max/min update, online values, sums (rescaled by fg_rescale)
 //     epilogue arrays; stores.
-// Element code comes from ElementEmitter with the CPU TargetTable.
+// Element code comes from ElementEmitter with the CPU TargetTable (exp as fg_vexpf, below).
+// Speed (bench/cpu/NOTES.md): reductions run with their last local dim innermost as an omp
+// simd loop (same per-element order, so bit-identical), contracted k tiles are stored [d][n],
+// element-wise loops are omp simd, and streaming kernels get compile-time head extents for
+// common sizes (a runtime instance covers the rest).
 // Test: tests/cpu/cpu_examples_test.cpp, tests/property/random_programs_test.cpp.
 #include "codegen/cpu.h"
 
+#include <cctype>
 #include <set>
 #include <sstream>
 
@@ -44,6 +49,67 @@ std::string load_conv(DType t, const std::string& e) {
   }
 }
 
+// CPU-only helpers appended to the shared prelude.
+// fg_vexpf: expf without branches or calls, so `omp simd` loops over softmax tiles vectorize
+// (glibc's expf is a call). Cephes' range reduction exp(x) = 2^n exp(r), |r| <= ln2/2, with a
+// degree-6 polynomial: within 1.02 ulp of exp on normal results (checked on every 5th float);
+// exact 0 below -104 (and for -inf), inf above 88.73 (by overflow of the scale), NaN for NaN.
+// The scale 2^n is applied in two normal halves, so subnormal results underflow gradually.
+// Every select is integer bit masks: with the host's default -ftrapping-math, GCC does not
+// if-convert float compares, and a branch keeps the loop scalar.
+const char* kCpuPrelude = R"(
+static inline float fg_vexpf(float x) {
+  int32_t ix; memcpy(&ix, &x, 4);
+  const int32_t ax = ix & 0x7fffffff;
+  /* all-ones masks, built without branches so the loop stays if-convertible */
+  const int32_t nan = -(int32_t)(ax > 0x7f800000);
+  const int32_t lo = -(int32_t)(ax > 0x42d00000) & (ix >> 31) & ~nan;  /* x < -104 */
+  const int32_t hi = -(int32_t)(ax > 0x42b20000) & ~(ix >> 31) & ~nan;  /* x > 89 */
+  int32_t ic = (ix & ~(lo | hi | nan)) | ((int32_t)0xc2d00000 & lo)
+               | (0x42b20000 & hi);
+  float xc; memcpy(&xc, &ic, 4);
+  float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  /* round to nearest */
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float y = p * r * r + r + 1.f;
+  int32_t ni = (int32_t)n, n1 = ni >> 1, n2 = ni - n1;
+  uint32_t u1 = (uint32_t)(n1 + 127) << 23, u2 = (uint32_t)(n2 + 127) << 23;
+  float s1, s2;
+  memcpy(&s1, &u1, 4);
+  memcpy(&s2, &u2, 4);
+  float res = y * s1 * s2;
+  int32_t ir; memcpy(&ir, &res, 4);
+  ir = (ir & ~(lo | nan)) | (ix & nan);
+  memcpy(&res, &ir, 4);
+  return res;
+}
+)";
+
+// Element code of a kernel with the CPU's vectorizable exp (see kCpuPrelude).
+std::string cpu_math(std::string e) {
+  const std::string from = "expf(", to = "fg_vexpf(";
+  for (size_t pos = 0; (pos = e.find(from, pos)) != std::string::npos;) {
+    unsigned char prev = pos > 0 ? static_cast<unsigned char>(e[pos - 1]) : ' ';
+    bool ident = std::isalnum(prev) || prev == '_';
+    if (ident) { pos += from.size(); continue; }
+    e.replace(pos, from.size(), to);
+    pos += to.size();
+  }
+  return e;
+}
+
+// Head sizes whose kernels get compile-time head extents (every eliminated dim equal to it):
+// the contraction and output-update loops then have constant trip counts. Each costs one more
+// instance of every streaming kernel at compile time (tests at odd sizes never use it), so
+// only the commonest size.
+constexpr int kHeadSizes[] = {64};
+
 class KernelWriter {
  public:
   KernelWriter(const Plan& plan, const PlanKernel& k)
@@ -51,11 +117,23 @@ class KernelWriter {
 
   std::string write() {
     const std::string RT = std::to_string(k_.row_tile), NT = std::to_string(k_.red_tile);
-    os_ << T_.kernel_qualifier << " void " << k_.name
-        << "(void* const* bufs, const int64_t* strides, const int64_t* ext, int64_t* err) {\n";
-    for (size_t d = 0; d < p_.dims.size(); ++d)
-      os_ << "  const int64_t n_" << p_.dims[d] << " = ext[" << d << "]; (void)n_" << p_.dims[d]
+    find_transposed();
+    // Head dims (eliminated, held whole) are compile-time constants in the instances of
+    // common sizes (see kHeadSizes) and runtime in the generic instance (FG_HEAD = 0); long
+    // dims are always runtime.
+    const bool special = k_.red_dim >= 0 && !k_.elim.empty();
+    const std::string sig =
+        "(void* const* bufs, const int64_t* strides, const int64_t* ext, int64_t* err)";
+    if (special) os_ << "template <int64_t FG_HEAD>\nstatic void " << k_.name << "_impl" << sig
+                     << " {\n";
+    else os_ << T_.kernel_qualifier << " void " << k_.name << sig << " {\n";
+    for (size_t d = 0; d < p_.dims.size(); ++d) {
+      std::string e = "ext[" + std::to_string(d) + "]";
+      if (special && dimset_contains(k_.elim, static_cast<int>(d)))
+        e = "(FG_HEAD > 0 ? FG_HEAD : " + e + ")";
+      os_ << "  const int64_t n_" << p_.dims[d] << " = " << e << "; (void)n_" << p_.dims[d]
           << ";\n";
+    }
     int off = 0;
     for (size_t b = 0; b < plan_.buffers.size(); ++b) {
       const PlanBuffer& B = plan_.buffers[b];
@@ -132,6 +210,18 @@ class KernelWriter {
       if (v.phase == Phase::Epilogue && !v.inlined && !is_acc(v.node)) compute_value(v, -1);
     for (int b : k_.writes) store(b);
     os_ << "    }\n  }\n}\n\n";
+    if (special) {
+      os_ << T_.kernel_qualifier << " void " << k_.name << sig << " {\n";
+      for (int h : kHeadSizes) {
+        std::string cond;
+        for (int d : k_.elim)
+          cond += std::string(cond.empty() ? "" : " && ") + "ext[" + std::to_string(d) +
+                  "] == " + std::to_string(h);
+        os_ << "  if (" << cond << ") return " << k_.name << "_impl<" << h
+            << ">(bufs, strides, ext, err);\n";
+      }
+      os_ << "  " << k_.name << "_impl<0>(bufs, strides, ext, err);\n}\n\n";
+    }
     return os_.str();
   }
 
@@ -144,6 +234,7 @@ class KernelWriter {
   std::ostringstream os_;
   std::string ind_;
   std::set<int> olds_;
+  std::set<int> transposed_;  // tile-loaded params stored with the reduction dim innermost
 
   bool is_acc(int node) const {
     for (const Accumulator& a : k_.accs)
@@ -179,6 +270,47 @@ class KernelWriter {
     for (int d : local_dims) s = "(" + s + ") * " + local_extent(d) + " + i_" + p_.dims[d];
     return s;
   }
+  // The order of a value's local array: its local dims, except that a tile-loaded parameter
+  // (k) contracted over its eliminated dims into a value whose innermost dim is the reduction
+  // dim keeps the reduction dim innermost (k as [d][n]), so that contraction runs unit-stride
+  // over n with the eliminated dims outside.
+  std::vector<int> layout(int node) const {
+    const PlanValue& v = *k_.value(node);
+    if (!transposed_.count(node)) return v.local_dims;
+    std::vector<int> out;
+    for (int d : v.local_dims)
+      if (d != k_.red_dim) out.push_back(d);
+    out.push_back(k_.red_dim);
+    return out;
+  }
+  std::string arr(int node) const {
+    return "A" + std::to_string(node) + "[" + offset(layout(node)) + "]";
+  }
+  // Params to store transposed (see layout): operands, through casts, of a Mul summed over
+  // eliminated dims only into a value whose last local dim is the reduction dim.
+  void find_transposed() {
+    if (k_.red_dim < 0) return;
+    for (const PlanValue& v : k_.values) {
+      const Node& n = p_.nodes[v.node];
+      if (v.inlined || n.op != Op::Sum || dimset_contains(n.reduce, k_.red_dim)) continue;
+      if (v.local_dims.empty() || v.local_dims.back() != k_.red_dim) continue;
+      if (!dimset_subset(n.reduce, k_.elim)) continue;
+      const Node& m = p_.nodes[n.args[0]];
+      if (m.op != Op::Mul) continue;
+      for (int a : m.args) {
+        while (p_.nodes[a].op == Op::Cast && k_.value(a) && k_.value(a)->inlined)
+          a = p_.nodes[a].args[0];
+        const PlanValue* pv = k_.value(a);
+        if (!pv || pv->inlined || p_.nodes[a].op != Op::Param || pv->load_buffer >= 0) continue;
+        bool has_red = false, has_elim = false;
+        for (int d : pv->local_dims) {
+          has_red = has_red || d == k_.red_dim;
+          has_elim = has_elim || dimset_contains(k_.elim, d);
+        }
+        if (has_red && has_elim) transposed_.insert(a);
+      }
+    }
+  }
   std::string index_of(int d) const {
     const std::string& nm = p_.dims[d];
     if (d == k_.row_dim) return "(r0 + i_" + nm + ")";
@@ -194,7 +326,7 @@ class KernelWriter {
     c.index = [this](int d) { return index_of(d); };
     c.extent = [this](int d) { return "n_" + p_.dims[d]; };
     c.local = [this](int node) {
-      return "A" + std::to_string(node) + "[" + offset(k_.value(node)->local_dims) + "]";
+      return arr(node);
     };
     c.param = [this](int param, const std::vector<std::string>& idx) {
       const PlanBuffer& B = plan_.buffers[param];  // inputs come first, in parameter order
@@ -243,56 +375,125 @@ class KernelWriter {
     if (op == Op::Min) return "fg_min(" + a + ", " + x + ")";
     return a + " + " + x;
   }
+  // Whether a reduction into `v` runs with its last local dim innermost (vectorized, unit
+  // stride in the destination) and the reduce loops outside it. Each element still combines
+  // its terms in the same order as the scalar form, so results are bit-identical.
+  bool interchange(const PlanValue& v) const {
+    return !v.local_dims.empty() && v.local_dims.back() != k_.row_dim &&
+           layout(v.node).back() == v.local_dims.back();
+  }
+  // Emits `dst = combine(dst, x)` over the reduce dims of `n`, for every local element, with
+  // `first` run per element before the terms (init or rescale).
+  // `hoist`, when not empty, is a factor of `first` (= dst * hoist) that depends only on the
+  // outer local dims.
+  void reduce_into(const PlanValue& v, const Node& n, Op op, const std::string& first,
+                   const ElementContext& c, const std::string& hoist = "") {
+    std::string ty = em_.ctype(n.type);
+    std::string x = "((" + ty + ")" + cpu_math(em_.value(n.args[0], c)) + ")";
+    std::string dst = arr(v.node);
+    if (interchange(v)) {
+      std::vector<int> outer(v.local_dims.begin(), v.local_dims.end() - 1);
+      std::vector<int> inner = {v.local_dims.back()};
+      open_loops(outer);
+      std::string f = first;
+      if (!hoist.empty()) {  // a row-invariant rescale: one expf per row, not per element
+        os_ << ind_ << "const " << ty << " fg_f = " << hoist << ";\n";
+        f = dst + " * fg_f";
+      }
+      os_ << ind_ << "#pragma omp simd\n";
+      open_loops(inner);
+      os_ << ind_ << dst << " = " << f << ";\n";
+      close_loops(1);
+      open_loops(n.reduce);
+      os_ << ind_ << "#pragma omp simd\n";
+      open_loops(inner);
+      os_ << ind_ << dst << " = " << combine(op, dst, x) << ";\n";
+      close_loops(1 + n.reduce.size() + outer.size());
+      return;
+    }
+    open_loops(v.local_dims);
+    os_ << ind_ << ty << " acc = " << first << ";\n";
+    open_loops(n.reduce);
+    os_ << ind_ << "acc = " << combine(op, "acc", x) << ";\n";
+    close_loops(n.reduce.size());
+    os_ << ind_ << dst << " = acc;\n";
+    close_loops(v.local_dims.size());
+  }
   // Computes a non-inlined value into its local array.
   void compute_value(const PlanValue& v, int assume_true) {
     const Node& n = p_.nodes[v.node];
     ElementContext c = context(assume_true);
-    std::string ty = em_.ctype(n.type);
     os_ << ind_ << "{\n";
     ind_ += "  ";
-    open_loops(v.local_dims);
-    std::string dst = "A" + std::to_string(v.node) + "[" + offset(v.local_dims) + "]";
     if (is_reduction(n.op)) {
-      os_ << ind_ << ty << " acc = " << init_of(n.op, n.type) << ";\n";
-      open_loops(n.reduce);
-      os_ << ind_ << "acc = " << combine(n.op, "acc", "((" + ty + ")" + em_.value(n.args[0], c) + ")")
-          << ";\n";
-      close_loops(n.reduce.size());
-      os_ << ind_ << dst << " = acc;\n";
+      reduce_into(v, n, n.op, init_of(n.op, n.type), c);
     } else {
-      os_ << ind_ << dst << " = " << em_.compute(v.node, c) << ";\n";
+      // Element-wise: independent elements, so the innermost loop is a simd loop.
+      std::vector<int> outer = v.local_dims;
+      if (!outer.empty()) outer.pop_back();
+      open_loops(outer);
+      if (!v.local_dims.empty()) {
+        os_ << ind_ << "#pragma omp simd\n";
+        open_loops({v.local_dims.back()});
+      }
+      os_ << ind_ << arr(v.node) << " = " << cpu_math(em_.compute(v.node, c)) << ";\n";
+      close_loops(v.local_dims.size());
     }
-    close_loops(v.local_dims.size() + 1);
+    close_loops(1);
   }
   void init_acc(const Accumulator& a) {
     const PlanValue& v = *k_.value(a.node);
     const Node& n = p_.nodes[a.node];
     open_loops(v.local_dims);
-    os_ << ind_ << "A" << a.node << "[" << offset(v.local_dims) << "] = " << init_of(a.op, n.type)
-        << ";\n";
+    os_ << ind_ << arr(a.node) << " = " << init_of(a.op, n.type) << ";\n";
     close_loops(v.local_dims.size());
   }
   void update_acc(const Accumulator& a, int assume_true) {
     const PlanValue& v = *k_.value(a.node);
     const Node& n = p_.nodes[a.node];
     ElementContext c = context(assume_true);
-    std::string ty = em_.ctype(n.type);
+    std::string first = arr(a.node), hoist;
+    bool invariant = !v.local_dims.empty();
+    for (int m : a.rescale_by) {
+      std::string off = offset(layout(m));
+      std::string r = "fg_rescale(O" + std::to_string(m) + "[" + off + "], A" +
+                      std::to_string(m) + "[" + off + "])";
+      first = "(" + first + ") * " + r;
+      hoist = hoist.empty() ? r : "(" + hoist + ") * " + r;
+      for (int d : k_.value(m)->local_dims)
+        invariant = invariant && d != v.local_dims.back();
+    }
+    if (!invariant || a.rescale_by.size() != 1) hoist.clear();  // keep the rounding order
     os_ << ind_ << "{\n";
     ind_ += "  ";
-    open_loops(v.local_dims);
-    std::string dst = "A" + std::to_string(a.node) + "[" + offset(v.local_dims) + "]";
-    os_ << ind_ << ty << " acc = " << dst << ";\n";
-    for (int m : a.rescale_by) {
-      std::string off = offset(k_.value(m)->local_dims);
-      os_ << ind_ << "acc *= fg_rescale(O" << m << "[" << off << "], A" << m << "[" << off
-          << "]);\n";
+    reduce_into(v, n, a.op, first, c, hoist);
+    close_loops(1);
+  }
+  // Non-inlined epilogue values read (directly or through inlined nodes) by online body
+  // values, with their epilogue dependencies, when none depends on a sum accumulator (sums
+  // are updated after the online values).
+  std::set<int> epilogue_reads_of_online() const {
+    std::set<int> out;
+    std::vector<int> stack;
+    for (const PlanValue& v : k_.values)
+      if (v.phase == Phase::Body && !v.inlined && v.online && !is_acc(v.node))
+        for (int a : p_.nodes[v.node].args) stack.push_back(a);
+    std::set<int> seen;
+    while (!stack.empty()) {
+      int id = stack.back();
+      stack.pop_back();
+      if (!seen.insert(id).second) continue;
+      const PlanValue* pv = k_.value(id);
+      if (!pv || pv->load_buffer >= 0 || is_acc(id)) {
+        for (const Accumulator& a : k_.accs)
+          if (a.node == id && a.op == Op::Sum) return {};
+        continue;
+      }
+      if (!pv->inlined && pv->phase == Phase::Epilogue) out.insert(id);
+      if (pv->inlined || pv->phase == Phase::Epilogue)
+        for (int a : p_.nodes[id].args) stack.push_back(a);
     }
-    open_loops(n.reduce);
-    os_ << ind_ << "acc = " << combine(a.op, "acc", "((" + ty + ")" + em_.value(n.args[0], c) + ")")
-        << ";\n";
-    close_loops(n.reduce.size());
-    os_ << ind_ << dst << " = acc;\n";
-    close_loops(v.local_dims.size() + 1);
+    return out;
   }
   void emit_body(int assume_true) {
     for (const PlanValue& v : k_.values)
@@ -301,12 +502,17 @@ class KernelWriter {
     for (int m : olds_) {
       const PlanValue& v = *k_.value(m);
       open_loops(v.local_dims);
-      os_ << ind_ << "O" << m << "[" << offset(v.local_dims) << "] = A" << m << "["
-          << offset(v.local_dims) << "];\n";
+      os_ << ind_ << "O" << m << "[" << offset(layout(m)) << "] = " << arr(m) << ";\n";
       close_loops(v.local_dims.size());
     }
     for (const Accumulator& a : k_.accs)
       if (a.op != Op::Sum) update_acc(a, assume_true);
+    // Epilogue arrays that online values read (e.g. eq(running max, -inf) shared by several
+    // safe-max wheres) are refreshed from the running max first; else the body would read
+    // them before the epilogue computes them.
+    std::set<int> refresh = epilogue_reads_of_online();
+    for (const PlanValue& v : k_.values)
+      if (refresh.count(v.node)) compute_value(v, -1);
     for (const PlanValue& v : k_.values)
       if (v.phase == Phase::Body && !v.inlined && v.online && !is_acc(v.node))
         compute_value(v, assume_true);
@@ -321,7 +527,7 @@ class KernelWriter {
     std::string off = "0";
     for (size_t i = 0; i < B.dims.size(); ++i)
       off += " + " + index_of(B.dims[i]) + " * s" + std::to_string(b) + "_" + std::to_string(i);
-    os_ << ind_ << "B" << b << "[" << off << "] = (double)(" << em_.value(B.node, c) << ");\n";
+    os_ << ind_ << "B" << b << "[" << off << "] = (double)(" << cpu_math(em_.value(B.node, c)) << ");\n";
     close_loops(v.local_dims.size());
   }
   // Interval arithmetic of the mask over the tile: cls 0 = false everywhere (skip), 2 = true
@@ -455,7 +661,7 @@ std::string emit_cpu_kernels(const Plan& plan) {
   return os.str();
 }
 
-std::string emit_cpu_prelude() { return target_table(Target::cpu).prelude; }
+std::string emit_cpu_prelude() { return target_table(Target::cpu).prelude + kCpuPrelude; }
 
 std::string emit_cpu_source(const Plan& plan) {
   return "// Generated by flashgen for program " + plan.program.name + " (target cpu).\n" +

@@ -14,7 +14,8 @@ namespace flashgen {
 // bufs[i]: buffer i of the plan (inputs in their dtype's encoding, outputs and intermediates
 // as double); strides: for each buffer in order, one stride (in elements) per dim of its
 // memory order; ext: the extent of every program dim by id; err[0..3]: set to
-// {1, param, dim position, index} by the first out-of-range gather.
+// {1, param, dim position, index} by the first out-of-range gather, or {2, 0, 0, node} by the
+// first integer `x % 0` (node: its id in plan.program).
 std::string emit_cpu_source(const Plan& plan);
 // The parts: the helpers every source starts with, and one program's kernels (several
 // programs with distinct names may share one source: tests batch compilations that way).

@@ -49,15 +49,46 @@ FG_FN float fg_max(float a, float b) { return (a != a || b != b) ? NAN : (a > b 
 FG_FN float fg_min(float a, float b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }
 FG_FN int64_t fg_max(int64_t a, int64_t b) { return a > b ? a : b; }
 FG_FN int64_t fg_min(int64_t a, int64_t b) { return a < b ? a : b; }
-FG_FN float fg_clamp(float x, float lo, float hi) { return fg_min(fg_max(x, lo), hi); }
-FG_FN int64_t fg_clamp(int64_t x, int64_t lo, int64_t hi) { return fg_min(fg_max(x, lo), hi); }
-FG_FN int64_t fg_mod(int64_t a, int64_t b) { if (b == 0) return 0; int64_t m = a % b; return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m; }
+/* clamp as the reference: x < lo gives lo, else x > hi gives hi (also when lo > hi); NaN anywhere gives NaN. */
+FG_FN float fg_clamp(float x, float lo, float hi) { return (lo != lo || hi != hi) ? NAN : (x < lo ? lo : (x > hi ? hi : x)); }
+FG_FN int64_t fg_clamp(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : (x > hi ? hi : x); }
+/* Floor modulo; b == -1 gives 0 (also INT64_MIN % -1); b == 0 gives 0 here (fg_mod_e reports it). */
+FG_FN int64_t fg_mod(int64_t a, int64_t b) { if (b == 0 || b == -1) return 0; int64_t m = a % b; return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m; }
+/* i32 values live in int64: the 32-bit wrap of an i32 op's result (ir/scalar_semantics.h). */
+FG_FN int64_t fg_w32(int64_t x) { return (int64_t)(int)(unsigned)(uint64_t)x; }  /* int: 32 bits on every target */
+/* Float to i32/i64: truncate toward zero, saturate, NaN -> 0 (the reference's float_to_int). */
+FG_FN int64_t fg_f2i32(double x) {
+  if (x != x) return 0;
+  if (x <= -2147483648.0) return -2147483647LL - 1;
+  if (x >= 2147483647.0) return 2147483647LL;
+  return (int64_t)x;
+}
+FG_FN int64_t fg_f2i64(double x) {
+  if (x != x) return 0;
+  if (x <= -9223372036854775808.0) return -9223372036854775807LL - 1;
+  if (x >= 9223372036854775808.0) return 9223372036854775807LL;
+  return (int64_t)x;
+}
 FG_FN float fg_div0(float a, float b) { return b == 0.f ? 0.f : a / b; }
 FG_FN float fg_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 FG_FN float fg_rsqrt(float x) { return 1.f / sqrtf(x); }
 FG_FN float fg_safe(float m) { return m == -INFINITY ? 0.f : m; }
 /* exp(safe(Mold) - safe(Mnew)): the rescale of an online sum when its running max moves. */
 FG_FN float fg_rescale(float mold, float mnew) { return mold == -INFINITY ? 0.f : expf(mold - fg_safe(mnew)); }
+)";
+
+// CPU only: floor modulo that reports x % 0 through the kernel's err slot as {2, 0, 0, node}
+// (the first error wins; run_cpu raises the CallError) and then yields 0.
+const char* kCpuModPrelude = R"(
+static inline int64_t fg_mod_e(int64_t* err, int64_t node, int64_t a, int64_t b) {
+  if (b == 0) {
+    int64_t z = 0;
+    if (__atomic_compare_exchange_n(&err[0], &z, (int64_t)2, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+      err[3] = node;
+    return 0;
+  }
+  return fg_mod(a, b);
+}
 )";
 
 std::map<Op, std::string> math_fns() {
@@ -86,7 +117,7 @@ TargetTable make_cpu() {
   t.prelude = "#include <cmath>\n#include <cstdint>\n#include <cstring>\n#include <memory>\n"
               "#include <algorithm>\nusing std::int64_t; using std::uint16_t; using std::uint8_t;\n"
               "using std::uint32_t; using std::uint64_t;\n" +
-              with_qualifier(kCommonPrelude, t.fn_qualifier);
+              with_qualifier(kCommonPrelude, t.fn_qualifier) + kCpuModPrelude;
   return t;
 }
 

@@ -7,6 +7,7 @@
 //   emit            codegen/ (cpu: codegen/cpu.cpp; cuda: codegen/cuda/)
 //
 // `dump_after(p, stage)` prints the program (first two) or plan (next two) or source (emit).
+// compile_program runs the emitter only when stopping after "emit"; emit_source runs it once.
 // Tests: tests/passes/golden_test.cpp, tests/plan/plan_test.cpp.
 #include "compiler/pipeline.h"
 
@@ -78,7 +79,9 @@ Compiled compile_program(const Program& p, const CompileOptions& opt,
       msg += "\n  " + c.plan.buffers[b].name + " is materialized: " + c.plan.buffers[b].reason;
     throw ProgramError(p.loc, msg);
   }
-  if (stop("emit", emit_for(c.plan, opt.target))) return c;
+  // Source is generated only when asked for (stop_after == "emit" or emit_source): compiling
+  // for a run or for explain must not pay for an emitter pass whose text is thrown away.
+  if (stop_after == "emit") stop("emit", emit_for(c.plan, opt.target));
   return c;
 }
 
@@ -97,8 +100,9 @@ int kernel_count(const Program& p, const CompileOptions& opt) {
 }
 
 std::string emit_source(const Program& p, const CompileOptions& opt) {
-  Compiled c = compile_program(p, opt);
-  return emit_for(c.plan, opt.target);
+  std::string src;
+  compile_program(p, opt, "emit", &src);
+  return src;
 }
 
 }  // namespace flashgen

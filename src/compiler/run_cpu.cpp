@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 
+#include "ir/scalar_semantics.h"
 #include "codegen/cpu.h"
 #include "compiler/pipeline.h"
 #include "flashgen/error.h"
@@ -111,6 +112,8 @@ TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extr
   for (size_t k = 0; k < cp->fns.size(); ++k) {
     int64_t err[4] = {0, 0, 0, 0};
     cp->fns[k](bufs.data(), strides.data(), extv.data(), err);
+    if (err[0] == 2)  // integer x % 0 (fg_mod_e): err[3] = node id in plan.program
+      scalar::throw_mod_by_zero(plan.program.nodes[err[3]].loc);
     if (err[0]) {
       const Parameter& P = p.params[err[1]];
       throw CallError("index " + std::to_string(err[3]) + " is out of range [0, " +

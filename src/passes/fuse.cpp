@@ -10,10 +10,12 @@
 //   - the grid G: the roots' common dims minus E, and its row dim: a grid dim that is in the
 //     streamed values but in no parameter read with R (m), tiled like FlashAttention's q rows.
 // One-pass check: every value with R that depends on an accumulator over R must be part of an
-// online sum sum(g * exp(x - safe(max(x, R))), R) (passes/online_rewrite.cpp prepared that
-// form); max/min accumulators must not depend on accumulators. If a group fails, the
-// accumulators it needs early are materialized (computed by an earlier kernel, read back),
-// and a reduction over a grid dim is materialized too; `materialized` records why.
+// online sum sum(g * exp(x - safe(max(x, R))), R); max/min accumulators must not depend on
+// accumulators. That one form stands for the whole exp homomorphism: passes/online_rewrite.cpp
+// brings every exp(a*(y - max(y, R)) + c) / exp2(...) (a > 0, c invariant along R, raw or safe
+// max) into it, and splits sums only where that reaches it. If a group fails, the accumulators
+// it needs early are materialized (computed by an earlier kernel, read back); `materialized`
+// records why.
 // Preconditions: canonical, online-rewritten program. Test: tests/plan/plan_test.cpp.
 #include <algorithm>
 #include <functional>
@@ -151,24 +153,8 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
       }
       continue;
     }
-    // Reductions over a grid dim cannot run inside one grid point.
-    bool grid_reduced = false;
-    for (int id : k.members) {
-      const Node& n = p.nodes[id];
-      if (!is_reduction(n.op)) continue;
-      for (int d : n.reduce)
-        if (dimset_contains(k.grid, d) && !grid_reduced) {
-          grid_reduced = true;
-          if (std::find(roots.begin(), roots.end(), id) != roots.end() || roots.size() > 1) {
-            at.split_roots = true;
-            return at;
-          }
-          if (first_need.empty())
-            first_need[id] = describe(p, id) + " reduces over " + dname(p, d) +
-                             ", a parallel dim of the kernel that consumes it";
-        }
-    }
-    if (grid_reduced) break;
+    // No member reduces over a grid dim: every reduced dim but R is eliminated, and R is not a
+    // root dim (checked above), so a grid point always holds whole reductions.
     if (R < 0) {
       at.ok = true;
       at.group = k;
@@ -333,14 +319,14 @@ Fusion fuse(const Program& p) {
         continue;
       }
       if (a.split_roots && roots.size() > 1) {
-        // One kernel per distinct root dim set (then per root).
-        std::map<DimSet, std::vector<int>> parts;
-        for (int r : roots) parts[p.nodes[r].dims].push_back(r);
-        if (parts.size() == 1) {
-          parts.clear();
-          for (int r : roots) parts[{r + 100000}].push_back(r);  // unique keys: singletons
+        // One kernel per distinct root dim set; if the roots all share one, one per root.
+        std::map<DimSet, std::vector<int>> by_root_dims;
+        for (int r : roots) by_root_dims[p.nodes[r].dims].push_back(r);
+        if (by_root_dims.size() == 1) {
+          for (int r : roots) sets.push_back({{r}, is_mat});
+        } else {
+          for (auto& [d, rs] : by_root_dims) sets.push_back({rs, is_mat});
         }
-        for (auto& [d, rs] : parts) sets.push_back({rs, is_mat});
         continue;
       }
       bool fresh = false;

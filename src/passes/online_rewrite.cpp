@@ -1,17 +1,35 @@
 // online_rewrite: the algebra that puts dependent reductions into one-pass form.
 //
-// For every sum over dims D whose argument depends on another reduction over a dim of D (the
-// softmax's max and sum over n feeding sum(p * v, n)), the sum is
+// Step 1, exp normalization (the exp homomorphism, DESIGN.md idea 3). Every exp(E) / exp2(E)
+// whose argument is, after moving terms, E = a*y + c - a*M with M = max(y, R) (raw, or safe
+// where(M == -inf, 0, M)), a > 0 a constant and c invariant along R, becomes
+//   exp(c) * exp(z - safe(max(z, R))),   z = a*y   (a folded with ln 2 for exp2)
+// since max(a*y, R) = a*max(y, R) for a > 0. For a raw M the factor is wrapped in
+// where(max(z, R) > -inf, ..., NaN): a row that is all -inf gives -inf - -inf = NaN terms in
+// the reference, and exactly those rows have max == -inf. The canonical softmax form (a = 1,
+// c = 0, safe) is left as it is.
+//
+// Step 2, for every sum over dims D whose argument depends on another reduction over a dim of
+// D (the softmax's max and sum over n feeding sum(p * v, n)), the sum is
 //   - distributed over + and - (and unary -):   sum(a - l*b, D) = sum(a, D) - sum(l*b, D)
 //   - freed of factors invariant in D:          sum(c * f, D) = c * sum(f, D)
 //   - freed of invariant divisors:              sum(div_or_zero(e, L) * v, D)
 //                                                 = div_or_zero(sum(e * v, D), L)
-// until each remaining sum is sum(f, D) with f a product of factors that vary with D. The
-// planner then recognizes sum(g * exp(x - safe(max(x, n))), n) as an online accumulator that
-// shares the running max of x (DESIGN.md idea 3). A sum over a dim its argument lacks becomes a
+//   - split at an invariant condition:          sum(g * where(C, f, NaN), D)
+//                                                 = where(C, sum(g*f, D), NaN (0 if D empty))
+// until each remaining sum is sum(f, D) with f a product of factors that vary with D. A + or -
+// (or a where) is split only when a branch holds a one-pass exp factor: splitting anything
+// else cannot make the sum one-pass, and turns sum((s - M) * v) into sum(s*v) - M*sum(v), which
+// cancels catastrophically; such a sum stays whole and the planner materializes M instead.
+// An expansion beyond kMaxTerms sums is abandoned the same way (the sum is left whole).
+// The planner then recognizes sum(g * exp(x - safe(max(x, n))), n) as an online accumulator
+// that shares the running max of x. A sum over a dim its argument lacks becomes a
 // multiplication by the extent. Sums that do not depend on a reduction over D are untouched.
-// Preconditions: canonical program (lower_sugar ran). Test: tests/passes/passes_test.cpp.
+// Preconditions: canonical program (lower_sugar ran). Tests: tests/passes/passes_test.cpp,
+// tests/passes/online_forms_test.cpp.
+#include <cmath>
 #include <map>
+#include <stdexcept>
 
 #include "passes/passes.h"
 
@@ -19,9 +37,119 @@ namespace flashgen {
 
 namespace {
 
+constexpr int kMaxTerms = 64;  // sums one reduction may be expanded into (step 2)
+
+// An expression as sum(coef * atom) + c, seen through +, -, unary -, and * or / by constants.
+struct Linear {
+  std::map<int, double> terms;
+  double c = 0;
+};
+
+void linearize(const Program& p, int id, double scale, Linear& out) {
+  const Node& n = p.nodes[id];
+  auto konst = [&](int a) {
+    const Node& k = p.nodes[a];
+    return k.op == Op::Const && is_float(k.type) && std::isfinite(k.value);
+  };
+  if (is_float(n.type)) {
+    switch (n.op) {
+      case Op::Const:
+        if (konst(id)) {
+          out.c += scale * n.value;
+          return;
+        }
+        break;
+      case Op::Add:
+        linearize(p, n.args[0], scale, out);
+        linearize(p, n.args[1], scale, out);
+        return;
+      case Op::Sub:
+        linearize(p, n.args[0], scale, out);
+        linearize(p, n.args[1], -scale, out);
+        return;
+      case Op::Neg: linearize(p, n.args[0], -scale, out); return;
+      case Op::Mul:
+        if (konst(n.args[1])) return linearize(p, n.args[0], scale * p.nodes[n.args[1]].value, out);
+        if (konst(n.args[0])) return linearize(p, n.args[1], scale * p.nodes[n.args[0]].value, out);
+        break;
+      case Op::Div:
+        if (konst(n.args[1]) && p.nodes[n.args[1]].value != 0)
+          return linearize(p, n.args[0], scale / p.nodes[n.args[1]].value, out);
+        break;
+      default: break;
+    }
+  }
+  out.terms[id] += scale;
+}
+
+// Step 1 for one exp/exp2 node `e` (args already mapped into `b`); -1 keeps it as it is.
+int normalize_exp(ProgramBuilder& b, const Node& e, int arg) {
+  const Program& p = b.program();
+  DType ty = p.nodes[arg].type;
+  if (!is_float(ty)) return -1;
+  Linear lin;
+  linearize(p, arg, 1.0, lin);
+  for (auto& [atom, coef] : lin.terms) {
+    if (!(coef < 0)) continue;
+    int M = match_safe_max(p, atom);
+    bool safe = M >= 0;
+    if (!safe) M = atom;
+    const Node& mx = p.nodes[M];
+    if (mx.op != Op::Max || p.nodes[mx.args[0]].type != ty) continue;
+    double a = -coef;
+    int y = mx.args[0];
+    // c = E + a*M - a*y must not vary along the max's reduced dims.
+    Linear c = lin;
+    c.terms.erase(atom);
+    Linear ly;
+    linearize(p, y, 1.0, ly);
+    for (auto& [t, k] : ly.terms) c.terms[t] -= a * k;
+    c.c -= a * ly.c;
+    bool invariant = true;
+    for (auto it = c.terms.begin(); it != c.terms.end();) {
+      if (it->second == 0) {
+        it = c.terms.erase(it);
+        continue;
+      }
+      for (int d : mx.reduce)
+        if (dimset_contains(p.nodes[it->first].dims, d)) invariant = false;
+      ++it;
+    }
+    if (!invariant) continue;
+    if (e.op == Op::Exp && safe && a == 1 && c.terms.empty() && c.c == 0) return -1;  // canonical
+    double scale = e.op == Op::Exp2 ? std::log(2.0) : 1.0;
+    double A = a * scale;
+    std::vector<std::string> red;
+    for (int d : mx.reduce) red.push_back(p.dims[d]);
+    Value z{&b, y}, m{&b, M};
+    if (A != 1) {
+      z = z * b.constant(A, ty);
+      m = b.max(z, red);
+    }
+    Value f = b.exp(z - Value{&b, make_safe_max(b, m.id)});
+    if (!c.terms.empty() || c.c != 0) {
+      Value cx = b.constant(c.c * scale, ty);
+      for (auto& [t, k] : c.terms) cx = cx + Value{&b, t} * b.constant(k * scale, ty);
+      f = b.exp(cx) * f;
+    }
+    if (!safe) {
+      // max > -inf rather than max == -inf: the safe max owns that eq node, and the planner
+      // treats it as part of the online exp chain.
+      Value some = b.binary(Op::Gt, m, b.constant(-INFINITY, b.node(m.id).type));
+      f = b.where(some, f, b.constant(NAN, b.node(f.id).type));
+    }
+    return f.id;
+  }
+  return -1;
+}
+
+struct TooManyTerms {};
+
 struct OnlineRewriter {
   ProgramBuilder& b;
   std::map<int, DimSet> upstream;  // node -> dims reduced by reductions it depends on
+  std::map<int, bool> capable;     // node -> holds a one-pass exp factor (see one_pass)
+  int splits = 0;
 
   const DimSet& reduced_above(int id) {
     auto it = upstream.find(id);
@@ -43,6 +171,38 @@ struct OnlineRewriter {
       if (dimset_contains(b.node(id).dims, x)) return true;
     return false;
   }
+  // Whether splitting a sum at `id` can reach the one-pass form: `id` varies along D, depends
+  // on a reduction over D, and (through products, +/-, invariant divisors and where with an
+  // invariant condition) holds a factor exp(x - safe(max(x, ...))).
+  bool one_pass(int id, const DimSet& d) {
+    auto it = capable.find(id);
+    if (it != capable.end()) return it->second;
+    bool r = false;
+    if (varies(id, d) && depends(id, d)) {
+      Node n = b.node(id);
+      switch (n.op) {
+        case Op::Exp: {
+          const Node& sub = b.node(n.args[0]);
+          r = sub.op == Op::Sub && match_safe_max(b.program(), sub.args[1]) >= 0;
+          break;
+        }
+        case Op::Add:
+        case Op::Sub:
+        case Op::Mul: r = one_pass(n.args[0], d) || one_pass(n.args[1], d); break;
+        case Op::Neg: r = one_pass(n.args[0], d); break;
+        case Op::Div:
+        case Op::DivOrZero: r = !varies(n.args[1], d) && one_pass(n.args[0], d); break;
+        case Op::Where:
+          r = !varies(n.args[0], d) && (one_pass(n.args[1], d) || one_pass(n.args[2], d));
+          break;
+        default: break;
+      }
+    }
+    return capable[id] = r;
+  }
+  void split() {
+    if (++splits >= kMaxTerms) throw TooManyTerms{};
+  }
   std::vector<std::string> names(const DimSet& d) {
     std::vector<std::string> out;
     for (int x : d) out.push_back(b.program().dims[x]);
@@ -56,6 +216,13 @@ struct OnlineRewriter {
       c = c * (integer ? s : b.cast(s, DType::f32));
     }
     return c;
+  }
+  // The sum over D of NaN terms: NaN, or 0 when D is empty.
+  Value nan_sum(int like, const DimSet& d) {
+    Value count = b.constant(1.0, DType::i64);
+    for (int x : d) count = count * b.size(b.program().dims[x]);
+    DType t = b.node(like).type;
+    return b.where(count == b.constant(0.0, DType::i64), b.constant(0.0, t), b.constant(NAN, t));
   }
   void factors(int id, std::vector<int>& out) {
     Node n = b.node(id);
@@ -72,6 +239,7 @@ struct OnlineRewriter {
     return v;
   }
   Value plain(int x, const DimSet& d) { return b.sum(Value{&b, x}, names(d)); }
+  bool is_nan(int id) { return is_const(b.program(), id, NAN); }
 
   Value sum_of(int x, const DimSet& d) {
     DimSet present, missing;
@@ -83,15 +251,20 @@ struct OnlineRewriter {
     if (!depends(x, d)) return plain(x, d);
     Node n = b.node(x);
     switch (n.op) {
-      case Op::Add: return sum_of(n.args[0], d) + sum_of(n.args[1], d);
-      case Op::Sub: return sum_of(n.args[0], d) - sum_of(n.args[1], d);
+      case Op::Add:
+      case Op::Sub:
+        if (!one_pass(x, d)) return plain(x, d);
+        split();
+        if (n.op == Op::Add) return sum_of(n.args[0], d) + sum_of(n.args[1], d);
+        return sum_of(n.args[0], d) - sum_of(n.args[1], d);
       case Op::Neg: return -sum_of(n.args[0], d);
       case Op::Div:
       case Op::DivOrZero:
         if (!varies(n.args[1], d))
           return b.binary(n.op, sum_of(n.args[0], d), Value{&b, n.args[1]});
         return plain(x, d);
-      case Op::Mul: {
+      case Op::Mul:
+      case Op::Where: {
         std::vector<int> fs, inv, var;
         factors(x, fs);
         for (int f : fs) (varies(f, d) ? var : inv).push_back(f);
@@ -105,13 +278,23 @@ struct OnlineRewriter {
             all.insert(all.end(), rest.begin(), rest.end());
             return product(all).id;
           };
-          if (f.op == Op::Add || f.op == Op::Sub) {
+          if ((f.op == Op::Add || f.op == Op::Sub) && one_pass(var[i], d)) {
+            split();
             Value a = sum_of(with(f.args[0]), d), c = sum_of(with(f.args[1]), d);
             return f.op == Op::Add ? a + c : a - c;
           }
           if (f.op == Op::Neg) return -sum_of(with(f.args[0]), d);
           if ((f.op == Op::Div || f.op == Op::DivOrZero) && !varies(f.args[1], d))
             return b.binary(f.op, sum_of(with(f.args[0]), d), Value{&b, f.args[1]});
+          if (f.op == Op::Where && one_pass(var[i], d)) {
+            split();
+            Value c{&b, f.args[0]};
+            auto branch = [&](int v) {
+              return is_nan(v) ? nan_sum(x, d) : sum_of(with(v), d);
+            };
+            Value t = branch(f.args[1]), e = branch(f.args[2]);
+            return b.where(c, t, e);
+          }
         }
         if (inv.empty()) return plain(x, d);
         return product(inv) * plain(product(var).id, d);
@@ -124,12 +307,22 @@ struct OnlineRewriter {
 }  // namespace
 
 Program online_rewrite(const Program& p) {
-  return rebuild(p, [&](ProgramBuilder& b, int id, const std::vector<int>& args) -> int {
+  Program normal = rebuild(p, [&](ProgramBuilder& b, int id, const std::vector<int>& args) {
     const Node& n = p.nodes[id];
+    if (n.op != Op::Exp && n.op != Op::Exp2) return -1;
+    return normalize_exp(b, n, args[0]);
+  });
+  return rebuild(normal, [&](ProgramBuilder& b, int id, const std::vector<int>& args) -> int {
+    const Node& n = normal.nodes[id];
     if (n.op != Op::Sum) return -1;
-    OnlineRewriter rw{b, {}};
+    OnlineRewriter rw{b, {}, {}, 0};
     if (!rw.depends(args[0], n.reduce)) return -1;
-    Value v = rw.sum_of(args[0], n.reduce);
+    Value v{&b, -1};
+    try {
+      v = rw.sum_of(args[0], n.reduce);
+    } catch (const TooManyTerms&) {
+      return -1;  // left whole: the planner materializes what it needs (see the header)
+    }
     // Keep the node's type (an integer sum stays integer, a float sum f32).
     if (b.node(v.id).type != n.type) v = b.cast(v, n.type);
     return v.id;

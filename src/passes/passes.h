@@ -1,9 +1,11 @@
 // The program-to-program passes of the compiler (each in its own file; see the file headers).
 //
 //   canonicalize     lower_sugar.cpp + fold_constants.cpp: sugar -> primitives, constant folding
-//   online_rewrite   online_rewrite.cpp: reductions over a dim distributed over +/- and freed of
-//                    factors invariant in that dim, so every dependent reduction takes the
-//                    one-pass form sum(f * exp(x - max(x))) that the planner streams online
+//   online_rewrite   online_rewrite.cpp: every exp(a*(y - max(y)) + c) / exp2(...) brought to
+//                    exp(c) * exp(z - safe(max(z))), then reductions over a dim split over +/-
+//                    (only where that reaches an exp factor) and freed of factors invariant in
+//                    that dim, so dependent reductions take the one-pass form
+//                    sum(f * exp(x - max(x))) that the planner streams online
 //
 // Every pass returns a new Program equal in meaning (the reference evaluator gives the same
 // results on it; tests/passes/passes_test.cpp checks that on random inputs).

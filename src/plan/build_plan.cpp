@@ -115,7 +115,13 @@ Plan make_plan(const Program& prog, const CompileOptions& opt) {
       int id = *it;
       const Node& n = p.nodes[id];
       bool in = false;
-      if (loads.count(id) || is_leaf(n.op)) {
+      if (n.op == Op::Param && g.red >= 0 && dimset_minus(n.dims, g.grid) != DimSet{} &&
+          !dimset_minus(dimset_minus(n.dims, g.grid), {g.red}).empty()) {
+        // Tile load: a parameter with a whole (eliminated) dim is copied into a contiguous
+        // f32 tile once (q rows per grid point, k/v per tile of R), so contractions read
+        // unit-stride memory whatever the input's strides.
+        in = false;
+      } else if (loads.count(id) || is_leaf(n.op)) {
         in = true;
       } else if (match_safe_max(p, id) >= 0 ||
                  (n.op == Op::Eq && users[id].size() == 1 &&

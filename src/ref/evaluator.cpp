@@ -39,43 +39,20 @@
 
 #include "flashgen/error.h"
 #include "flashgen/ref.h"
+#include "ir/scalar_semantics.h"
 
 namespace flashgen {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr int kMaxOperands = 16;
 
-bool int_storage(DType t) { return is_integer(t) || t == DType::boolean; }
-
-// Wraps an exact int64 result to the node's type.
-inline int64_t wrap(DType t, int64_t r) {
-  if (t == DType::i32) return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(r)));
-  if (t == DType::boolean) return r != 0;
-  return r;
-}
-inline int64_t add_w(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-}
-inline int64_t sub_w(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-}
-inline int64_t mul_w(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-}
-
-// Float to integer type: truncate, saturate, NaN -> 0.
-int64_t float_to_int(double x, DType t) {
-  if (std::isnan(x)) return 0;
-  if (t == DType::boolean) return x != 0;
-  double lo = t == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
-  double hi = t == DType::i32 ? 2147483647.0 : 9223372036854775807.0;
-  x = std::trunc(x);
-  if (x <= lo) return static_cast<int64_t>(lo);
-  if (x >= hi) return t == DType::i32 ? 2147483647 : std::numeric_limits<int64_t>::max();
-  return static_cast<int64_t>(x);
-}
+// Per-element semantics come from ir/scalar_semantics.h (shared with constant folding).
+using scalar::add_w;
+using scalar::float_to_int;
+using scalar::int_storage;
+using scalar::mul_w;
+using scalar::wrap;
 
 // A node's value: dense buffer plus one stride per dimension of the node (sorted dim ids).
 struct Val {
@@ -277,7 +254,7 @@ Val Evaluator::eval(int id) {
       return v;
     }
     case Op::Const: {
-      if (ii) return fresh({}, true, 0, wrap(n.type, static_cast<int64_t>(n.value)));
+      if (ii) return fresh({}, true, 0, scalar::int_constant(n.value, n.type));
       return fresh({}, false, n.value);
     }
     case Op::Index: {
@@ -314,15 +291,12 @@ Val Evaluator::eval(int id) {
       if (ii) {
         int64_t* w = o.i->data();
         loop(n.dims, o, n.dims, args, [&](const int64_t* off) {
-          int64_t v = x.n(off[1]), l = lo.n(off[2]), h = hi.n(off[3]);
-          w[off[0]] = wrap(n.type, v < l ? l : (v > h ? h : v));
+          w[off[0]] = wrap(n.type, scalar::int_clamp(x.n(off[1]), lo.n(off[2]), hi.n(off[3])));
         });
       } else {
         double* w = o.f->data();
         loop(n.dims, o, n.dims, args, [&](const int64_t* off) {
-          double v = x.d(off[1]), l = lo.d(off[2]), h = hi.d(off[3]);
-          if (std::isnan(l) || std::isnan(h)) v = kNaN;
-          w[off[0]] = v < l ? l : (v > h ? h : v);  // NaN v stays NaN
+          w[off[0]] = scalar::float_clamp(x.d(off[1]), lo.d(off[2]), hi.d(off[3]));
         });
       }
       return o;
@@ -361,10 +335,7 @@ Val Evaluator::eval_unary(const Node& n) {
         const int64_t* src = a.i->data();
         double* w = o.f->data();
         loop(n.dims, o, n.dims, args, [&](const int64_t* off) {
-          int64_t v = src[off[1]];
-          // int64 -> f32 directly (one rounding); other float types through double.
-          w[off[0]] = t == DType::f32 ? static_cast<double>(static_cast<float>(v))
-                                      : round_to_dtype(static_cast<double>(v), t);
+          w[off[0]] = scalar::int_to_float(src[off[1]], t);
         });
       } else {
         mapf([t](double v) { return round_to_dtype(v, t); });
@@ -379,38 +350,11 @@ Val Evaluator::eval_unary(const Node& n) {
     }
     return o;
   }
+  const Op op = n.op;
   if (ii) {
-    switch (n.op) {
-      case Op::Neg: mapi([](int64_t v) { return sub_w(0, v); }); break;
-      case Op::Not: mapi([](int64_t v) -> int64_t { return v == 0; }); break;
-      case Op::Abs: mapi([](int64_t v) { return v < 0 ? sub_w(0, v) : v; }); break;
-      case Op::Relu: mapi([](int64_t v) -> int64_t { return v < 0 ? 0 : v; }); break;
-      case Op::Floor: case Op::Ceil: mapi([](int64_t v) { return v; }); break;
-      default:
-        throw CallError(std::string("reference evaluator: ") + op_name(n.op) +
-                        " on an integer type");
-    }
-    return o;
-  }
-  switch (n.op) {
-    case Op::Neg: mapf([](double v) { return -v; }); break;
-    case Op::Exp: mapf([](double v) { return std::exp(v); }); break;
-    case Op::Exp2: mapf([](double v) { return std::exp2(v); }); break;
-    case Op::Log: mapf([](double v) { return std::log(v); }); break;
-    case Op::Log2: mapf([](double v) { return std::log2(v); }); break;
-    case Op::Sqrt: mapf([](double v) { return std::sqrt(v); }); break;
-    case Op::Rsqrt: mapf([](double v) { return 1.0 / std::sqrt(v); }); break;
-    case Op::Tanh: mapf([](double v) { return std::tanh(v); }); break;
-    case Op::Sigmoid: mapf([](double v) { return 1.0 / (1.0 + std::exp(-v)); }); break;
-    case Op::Relu: mapf([](double v) { return v < 0 ? 0.0 : v; }); break;
-    case Op::Abs: mapf([](double v) { return std::fabs(v); }); break;
-    case Op::Floor: mapf([](double v) { return std::floor(v); }); break;
-    case Op::Ceil: mapf([](double v) { return std::ceil(v); }); break;
-    case Op::Sin: mapf([](double v) { return std::sin(v); }); break;
-    case Op::Cos: mapf([](double v) { return std::cos(v); }); break;
-    case Op::Not: mapf([](double v) -> double { return v == 0; }); break;
-    default:
-      throw CallError(std::string("reference evaluator: unsupported unary ") + op_name(n.op));
+    mapi([op](int64_t v) { return scalar::int_unary(op, v); });
+  } else {
+    mapf([op](double v) { return scalar::float_unary(op, v); });
   }
   return o;
 }
@@ -445,66 +389,16 @@ Val Evaluator::eval_binary(const Node& n) {
            [&](const int64_t* off) { w[off[0]] = fn(x.d(off[1]), y.d(off[2])); });
     }
   };
-  switch (n.op) {
-    case Op::Eq: cmp([](auto u, auto v) -> int64_t { return u == v; }); return o;
-    case Op::Ne: cmp([](auto u, auto v) -> int64_t { return u != v; }); return o;
-    case Op::Lt: cmp([](auto u, auto v) -> int64_t { return u < v; }); return o;
-    case Op::Le: cmp([](auto u, auto v) -> int64_t { return u <= v; }); return o;
-    case Op::Gt: cmp([](auto u, auto v) -> int64_t { return u > v; }); return o;
-    case Op::Ge: cmp([](auto u, auto v) -> int64_t { return u >= v; }); return o;
-    case Op::And: cmp([](auto u, auto v) -> int64_t { return u != 0 && v != 0; }); return o;
-    case Op::Or: cmp([](auto u, auto v) -> int64_t { return u != 0 || v != 0; }); return o;
-    default: break;
-  }
-  if (ii) {
-    switch (n.op) {
-      case Op::Add: mapi(add_w); break;
-      case Op::Sub: mapi(sub_w); break;
-      case Op::Mul: mapi(mul_w); break;
-      case Op::Maximum: mapi([](int64_t u, int64_t v) { return std::max(u, v); }); break;
-      case Op::Minimum: mapi([](int64_t u, int64_t v) { return std::min(u, v); }); break;
-      case Op::Mod: {
-        const Node& n2 = n;
-        mapi([&](int64_t u, int64_t v) -> int64_t {
-          if (v == 0) {
-            throw CallError("integer modulo by zero" +
-                            (n2.loc.line ? " at " + std::to_string(n2.loc.line) + ":" +
-                                               std::to_string(n2.loc.col)
-                                         : std::string()));
-          }
-          if (v == -1) return 0;  // also avoids INT64_MIN % -1
-          int64_t r = u % v;
-          if (r != 0 && ((r < 0) != (v < 0))) r += v;
-          return r;
-        });
-        break;
-      }
-      default:
-        throw CallError(std::string("reference evaluator: ") + op_name(n.op) +
-                        " on an integer type");
-    }
+  const Op op = n.op;
+  if (scalar::is_compare(op)) {
+    cmp([op](auto u, auto v) { return scalar::compare(op, u, v); });
     return o;
   }
-  switch (n.op) {
-    case Op::Add: mapf([](double u, double v) { return u + v; }); break;
-    case Op::Sub: mapf([](double u, double v) { return u - v; }); break;
-    case Op::Mul: mapf([](double u, double v) { return u * v; }); break;
-    case Op::Div: mapf([](double u, double v) { return u / v; }); break;
-    case Op::DivOrZero: mapf([](double u, double v) { return v == 0 ? 0.0 : u / v; }); break;
-    case Op::Mod: mapf([](double u, double v) { return u - v * std::floor(u / v); }); break;
-    case Op::Pow: mapf([](double u, double v) { return std::pow(u, v); }); break;
-    case Op::Maximum:
-      mapf([](double u, double v) {
-        return std::isnan(u) || std::isnan(v) ? kNaN : std::max(u, v);
-      });
-      break;
-    case Op::Minimum:
-      mapf([](double u, double v) {
-        return std::isnan(u) || std::isnan(v) ? kNaN : std::min(u, v);
-      });
-      break;
-    default:
-      throw CallError(std::string("reference evaluator: unsupported binary ") + op_name(n.op));
+  if (ii) {
+    const SourceLoc loc = n.loc;
+    mapi([op, loc](int64_t u, int64_t v) { return scalar::int_binary(op, u, v, loc); });
+  } else {
+    mapf([op](double u, double v) { return scalar::float_binary(op, u, v); });
   }
   return o;
 }
@@ -681,6 +575,7 @@ Tensor make_output(const Program& p, const Output& out, const Val& v, const Eval
   }
   Tensor t(type, shape);
   std::vector<std::vector<int64_t>> sts = {st};
+  const DType declared = out.type;
   int64_t flat = 0;
   if (v.is_int() && is_integer(type)) {
     uint8_t* w = static_cast<uint8_t*>(t.data());
@@ -695,6 +590,11 @@ Tensor make_output(const Program& p, const Output& out, const Val& v, const Eval
       }
       ++flat;
     });
+  } else if (v.is_int()) {
+    const int64_t* r = v.i->data();
+    nd_loop(shape, sts, [&](const int64_t* off) {
+      t.set(flat++, static_cast<double>(wrap(declared, r[off[0]])));
+    });
   } else {
     Rd r(v);
     nd_loop(shape, sts, [&](const int64_t* off) { t.set(flat++, r.d(off[0])); });
@@ -702,6 +602,8 @@ Tensor make_output(const Program& p, const Output& out, const Val& v, const Eval
   return t;
 }
 
+// f64: integer outputs still wrap to their declared type first (an i32 output that overflowed
+// holds the wrapped value, as the backends store it), then widen.
 TensorMap evaluate(const Program& p, const TensorMap& inputs, const Extents& extra, bool f64) {
   Extents ext = bind_extents(p, inputs, extra);
   TensorMap prepared = prepare_inputs(p, inputs);

@@ -196,7 +196,8 @@ std::vector<std::string> host_compiler_command() {
 std::string host_compiler_version() { return compiler_version(host_compiler_command(), {}, {}); }
 
 std::vector<std::string> host_default_flags() {
-  return {"-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c++17"};
+  // -fwrapv: integer arithmetic in generated code wraps (the reference's i64 semantics).
+  return {"-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c++17", "-fwrapv"};
 }
 
 std::shared_ptr<const HostLibrary> host_compile(std::string_view source,

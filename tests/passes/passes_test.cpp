@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <sstream>
 
 #include "flashgen/compile.h"
 #include "flashgen/flashgen.h"
@@ -58,7 +59,16 @@ TEST_P(Golden, PassOutputMatches) {
   std::string path = testing::source_path("tests/passes/golden/" + name + ".txt");
   if (std::getenv("FLASHGEN_UPDATE_GOLDEN")) testing::write_text_file(path, got);
   ASSERT_TRUE(testing::file_exists(path)) << path;
-  EXPECT_EQ(got, testing::read_text_file(path));
+  std::string want = testing::read_text_file(path);
+  if (got != want) {
+    // Report the first differing line, not two whole dumps.
+    std::istringstream g(got), w(want);
+    std::string gl, wl;
+    int line = 1;
+    while (std::getline(g, gl) && std::getline(w, wl) && gl == wl) ++line;
+    ADD_FAILURE() << path << ":" << line << " differs\n  got:  " << gl << "\n  want: " << wl
+                  << "\n(FLASHGEN_UPDATE_GOLDEN=1 regenerates after an intended change)";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, Golden,

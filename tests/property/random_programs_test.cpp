@@ -184,7 +184,7 @@ class Gen {
 TEST(Property, RandomProgramsMatchReferenceOnCpu) {
   uint64_t seed = std::random_device{}();
   if (const char* e = std::getenv("FLASHGEN_PROPERTY_SEED")) seed = std::strtoull(e, nullptr, 10);
-  int count = 200;
+  int count = 150;
   if (const char* e = std::getenv("FLASHGEN_PROPERTY_COUNT")) count = std::atoi(e);
   const int batch = 40;
   int multi_kernel = 0;

@@ -105,6 +105,7 @@ class Sm80Writer {
   int cdim_ = -1, vdim_ = -1;
   int64_t D_ = 0, DV_ = 0;
   std::set<int> gathered_;   // buffers read by gathers
+  std::set<int> unchecked_;  // parameters whose every gather indexes by plain dim indices
 
   [[noreturn]] void fail(const std::string& why) const {
     throw BackendError("kernel " + k_.name + " does not fit the CUDA sm80 attention template: " +
@@ -282,6 +283,23 @@ class Sm80Writer {
       for (int d : B.dims)
         if (d != k_.row_dim && d != vdim_ && !is_par(d))
           fail("output " + B.name + " has dim '" + p_.dims[d] + "'");
+    }
+    // Gathers by plain dim indices: checked once on the host (extents), not per element.
+    std::map<int, bool> direct;
+    for (const PlanValue& v : k_.values) {
+      const Node& n = N(v.node);
+      if (n.op != Op::Gather) continue;
+      bool d = direct.count(n.param) ? direct[n.param] : true;
+      for (int a : n.args) d = d && N(a).op == Op::Index;
+      direct[n.param] = d;
+    }
+    for (const auto& [param, d] : direct)
+      if (d) unchecked_.insert(param);
+    for (const PlanValue& v : k_.values) {
+      const Node& n = N(v.node);
+      if (n.op != Op::Gather || !unchecked_.count(n.param)) continue;
+      for (size_t i = 0; i < n.args.size(); ++i)
+        launch_.gather_checks.push_back({n.param, static_cast<int>(i), N(n.args[i]).dim});
     }
     // Launch shape (tuning from bench/NOTES.md).
     const int Sn = static_cast<int>(scores_.size()), A = static_cast<int>(pv_.size());
@@ -561,12 +579,15 @@ class Sm80Writer {
       for (size_t i = 0; i < P.dims.size(); ++i) os << ", int64_t i" << i;
       os << ") {\n";
       std::string off = "0";
+      const bool checked = !unchecked_.count(n.param);
       for (size_t i = 0; i < P.dims.size(); ++i) {
-        os << "    if (i" << i << " < 0 || i" << i << " >= ctx.n" << P.dims[i]
-           << ") { fg_gather_error(ctx.err, " << n.param << ", " << i << ", i" << i
-           << "); return 0; }\n";
+        if (checked)
+          os << "    if (i" << i << " < 0 || i" << i << " >= ctx.n" << P.dims[i]
+             << ") { fg_gather_error(ctx.err, " << n.param << ", " << i << ", i" << i
+             << "); return 0; }\n";
         off += " + i" + S(i) + " * ctx.s" + S(b) + "_" + S(i);
       }
+      if (!checked) os << "    // indices are dim indices: the host checked their extents\n";
       os << "    return " << load_conv(P.type, "ctx.B" + S(b) + "[" + off + "]") << ";\n  }\n";
     }
     os << classify_code();

@@ -37,6 +37,10 @@ struct Sm80Launch {
   int num_scores = 1, num_acc = 1;  // for FLOP counts: per (row, key) pair 2*D per score
   int64_t head_dim = 0, value_dim = 0;  // and 2*DV per accumulator
   int mask_node = -1;               // the plan's tile mask (FLOPs count unmasked pairs only)
+  // Gathers whose indices are plain dim indices (pair[b, h, m, n], doc[m]) run unchecked on the
+  // device; the host checks ext(index dim) <= ext(parameter dim) before the launch instead.
+  struct GatherCheck { int param, pos, index_dim; };
+  std::vector<GatherCheck> gather_checks;
 };
 
 struct CudaKernelSource {
