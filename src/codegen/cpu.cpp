@@ -11,6 +11,7 @@
 // element-wise loops are omp simd, and streaming kernels get compile-time head extents for
 // common sizes (a runtime instance covers the rest).
 // Test: tests/cpu/cpu_examples_test.cpp, tests/property/random_programs_test.cpp.
+#include "codegen/interval_code.h"
 #include "codegen/cpu.h"
 
 #include <cctype>
@@ -530,86 +531,43 @@ class KernelWriter {
     os_ << ind_ << "B" << b << "[" << off << "] = (double)(" << cpu_math(em_.value(B.node, c)) << ");\n";
     close_loops(v.local_dims.size());
   }
-  // Interval arithmetic of the mask over the tile: cls 0 = false everywhere (skip), 2 = true
+  // Interval arithmetic of the mask over the tile (codegen/interval_code.h): cls 0 = false everywhere (skip), 2 = true
   // everywhere (no mask evaluation), 1 = partial.
   void emit_tile_class() {
-    std::set<int> nodes;
-    std::vector<int> stack = {k_.tiles.mask};
-    while (!stack.empty()) {
-      int id = stack.back();
-      stack.pop_back();
-      if (!nodes.insert(id).second) continue;
-      for (int a : p_.nodes[id].args) stack.push_back(a);
-    }
-    auto lo = [](int id) { return "l" + std::to_string(id); };
-    auto hi = [](int id) { return "h" + std::to_string(id); };
-    for (int id : nodes) {
+    IntervalTarget t;
+    t.max_fn = "std::max";
+    t.min_fn = "std::min";
+    t.unknown_lo = "-INFINITY";
+    t.unknown_hi = "INFINITY";
+    t.indent = ind_;
+    t.leaf = [&](int id) -> std::optional<std::pair<std::string, std::string>> {
       const Node& n = p_.nodes[id];
-      std::string L, H;
-      auto a = [&](int i) { return n.args[i]; };
       bool boolean = n.type == DType::boolean;
-      std::string unknownL = boolean ? "0.0" : "-INFINITY", unknownH = boolean ? "1.0" : "INFINITY";
       const PlanValue* pv = k_.value(id);
-      if (pv && pv->load_buffer >= 0) {
-        L = unknownL;
-        H = unknownH;
-      } else switch (n.op) {
-        case Op::Const: L = H = em_.literal(n.value, DType::f64 == n.type ? DType::f32 : n.type);
-          if (boolean) L = H = n.value != 0 ? "1.0" : "0.0";
-          break;
-        case Op::Size: L = H = "(double)n_" + p_.dims[n.dim]; break;
+      if (pv && pv->load_buffer >= 0)  // read from memory: unknown
+        return std::make_pair(std::string(boolean ? "0.0" : "-INFINITY"),
+                              std::string(boolean ? "1.0" : "INFINITY"));
+      switch (n.op) {
+        case Op::Const: {
+          std::string v = boolean ? (n.value != 0 ? "1.0" : "0.0")
+                                  : em_.literal(n.value, DType::f64 == n.type ? DType::f32 : n.type);
+          return std::make_pair(v, v);
+        }
+        case Op::Size: return std::make_pair("(double)n_" + p_.dims[n.dim], "(double)n_" + p_.dims[n.dim]);
         case Op::Index: {
           int d = n.dim;
-          if (d == k_.row_dim) { L = "(double)r0"; H = "(double)(r0 + rows - 1)"; }
-          else if (d == k_.red_dim) { L = "(double)t0"; H = "(double)(t0 + cols - 1)"; }
-          else if (dimset_contains(k_.elim, d)) { L = "0.0"; H = "(double)(n_" + p_.dims[d] + " - 1)"; }
-          else { L = H = "(double)" + index_of(d); }
-          break;
+          if (d == k_.row_dim) return std::make_pair(std::string("(double)r0"), std::string("(double)(r0 + rows - 1)"));
+          if (d == k_.red_dim) return std::make_pair(std::string("(double)t0"), std::string("(double)(t0 + cols - 1)"));
+          if (dimset_contains(k_.elim, d))
+            return std::make_pair(std::string("0.0"), "(double)(n_" + p_.dims[d] + " - 1)");
+          return std::make_pair("(double)" + index_of(d), "(double)" + index_of(d));
         }
-        case Op::Add: L = lo(a(0)) + " + " + lo(a(1)); H = hi(a(0)) + " + " + hi(a(1)); break;
-        case Op::Sub: L = lo(a(0)) + " - " + hi(a(1)); H = hi(a(0)) + " - " + lo(a(1)); break;
-        case Op::Neg: L = "-" + hi(a(0)); H = "-" + lo(a(0)); break;
-        case Op::Cast: if (!is_integer(n.type) && !boolean) { L = lo(a(0)); H = hi(a(0)); }
-                       else { L = unknownL; H = unknownH; } break;
-        case Op::Maximum: L = "std::max(" + lo(a(0)) + ", " + lo(a(1)) + ")";
-                          H = "std::max(" + hi(a(0)) + ", " + hi(a(1)) + ")"; break;
-        case Op::Minimum: L = "std::min(" + lo(a(0)) + ", " + lo(a(1)) + ")";
-                          H = "std::min(" + hi(a(0)) + ", " + hi(a(1)) + ")"; break;
-        case Op::Clamp: L = "std::min(std::max(" + lo(a(0)) + ", " + lo(a(1)) + "), " + lo(a(2)) + ")";
-                        H = "std::min(std::max(" + hi(a(0)) + ", " + hi(a(1)) + "), " + hi(a(2)) + ")";
-                        break;
-        case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: {
-          // x < y: true if hi(x) < lo(y), false if lo(x) >= hi(y).
-          int x = a(0), y = a(1);
-          bool strict = n.op == Op::Lt || n.op == Op::Gt;
-          if (n.op == Op::Gt || n.op == Op::Ge) std::swap(x, y);
-          std::string t = strict ? hi(x) + " < " + lo(y) : hi(x) + " <= " + lo(y);
-          std::string f = strict ? lo(x) + " >= " + hi(y) : lo(x) + " > " + hi(y);
-          L = "((" + t + ") ? 1.0 : 0.0)";
-          H = "((" + f + ") ? 0.0 : 1.0)";
-          break;
-        }
-        case Op::Eq: case Op::Ne: {
-          std::string t = "(" + lo(a(0)) + " == " + hi(a(0)) + " && " + lo(a(1)) + " == " +
-                          hi(a(1)) + " && " + lo(a(0)) + " == " + lo(a(1)) + ")";
-          std::string f = "(" + hi(a(0)) + " < " + lo(a(1)) + " || " + hi(a(1)) + " < " +
-                          lo(a(0)) + ")";
-          if (n.op == Op::Eq) { L = "(" + t + " ? 1.0 : 0.0)"; H = "(" + f + " ? 0.0 : 1.0)"; }
-          else { L = "(" + f + " ? 1.0 : 0.0)"; H = "(" + t + " ? 0.0 : 1.0)"; }
-          break;
-        }
-        case Op::And: L = "std::min(" + lo(a(0)) + ", " + lo(a(1)) + ")";
-                      H = "std::min(" + hi(a(0)) + ", " + hi(a(1)) + ")"; break;
-        case Op::Or: L = "std::max(" + lo(a(0)) + ", " + lo(a(1)) + ")";
-                     H = "std::max(" + hi(a(0)) + ", " + hi(a(1)) + ")"; break;
-        case Op::Not: L = "1.0 - " + hi(a(0)); H = "1.0 - " + lo(a(0)); break;
-        default: L = unknownL; H = unknownH;
+        default: return std::nullopt;
       }
-      os_ << ind_ << "const double " << lo(id) << " = " << L << ", " << hi(id) << " = " << H
-          << "; (void)" << lo(id) << "; (void)" << hi(id) << ";\n";
-    }
+    };
+    os_ << emit_interval_bounds(p_, k_.tiles.mask, t);
     int m = k_.tiles.mask;
-    os_ << ind_ << "const int cls = " << hi(m) << " == 0.0 ? 0 : (" << lo(m)
+    os_ << ind_ << "const int cls = " << interval_hi(m) << " == 0.0 ? 0 : (" << interval_lo(m)
         << " == 1.0 ? 2 : 1);\n";
   }
 };

@@ -6,6 +6,7 @@
 // store()/store_row() from the plan's epilogue values.
 // Preconditions: a plan from compile_program; head-dim extents in `sizes`.
 // Tests: tests/cuda/nvrtc_examples_test.cpp, tests/gpu/cuda_examples_test.cpp.
+#include "codegen/interval_code.h"
 #include "codegen/cuda/emit_sm80.h"
 
 #include <algorithm>
@@ -414,71 +415,37 @@ class Sm80Writer {
          << ";\n  }\n";
       return os.str();
     }
-    std::set<int> nodes;
-    ancestors(k_.tiles.mask, nodes);
-    auto lo = [](int id) { return "l" + S(id); };
-    auto hi = [](int id) { return "h" + S(id); };
-    for (int id : nodes) {
+    IntervalTarget t;
+    t.max_fn = "fmax";
+    t.min_fn = "fmin";
+    t.unknown_lo = "-1e300";
+    t.unknown_hi = "1e300";
+    t.indent = "    ";
+    t.leaf = [&](int id) -> std::optional<std::pair<std::string, std::string>> {
       const Node& n = N(id);
-      std::string L, H;
-      auto a = [&](int i) { return n.args[i]; };
       bool boolean = n.type == DType::boolean;
-      std::string uL = boolean ? "0.0" : "-1e300", uH = boolean ? "1.0" : "1e300";
       switch (n.op) {
-        case Op::Const:
-          if (boolean) L = H = n.value != 0 ? "1.0" : "0.0";
-          else if (std::isfinite(n.value)) L = H = em_.literal(n.value, DType::f64);
-          else { L = uL; H = uH; }
-          break;
-        case Op::Size: L = H = "(double)" + extent(n.dim); break;
+        case Op::Const: {
+          if (boolean) return std::make_pair(std::string(n.value != 0 ? "1.0" : "0.0"),
+                                             std::string(n.value != 0 ? "1.0" : "0.0"));
+          if (!std::isfinite(n.value)) return std::make_pair(std::string("-1e300"), std::string("1e300"));
+          std::string v = em_.literal(n.value, DType::f64);
+          return std::make_pair(v, v);
+        }
+        case Op::Size: return std::make_pair("(double)" + extent(n.dim), "(double)" + extent(n.dim));
         case Op::Index: {
           int d = n.dim;
-          if (d == k_.row_dim) { L = "(double)m0"; H = "(double)(m1 - 1)"; }
-          else if (d == k_.red_dim) { L = "(double)n0"; H = "(double)(n1 - 1)"; }
-          else if (is_par(d)) { L = H = "(double)ctx.g" + S(d); }
-          else { L = "0.0"; H = "(double)(" + extent(d) + " - 1)"; }
-          break;
+          if (d == k_.row_dim) return std::make_pair(std::string("(double)m0"), std::string("(double)(m1 - 1)"));
+          if (d == k_.red_dim) return std::make_pair(std::string("(double)n0"), std::string("(double)(n1 - 1)"));
+          if (is_par(d)) return std::make_pair("(double)ctx.g" + S(d), "(double)ctx.g" + S(d));
+          return std::make_pair(std::string("0.0"), "(double)(" + extent(d) + " - 1)");
         }
-        case Op::Add: L = lo(a(0)) + " + " + lo(a(1)); H = hi(a(0)) + " + " + hi(a(1)); break;
-        case Op::Sub: L = lo(a(0)) + " - " + hi(a(1)); H = hi(a(0)) + " - " + lo(a(1)); break;
-        case Op::Neg: L = "-" + hi(a(0)); H = "-" + lo(a(0)); break;
-        case Op::Cast:
-          if (!is_integer(n.type) && !boolean) { L = lo(a(0)); H = hi(a(0)); }
-          else { L = uL; H = uH; }
-          break;
-        case Op::Maximum: L = "fmax(" + lo(a(0)) + ", " + lo(a(1)) + ")";
-                          H = "fmax(" + hi(a(0)) + ", " + hi(a(1)) + ")"; break;
-        case Op::Minimum: L = "fmin(" + lo(a(0)) + ", " + lo(a(1)) + ")";
-                          H = "fmin(" + hi(a(0)) + ", " + hi(a(1)) + ")"; break;
-        case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: {
-          int x = a(0), y = a(1);
-          bool strict = n.op == Op::Lt || n.op == Op::Gt;
-          if (n.op == Op::Gt || n.op == Op::Ge) std::swap(x, y);
-          std::string t = strict ? hi(x) + " < " + lo(y) : hi(x) + " <= " + lo(y);
-          std::string f = strict ? lo(x) + " >= " + hi(y) : lo(x) + " > " + hi(y);
-          L = "((" + t + ") ? 1.0 : 0.0)";
-          H = "((" + f + ") ? 0.0 : 1.0)";
-          break;
-        }
-        case Op::Eq: case Op::Ne: {
-          std::string t = "(" + lo(a(0)) + " == " + hi(a(0)) + " && " + lo(a(1)) + " == " +
-                          hi(a(1)) + " && " + lo(a(0)) + " == " + lo(a(1)) + ")";
-          std::string f = "(" + hi(a(0)) + " < " + lo(a(1)) + " || " + hi(a(1)) + " < " +
-                          lo(a(0)) + ")";
-          if (n.op == Op::Eq) { L = "(" + t + " ? 1.0 : 0.0)"; H = "(" + f + " ? 0.0 : 1.0)"; }
-          else { L = "(" + f + " ? 1.0 : 0.0)"; H = "(" + t + " ? 0.0 : 1.0)"; }
-          break;
-        }
-        case Op::And: L = "fmin(" + lo(a(0)) + ", " + lo(a(1)) + ")";
-                      H = "fmin(" + hi(a(0)) + ", " + hi(a(1)) + ")"; break;
-        case Op::Or: L = "fmax(" + lo(a(0)) + ", " + lo(a(1)) + ")";
-                     H = "fmax(" + hi(a(0)) + ", " + hi(a(1)) + ")"; break;
-        case Op::Not: L = "1.0 - " + hi(a(0)); H = "1.0 - " + lo(a(0)); break;
-        default: L = uL; H = uH;  // data (gathers, parameters) and the rest: unknown
+        default: return std::nullopt;
       }
-      os << "    const double " << lo(id) << " = " << L << ", " << hi(id) << " = " << H
-         << "; (void)" << lo(id) << "; (void)" << hi(id) << ";\n";
-    }
+    };
+    os << emit_interval_bounds(p_, k_.tiles.mask, t);
+    auto lo = interval_lo;
+    auto hi = interval_hi;
     int m = k_.tiles.mask;
     if (k_.tiles.skip_empty) os << "    if (" << hi(m) << " == 0.0) return fg::kTileEmpty;\n";
     if (k_.tiles.unmasked_full) os << "    if (" << lo(m) << " == 1.0) return fg::kTileFull;\n";
