@@ -78,10 +78,8 @@ def doc_ids(n):
     return doc
 
 
-def flashgen_row(args, variant, B, H, N, D):
-    """Times the flashgen kernel of one variant with args.flashgen (fg_bench / flashgen bench)."""
-    if not args.flashgen:
-        return
+def flashgen_case(args, variant, B, H, N, D):
+    """(program file, sizes, shape label, extra NAME=FILE.npy inputs) of one flashgen row."""
     src = os.path.join(EXAMPLES, variant + ".attn")
     extra = []
     sizes = f"b={B},h={H},m=n={N},d=e={D}"
@@ -108,6 +106,52 @@ def flashgen_row(args, variant, B, H, N, D):
         sizes, shape = f"b={B},s=256,h=4,m=n=i=j=256,d=32", f"b{B} s256 h4 r256 d32"
     elif variant == "evoformer_col":
         sizes, shape = f"b={B},i=256,h=4,m=n=256,d=32", f"b{B} i256 h4 s256 d32"
+    return src, sizes, shape, extra
+
+
+def add_fg(variant, shape, fields):
+    ms, tf = float(fields[3]), float(fields[4])
+    ROWS.append(dict(variant=variant, shape=shape, backend="flashgen", ms=ms, tflops=tf,
+                     err=None, note=f"{float(fields[5]):.2f} of peak"))
+    print(f"{variant:14s} {shape:26s} {'flashgen':20s} {ms:9.3f} ms {tf:7.1f} TF/s", flush=True)
+
+
+def flashgen_sweep(args, variant, cases):
+    """flashgen rows of one variant at several (B, H, N, D) in one fg_bench process (one
+    compile per head dim; the kernel serves every other extent)."""
+    if not args.flashgen or not args.flashgen.endswith("fg_bench"):
+        for c in cases:
+            flashgen_row(args, variant, *c, force=True)
+        return
+    specs = [flashgen_case(args, variant, *c) for c in cases]
+    cmd = [args.flashgen, "sweep", specs[0][0]] + \
+        [";".join([sz] + ex) for (_, sz, _, ex) in specs]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        by_sizes = {}  # "BENCH name SIZES ..." / "BENCHFAIL SIZES why"
+        for l in r.stdout.splitlines():
+            f = l.split()
+            if f[:1] == ["BENCH"] and len(f) >= 6:
+                by_sizes[f[2]] = l
+            elif f[:1] == ["BENCHFAIL"] and len(f) >= 2:
+                by_sizes[f[1]] = l
+        for (_, sz, shape, _) in specs:
+            line = [by_sizes[sz]] if sz in by_sizes else []
+            if line and line[-1].startswith("BENCH "):
+                add_fg(variant, shape, line[-1].split())
+            else:
+                why = line[-1] if line else (r.stderr or "no output").strip()[:200]
+                add(variant, shape, "flashgen", note="FAILED " + why.replace("\n", " ")[:200])
+    except Exception as e:
+        for (_, _, shape, _) in specs:
+            add(variant, shape, "flashgen", note="FAILED " + str(e)[:200])
+
+
+def flashgen_row(args, variant, B, H, N, D, force=False):
+    """Times the flashgen kernel of one variant with args.flashgen (fg_bench / flashgen bench)."""
+    if not args.flashgen or (args.sweep and not force):
+        return
+    src, sizes, shape, extra = flashgen_case(args, variant, B, H, N, D)
     cmd = [args.flashgen, "bench", src, sizes] if args.flashgen.endswith("fg_bench") else \
         [args.flashgen, "bench", src, "--sizes", sizes, "--backend", "cuda"] + \
         [a for e in extra for a in ("--input", e)]
@@ -118,11 +162,7 @@ def flashgen_row(args, variant, B, H, N, D):
         line = [l for l in r.stdout.splitlines() if l.startswith("BENCH ")]
         if r.returncode != 0 or not line:
             raise RuntimeError((r.stderr or r.stdout).strip().replace("\n", " ")[:200])
-        f = line[-1].split()
-        ms, tf = float(f[3]), float(f[4])
-        ROWS.append(dict(variant=variant, shape=shape, backend="flashgen", ms=ms, tflops=tf,
-                         err=None, note=f"{float(f[5]):.2f} of peak"))
-        print(f"{variant:14s} {shape:26s} {'flashgen':20s} {ms:9.3f} ms {tf:7.1f} TF/s", flush=True)
+        add_fg(variant, shape, line[-1].split())
     except Exception as e:
         add(variant, shape, "flashgen", note="FAILED " + str(e)[:200])
 
@@ -296,6 +336,47 @@ def bench_evoformer_row(args, B, S=256, H=4, R=256, D=32, dev="cuda"):
                 flops, ref, first)
 
 
+def bench_gqa_lse_cross(args, variant, B, H, N, D, dev="cuda"):
+    """gqa (causal, 16 query heads over 2 kv heads), lse (causal o and logsumexp) and cross
+    (333 queries over N keys) against SDPA and FlexAttention."""
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+    from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+    dt = torch.bfloat16
+    M = 333 if variant == "cross" else N
+    hk = max(H // 8, 1) if variant == "gqa" else H
+    hq = hk * 8 if variant == "gqa" else H
+    q = torch.randn(B, hq, M, D, device=dev, dtype=dt)
+    k, v = (torch.randn(B, hk, N, D, device=dev, dtype=dt) for _ in range(2))
+    causal = variant != "cross"
+    flops = 4 * B * hq * M * N * D * (0.5 if causal else 1.0)
+    shape = (f"b{B} h{hq}/{hk} n{N} d{D}" if variant == "gqa" else
+             f"b{B} h{H} m333 n{N} d{D}" if variant == "cross" else f"b{B} h{H} n{N} d{D}")
+    flashgen_row(args, variant, B, H, N, D)
+    rep_kv = lambda t: t[:1].float().repeat_interleave(hq // hk, dim=1)
+    i = torch.arange(N, device=dev)
+    mask = (i[:, None] >= i[None, :]) if causal else None
+    ref = naive_attn(q[:1].float(), rep_kv(k), rep_kv(v), 1 / math.sqrt(D), mask)
+    first = lambda o: (o[0] if isinstance(o, tuple) else o)[:1]
+    gqa = dict(enable_gqa=True) if variant == "gqa" else {}
+    if "sdpa" in args.parts:
+        for name, be in (("sdpa_flash", SDPBackend.FLASH_ATTENTION),
+                         ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
+            def f(be=be):
+                with sdpa_kernel([be]):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, **gqa)
+            measure(variant, shape, name + ("" if variant != "lse" else " (no lse output)"), f,
+                    flops, ref, first)
+    if "flex" in args.parts:
+        flex = torch.compile(flex_attention, dynamic=False)
+        bm = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, M, N, device=dev) \
+            if causal else None
+        measure(variant, shape, "flex", lambda: flex(q, k, v, block_mask=bm,
+                                                     return_lse=variant == "lse", **gqa),
+                flops, ref, first)
+    del q, k, v
+    torch.cuda.empty_cache()
+
+
 def read_harness(path):
     """flashgen rows from the harness log of the same device call."""
     pat = re.compile(r"^TIME\s+(.+?)\s+(b\d+ h[\d/]+ m\d+ .+?)\s+([\d.]+) ms\s+([\d.]+) TF/s")
@@ -322,13 +403,39 @@ def write_results(path, args):
              f"`{' '.join(sys.argv[1:])}`; median ms (do_bench / CUDA events); TF/s counts "
              "unmasked work only; err = max abs vs f32 reference (first batch element).\n",
              "| variant | shape | backend | ms | TF/s | err |", "|---|---|---|---|---|---|"]
+    if getattr(args, "skipped", None):
+        lines[1] += (f" Time limit of the device call: baselines not run for {len(args.skipped)} "
+                     f"cases ({', '.join(args.skipped)}).\n")
     for r in ROWS:
         lines.append(f"| {r['variant']} | {r['shape']} | {r['backend']} | "
                      f"{'%.3f' % r['ms'] if r['ms'] else 'n/a'} | "
                      f"{'%.1f' % r['tflops'] if r['tflops'] else ''} | "
                      f"{'%.1e' % r['err'] if r['err'] is not None else ''} {r['note']} |")
     with open(path, "a") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write("\n".join(lines[:2] + summary_lines() +
+                          ["", "<details><summary>every row</summary>", ""] +
+                          lines[2:] + ["", "</details>"]) + "\n")
+
+
+def summary_lines():
+    """One line per (variant, shape): flashgen against the fastest baseline kernel, and for
+    masks against FlexAttention including its block-mask construction."""
+    cases = {}
+    for r in ROWS:
+        cases.setdefault((r["variant"], r["shape"]), {})[r["backend"]] = r["ms"]
+    out = ["| variant | shape | flashgen ms | fastest baseline (ms) | baseline / flashgen | "
+           "flex+block_mask ms |", "|---|---|---|---|---|---|"]
+    for (var, shape), b in cases.items():
+        fg = b.get("flashgen")
+        base = {k: v for k, v in b.items() if v and k != "flashgen" and
+                not k.startswith("flex_block_mask") and k != "flex+block_mask"}
+        best = min(base, key=base.get) if base else None
+        ratio = f"{base[best] / fg:.2f}" if (best and fg) else ""
+        fm = b.get("flex+block_mask")
+        out.append(f"| {var} | {shape} | {('%.3f' % fg) if fg else 'n/a'} | "
+                   f"{(best + ' %.3f' % base[best]) if best else ''} | {ratio} | "
+                   f"{('%.3f' % fm) if fm else ''} |")
+    return out
 
 
 def main():
@@ -338,6 +445,11 @@ def main():
     ap.add_argument("--shapes", default="8x16x4096", help="BxHxN list, comma separated")
     ap.add_argument("--dims", default="128")
     ap.add_argument("--max-naive-n", type=int, default=4096)
+    ap.add_argument("--sweep", action="store_true",
+                    help="time every flashgen case first (fg_bench sweep), then the baselines")
+    ap.add_argument("--deadline", type=float, default=0,
+                    help="unix time after which no new baseline case starts (results still written)")
+    ap.add_argument("--evo-batches", default="1", help="evoformer batch sizes, comma separated")
     ap.add_argument("--harness-log")
     ap.add_argument("--flashgen", help="fg_bench or flashgen binary: adds flashgen rows")
     ap.add_argument("--tmp", default="/tmp", help="where generated inputs (doc ids) go")
@@ -345,27 +457,48 @@ def main():
     ap.add_argument("--results", help="append a markdown table to this file")
     args = ap.parse_args()
     args.parts = set(args.parts.split(","))
+    args.evo_batches = [int(x) for x in args.evo_batches.split(",")]
     torch.backends.cuda.matmul.allow_tf32 = False
     torch._dynamo.config.cache_size_limit = 256
     print("device:", torch.cuda.get_device_name(), "torch", torch.__version__, flush=True)
     if args.harness_log and os.path.exists(args.harness_log):
         read_harness(args.harness_log)
-    for shp in args.shapes.split(","):
-        B, H, N = (int(x) for x in shp.split("x"))
-        for D in (int(x) for x in args.dims.split(",")):
+    shapes = [tuple(int(x) for x in shp.split("x")) for shp in args.shapes.split(",")]
+    dims = [int(x) for x in args.dims.split(",")]
+    if args.sweep:  # flashgen rows of every case first: one process per variant and head dim
+        for var in args.variants.split(","):
+            if var.startswith("evoformer"):
+                flashgen_sweep(args, var, [(B, 4, 256, 32) for B in args.evo_batches])
+                continue
+            for D in dims:
+                flashgen_sweep(args, var, [(B, H, N, D) for (B, H, N) in shapes])
+    import time
+    skipped = []
+    if args.sweep and not (args.parts & {"sdpa", "flex", "compile", "eager"}):
+        shapes = []  # flashgen rows only: all timed above
+    for (B, H, N) in shapes:
+        for D in dims:
             for var in args.variants.split(","):
+                if args.deadline and time.time() > args.deadline:
+                    skipped.append(f"{var} b{B} h{H} n{N} d{D}")
+                    continue
                 if var == "diff_attn":
                     bench_diff(args, B, H, N, D)
                 elif var == "evoformer_row":
+                    if str(D) == args.dims.split(",")[0] and (B, H, N) == shapes[0]:
+                        for eb in args.evo_batches:
+                            bench_evoformer_row(args, eb)
+                elif var in ("gqa", "lse", "cross"):
+                    bench_gqa_lse_cross(args, var, B, H, N, D)
+                elif var == "evoformer_col":
+                    # flashgen only (no baseline written for it yet)
                     if str(D) == args.dims.split(",")[0]:
-                        bench_evoformer_row(args, 1)
-                elif var in ("gqa", "lse", "cross", "evoformer_col"):
-                    # flashgen only in this run (no baseline written for these yet)
-                    if var.startswith("evoformer") and str(D) != args.dims.split(",")[0]:
-                        continue
-                    flashgen_row(args, var, B if not var.startswith("evoformer") else 1, H, N, D)
+                        flashgen_row(args, var, 1, H, N, D)
                 else:
                     bench_std(args, var, B, H, N, D)
+    if skipped:
+        print(f"deadline: skipped the baselines of {len(skipped)} cases: {', '.join(skipped)}")
+        args.skipped = skipped
     print("\n=== table ===")
     for r in ROWS:
         print(f"{r['variant']:14s} {r['shape']:26s} {r['backend']:24s} "

@@ -3,6 +3,9 @@
 //   fg_bench bench FILE SIZES [NAME=FILE.npy ...]   median ms, unmasked TFLOP/s, peak fraction
 //   fg_bench run FILE SIZES                          one run_cuda on random inputs (for
 //                                                    compute-sanitizer), prints output sums
+//   fg_bench sweep FILE SPEC...                      `bench` for each SPEC = SIZES[;NAME=FILE.npy]...
+//                                                    in one process (one compile); a failing
+//                                                    SPEC prints BENCHFAIL SIZES why
 // SIZES like b=4,h=16,m=n=4096,d=e=128. Last line of `bench`: BENCH name sizes ms tflops frac.
 #include <cmath>
 #include <cstdio>
@@ -38,6 +41,27 @@ int main(int argc, char** argv) {
   try {
     std::string mode = argv[1];
     Program p = parse_file(argv[2]).at(0);
+    if (mode == "sweep") {
+      for (int i = 3; i < argc; ++i) {
+        std::stringstream spec(argv[i]);
+        std::string text, item;
+        std::getline(spec, text, ';');
+        try {
+          TensorMap given;
+          while (std::getline(spec, item, ';')) {
+            size_t eq = item.find('=');
+            given[item.substr(0, eq)] = read_npy(item.substr(eq + 1)).tensor;
+          }
+          CudaBenchResult r = bench_cuda(p, parse(text), 5, 30, 1, given);
+          std::printf("BENCH %s %s %.5f %.2f %.4f\n", p.name.c_str(), text.c_str(), r.median_ms,
+                      r.tflops, r.tflops / r.peak_tflops);
+        } catch (const std::exception& e) {
+          std::printf("BENCHFAIL %s %s\n", text.c_str(), e.what());
+        }
+        std::fflush(stdout);
+      }
+      return 0;
+    }
     Extents sizes = parse(argv[3]);
     if (mode == "run") {
       TensorMap in = random_inputs(p, sizes, 7);

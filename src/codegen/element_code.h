@@ -5,6 +5,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,12 @@ struct ElementContext {
   // C expression reading a materialized intermediate (buffer) for `node`.
   std::function<std::string(int buffer, int node)> load;
   int assume_true = -1;  // a bool node known to be true here (full tiles)
+  // Optional: a C expression holding `node`'s value computed once outside the element loop
+  // (loop-invariant code), or "" to compute it here.
+  std::function<std::string(int node)> hoisted;
+  // C expression of the kernel's int64 error slot: `x % 0` is reported there as {2, 0, 0, node}
+  // (fg_mod_e; the runtime raises the CallError).
+  std::string err = "err";
 };
 
 class ElementEmitter {
@@ -40,11 +48,17 @@ class ElementEmitter {
   // The C type of a node's values.
   std::string ctype(DType t) const;
   std::string literal(double v, DType t) const;
+  // Static bounds [lo, hi] of an integer node's values (indices lie in [0, max_extent)), or
+  // nothing when unbounded in 64 bits. Computes the exact result range, before any i32 wrap.
+  std::optional<std::pair<int64_t, int64_t>> int_range(int node) const;
+  // An integer node whose own and operands' values provably fit 32 bits: computed in `int`.
+  bool fits32(int node) const;
 
  private:
   const Plan& plan_;
   const PlanKernel& k_;
   const TargetTable& t_;
+  mutable std::map<int, std::optional<std::pair<int64_t, int64_t>>> ranges_, exact_;
 };
 
 }  // namespace flashgen

@@ -43,15 +43,20 @@ FG_FN float fg_f8e4m3(uint8_t b) {
 FG_FN float fg_f8e5m2(uint8_t b) { return fg_f16((uint16_t)((uint16_t)b << 8)); }
 FG_FN float fg_relu(float x) { return x > 0 ? x : (x != x ? x : 0.f); }
 FG_FN int64_t fg_relu(int64_t x) { return x > 0 ? x : 0; }
+FG_FN int fg_relu(int x) { return x > 0 ? x : 0; }
 FG_FN float fg_abs(float x) { return fabsf(x); }
 FG_FN int64_t fg_abs(int64_t x) { return x < 0 ? -x : x; }
+FG_FN int fg_abs(int x) { return x < 0 ? -x : x; }
 FG_FN float fg_max(float a, float b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }
 FG_FN float fg_min(float a, float b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }
 FG_FN int64_t fg_max(int64_t a, int64_t b) { return a > b ? a : b; }
 FG_FN int64_t fg_min(int64_t a, int64_t b) { return a < b ? a : b; }
+FG_FN int fg_max(int a, int b) { return a > b ? a : b; }
+FG_FN int fg_min(int a, int b) { return a < b ? a : b; }
 /* clamp as the reference: x < lo gives lo, else x > hi gives hi (also when lo > hi); NaN anywhere gives NaN. */
 FG_FN float fg_clamp(float x, float lo, float hi) { return (lo != lo || hi != hi) ? NAN : (x < lo ? lo : (x > hi ? hi : x)); }
 FG_FN int64_t fg_clamp(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : (x > hi ? hi : x); }
+FG_FN int fg_clamp(int x, int lo, int hi) { return x < lo ? lo : (x > hi ? hi : x); }
 /* Floor modulo; b == -1 gives 0 (also INT64_MIN % -1); b == 0 gives 0 here (fg_mod_e reports it). */
 FG_FN int64_t fg_mod(int64_t a, int64_t b) { if (b == 0 || b == -1) return 0; int64_t m = a % b; return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m; }
 /* i32 values live in int64: the 32-bit wrap of an i32 op's result (ir/scalar_semantics.h). */
@@ -77,14 +82,23 @@ FG_FN float fg_safe(float m) { return m == -INFINITY ? 0.f : m; }
 FG_FN float fg_rescale(float mold, float mnew) { return mold == -INFINITY ? 0.f : expf(mold - fg_safe(mnew)); }
 )";
 
-// CPU only: floor modulo that reports x % 0 through the kernel's err slot as {2, 0, 0, node}
-// (the first error wins; run_cpu raises the CallError) and then yields 0.
+// Floor modulo that reports x % 0 through the kernel's err slot as {2, 0, 0, node} (the first
+// error wins; run_cpu / run_cuda raise the CallError) and then yields 0.
 const char* kCpuModPrelude = R"(
 static inline int64_t fg_mod_e(int64_t* err, int64_t node, int64_t a, int64_t b) {
   if (b == 0) {
     int64_t z = 0;
     if (__atomic_compare_exchange_n(&err[0], &z, (int64_t)2, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
       err[3] = node;
+    return 0;
+  }
+  return fg_mod(a, b);
+}
+)";
+const char* kCudaModPrelude = R"(
+static __device__ __forceinline__ int64_t fg_mod_e(int64_t* err, int64_t node, int64_t a, int64_t b) {
+  if (b == 0) {
+    if (atomicCAS((unsigned long long*)err, 0ull, 2ull) == 0ull) { err[3] = node; __threadfence(); }
     return 0;
   }
   return fg_mod(a, b);
@@ -127,11 +141,12 @@ TargetTable make_cuda(Target which) {
   t.fn_qualifier = "static __device__ __forceinline__";
   t.kernel_qualifier = "extern \"C\" __global__";
   t.float_fn = math_fns();
+  t.max_extent = INT32_MAX;  // run_cuda rejects larger extents: rows and keys are `int`
   t.prelude = "#define memcpy __builtin_memcpy\ntypedef long long int64_t; typedef unsigned "
               "long long uint64_t;\ntypedef unsigned int uint32_t; typedef unsigned short "
               "uint16_t; typedef unsigned char uint8_t;\n#define INFINITY __int_as_float(0x7f800000)\n"
               "#define NAN __int_as_float(0x7fffffff)\n" +
-              with_qualifier(kCommonPrelude, t.fn_qualifier);
+              with_qualifier(kCommonPrelude, t.fn_qualifier) + kCudaModPrelude;
   return t;
 }
 

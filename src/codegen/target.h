@@ -6,6 +6,7 @@
 // CUDA backend adds its own in codegen/cuda/.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -24,6 +25,10 @@ struct TargetTable {
   std::string kernel_qualifier = "extern \"C\"";  // entry points
   std::map<Op, std::string> float_fn;  // Exp -> "expf", ...: called with float args
   std::string prelude;                 // helper definitions, emitted once per source
+  // Largest extent of any dim the target's runtime accepts: index values lie in [0, this).
+  // Integer element code whose range then provably fits 32 bits computes in `int` (CUDA's
+  // 64-bit integer ops and conversions cost several instructions each).
+  int64_t max_extent = INT64_MAX;
 };
 
 // The table of a target (cpu; cuda-sm80/cuda-sm90 share the CUDA entries).

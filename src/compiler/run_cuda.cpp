@@ -7,6 +7,7 @@
 // bench_cuda times the same launch with device events (median of warm runs).
 // Tests: tests/gpu/cuda_examples_test.cpp (GPU), tests/cuda/nvrtc_examples_test.cpp (NVRTC).
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "codegen/cuda/emit_sm80.h"
 #include "compiler/pipeline.h"
 #include "flashgen/error.h"
+#include "ir/scalar_semantics.h"
 #include "runtime/compile_cache.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/nvrtc.h"
@@ -106,6 +108,12 @@ Bound bind_call(const Loaded& L, const Program& p, const TensorMap& inputs, cons
     auto it = ext.find(d);
     b.extv.push_back(it == ext.end() ? 0 : it->second);
   }
+  // Rows, keys and the element code's integer indices are 32-bit on the device (the emitter
+  // narrows index arithmetic by this bound: TargetTable::max_extent).
+  for (size_t d = 0; d < b.extv.size(); ++d)
+    if (b.extv[d] > INT32_MAX)
+      throw CallError("dimension '" + p.dims[d] + "' has extent " + std::to_string(b.extv[d]) +
+                      "; the CUDA backend takes extents up to 2^31 - 1");
   const int NB = la.num_buffers, R = la.max_rank;
   b.params.assign(NB + NB * R + la.num_dims + 1, 0);
   for (int i = 0; i < NB; ++i) {
@@ -136,6 +144,7 @@ Bound bind_call(const Loaded& L, const Program& p, const TensorMap& inputs, cons
   b.params.back() = static_cast<int64_t>(b.err.ptr());
   int64_t P = 1;
   for (int d : la.par_dims) P *= b.extv[d];
+  P *= la.value_split;
   int64_t M = b.extv[la.row_dim];
   if (P == 0 || M == 0) {
     b.empty = true;
@@ -164,10 +173,12 @@ void launch(const Loaded& L, Bound& b, CudaStreamHandle stream) {
   L.kernel.launch(b.grid, b.block, L.src.launch.smem_bytes, stream, args);
 }
 
-void check_gathers(const Program& p, const Bound& b) {
+void check_errors(const Program& p, const Plan& plan, const Bound& b) {
   int64_t err[4];
   b.err.download(err, sizeof err);
   if (!err[0]) return;
+  if (err[0] == 2)  // integer x % 0 (fg_mod_e): err[3] = node id of the program
+    scalar::throw_mod_by_zero(plan.program.nodes[err[3]].loc);
   const Parameter& P = p.params[err[1]];
   int d = P.dims[err[2]];
   throw CallError("index " + std::to_string(err[3]) + " is out of range [0, " +
@@ -243,7 +254,7 @@ TensorMap run_cuda(const Program& p, const TensorMap& inputs, const Extents& ext
   Bound b = bind_call(*L, p, inputs, ext);
   launch(*L, b, nullptr);
   cuda_synchronize();
-  check_gathers(p, b);
+  check_errors(p, L->plan, b);
   TensorMap out;
   for (size_t i = 0; i < L->plan.buffers.size(); ++i) {
     const PlanBuffer& B = L->plan.buffers[i];
@@ -268,7 +279,7 @@ CudaBenchResult bench_cuda(const Program& p, const Extents& sizes, int warmup, i
   CudaStream stream;
   CudaTiming t = cuda_time([&](CudaStreamHandle s) { launch(*L, b, s); }, warmup, iters,
                            stream.get());
-  check_gathers(p, b);
+  check_errors(p, L->plan, b);
   const Sm80Launch& la = L->src.launch;
   CudaBenchResult r;
   r.device = cuda_device_info().name;

@@ -62,6 +62,19 @@ TEST_P(NvrtcExamples, CompilesForSm80AndSm90a) {
 
 INSTANTIATE_TEST_SUITE_P(All, NvrtcExamples, ::testing::ValuesIn(kExamples));
 
+TEST(CudaEmit, WideValuesSplitIntoColumnChunks) {
+  // diff_attn at d = 128, e = 256: two 256-wide accumulators do not fit the registers, so
+  // blocks take 128-column chunks of e (a grid factor) and per-row outputs come from chunk 0.
+  Program p = example("diff_attn");
+  std::string src = emit_cuda(p, Target::cuda_sm80, {{"d", 128}, {"e", 256}});
+  EXPECT_NE(src.find("kValueDim = 128"), std::string::npos);
+  EXPECT_NE(src.find("ctx.vc = (int)(rem % 2)"), std::string::npos);
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
+  std::string cubin = compile_cuda_cubin(p, Target::cuda_sm80, {{"d", 128}, {"e", 256}}, "sm_90a");
+  EXPECT_EQ(cubin.substr(1, 3), "ELF");
+}
+
 TEST(CudaEmit, SourceDependsOnHeadDimsOnly) {
   // (no NVRTC needed: emission only)
   Program p = example("causal");

@@ -167,5 +167,53 @@ TEST(CudaBackend, OutOfRangeGatherNamesTheParameter) {
   }
 }
 
+// Programs not among the examples. Two softmax groups over one 256-wide value (the emitter
+// splits the value columns across blocks) plus a per-row logsumexp that only the first column
+// chunk writes; and index arithmetic with a data-dependent floor modulo (32-bit index code).
+const char* kUnseen =
+    "program two_groups(q1: bf16[h, m, d], k1: bf16[h, n, d], q2: bf16[h, m, d],\n"
+    "                   k2: bf16[h, n, d], v: bf16[h, n, e]) {\n"
+    "  s1 = sum(q1 * k1, d) / sqrt(size(d))\n"
+    "  s2 = where(n <= m, sum(q2 * k2, d) / sqrt(size(d)), -inf)\n"
+    "  out o: bf16[h, m, e] = sum(softmax(s1, n) * v, n) + 0.5 * sum(softmax(s2, n) * v, n)\n"
+    "  out l: f32[h, m] = logsumexp(s2, n)\n"
+    "}\n"
+    "program strided(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], p: i32[h]) {\n"
+    "  s = sum(q * k, d) / sqrt(size(d)) + 0.25 * f32((n - m) % p[h])\n"
+    "  out o: bf16[h, m, e] = sum(softmax(where(n - m <= 3, s, -inf), n) * v, n)\n"
+    "}\n";
+
+TEST(CudaBackend, UnseenProgramsMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  std::vector<Program> ps = parse_source(kUnseen, "unseen.attn");
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{7, 77}, {333, 200}}) {
+    check_example(ps[0], {{"h", 3}, {"m", m}, {"n", n}, {"d", 64}, {"e", 256}}, 5);
+    Extents ext = {{"h", 3}, {"m", m}, {"n", n}, {"d", 64}, {"e", 64}};
+    TensorMap in = random_inputs(ps[1], ext, 9);
+    Tensor per(DType::i32, {3});
+    for (int64_t i = 0; i < 3; ++i) per.set(i, double(i == 1 ? -5 : 3 + 4 * i));
+    in["p"] = per;
+    TensorMap want = evaluate_reference_f64(ps[1], in);
+    TensorMap got = run_cuda(ps[1], in);
+    int64_t bad = 0;
+    EXPECT_LE(rms_diff(got.at("o"), want.at("o"), &bad), 0.01) << ps[1].name;
+    EXPECT_EQ(bad, 0);
+  }
+}
+
+TEST(CudaBackend, ModuloByZeroIsACallError) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  Program p = parse_source(kUnseen, "unseen.attn").at(1);
+  Extents ext = {{"h", 2}, {"m", 9}, {"n", 9}, {"d", 64}, {"e", 64}};
+  TensorMap in = random_inputs(p, ext, 4);
+  in["p"] = Tensor(DType::i32, {2});  // zeros
+  try {
+    run_cuda(p, in, {});
+    FAIL() << "expected a CallError";
+  } catch (const CallError& e) {
+    EXPECT_NE(std::string(e.what()).find("modulo by zero"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace flashgen

@@ -305,13 +305,20 @@ class Sm80Writer {
     // Launch shape (tuning from bench/NOTES.md).
     const int Sn = static_cast<int>(scores_.size()), A = static_cast<int>(pv_.size());
     mw_ = (Sn == 1 && A == 1 && DV_ <= 128 && D_ <= 128) ? 2 : 1;
+    // Value-column split: when the accumulators of all value columns would not fit the
+    // registers (more than 128 f32 per thread), blocks take column chunks of the value dim
+    // (a grid factor) and recompute the scores per chunk, as FA2 does for wide heads.
+    vsplit_ = 1;
+    while (A * mw_ * (DV_ / vsplit_) / 2 > 128 && (DV_ / (2 * vsplit_)) % 32 == 0) vsplit_ *= 2;
+    DVc_ = DV_ / vsplit_;
+    launch_.value_split = vsplit_;
     min_blocks_ = mw_ == 2 ? 2 : 1;
     skip_ = D_ >= 96 || Sn == 2;
     launch_.entry = k_.name;
     launch_.warps = 4;
     launch_.block_m = 16 * mw_ * 4;
     launch_.smem_bytes = static_cast<int>(Sn * launch_.block_m * D_ * 2 +
-                                          2 * (Sn * 64 * D_ * 2 + vbufs_.size() * 64 * DV_ * 2));
+                                          2 * (Sn * 64 * D_ * 2 + vbufs_.size() * 64 * DVc_ * 2));
     launch_.row_dim = k_.row_dim;
     for (int d : k_.grid)
       if (d != k_.row_dim) launch_.par_dims.push_back(d);
@@ -327,8 +334,10 @@ class Sm80Writer {
     launch_.value_dim = DV_;
     launch_.mask_node = k_.tiles.mask;
   }
-  int mw_ = 1, min_blocks_ = 1;
+  int mw_ = 1, min_blocks_ = 1, vsplit_ = 1;
+  int64_t DVc_ = 0;  // value columns per block (DV_ / vsplit_)
   bool skip_ = false;
+  mutable std::set<int> hoisted_;  // nodes computed once per block in make_ctx
 
   // ---- element code ----
   std::string buf(int b) const { return "ctx.B" + S(b); }
@@ -339,11 +348,32 @@ class Sm80Writer {
     return "ctx.n" + S(d);
   }
   // A context: `idx` names the index of row/red/value dims; `acc` maps accumulators.
+  // Values over parallel dims only (slope[h], a scalar weight, a per-head bias) are the same
+  // for every element of a block: computed once in make_ctx and read from Ctx (no per-element
+  // loads; the compiler cannot hoist loads across the loop's shared-memory asm).
+  bool hoistable(int id) const {
+    const Node& n = N(id);
+    if (n.op == Op::Const || n.op == Op::Index || n.op == Op::Size) return false;
+    for (int d : n.dims)
+      if (!is_par(d)) return false;
+    std::set<int> anc;
+    ancestors(id, anc);
+    for (int a : anc)
+      if (N(a).op == Op::Param || N(a).op == Op::Gather) return true;
+    return false;
+  }
   ElementContext context(std::function<std::string(int)> idx,
                          std::function<std::string(int)> acc, int assume_true,
-                         ElementContext* self) const {
+                         ElementContext* self, bool hoist = true) const {
     ElementContext c;
     c.assume_true = assume_true;
+    c.err = "ctx.err";
+    if (hoist)
+      c.hoisted = [this](int node) -> std::string {
+        if (!hoistable(node)) return "";
+        hoisted_.insert(node);
+        return "ctx.h" + S(node);
+      };
     c.index = [this, idx](int d) {
       if (is_par(d)) return "ctx.g" + S(d);
       std::string s = idx(d);
@@ -474,7 +504,7 @@ class Sm80Writer {
     os << "struct Spec {\n";
     os << "  static constexpr int kNumScores = " << Sn << ", kNumGroups = " << G
        << ", kNumV = " << V << ", kNumAcc = " << A << ";\n";
-    os << "  static constexpr int kHeadDim = " << D_ << ", kValueDim = " << DV_
+    os << "  static constexpr int kHeadDim = " << D_ << ", kValueDim = " << DVc_
        << ", kWarps = 4, kWarpMBlocks = " << mw_ << ", kBlockN = 64, kMinBlocks = " << min_blocks_
        << ";\n";
     os << "  static constexpr bool kReverseM = " << (k_.tiles.mask >= 0 ? "true" : "false")
@@ -486,54 +516,8 @@ class Sm80Writer {
     for (int a = 0; a < A - 1; ++a) os << "a == " << a << " ? " << pv_[a].vidx << " : ";
     os << pv_[A - 1].vidx << "; }\n";
     os << "  using Params = ::Params;\n";
-    // Ctx
-    os << "  struct Ctx : fg::CtxBase<" << Sn << ", " << V << "> {\n";
-    for (int d = 0; d < ND; ++d) os << "    int64_t n" << d << ";  // " << p_.dims[d] << "\n";
-    for (int d : launch_.par_dims) os << "    int64_t g" << d << ";\n";
-    for (int b = 0; b < NB; ++b) {
-      const PlanBuffer& B = plan_.buffers[b];
-      bool in = B.kind == PlanBuffer::Input;
-      os << "    " << (in ? "const " : "") << storage_type(B.type) << "* B" << b << ";  // "
-         << B.name << "\n";
-      for (size_t i = 0; i < B.dims.size(); ++i) os << "    int64_t s" << b << "_" << i << ";\n";
-    }
-    os << "    int64_t* err;\n  };\n";
-    // num_parallel, make_ctx
-    os << "  static __device__ int num_parallel(const Params& p) {\n    return (int)(1";
-    for (int d : launch_.par_dims) os << " * p.ext[" << d << "]";
-    os << ");\n  }\n";
-    os << "  static __device__ void make_ctx(const Params& p, int par, Ctx& ctx) {\n";
-    for (int d = 0; d < ND; ++d) os << "    ctx.n" << d << " = p.ext[" << d << "];\n";
-    os << "    int64_t rem = par; (void)rem;\n";
-    for (auto it = launch_.par_dims.rbegin(); it != launch_.par_dims.rend(); ++it)
-      os << "    ctx.g" << *it << " = rem % ctx.n" << *it << "; rem /= ctx.n" << *it << ";\n";
-    for (int b = 0; b < NB; ++b) {
-      const PlanBuffer& B = plan_.buffers[b];
-      bool in = B.kind == PlanBuffer::Input;
-      os << "    ctx.B" << b << " = (" << (in ? "const " : "") << storage_type(B.type) << "*)p.buf["
-         << b << "];\n";
-      for (size_t i = 0; i < B.dims.size(); ++i)
-        os << "    ctx.s" << b << "_" << i << " = p.st[" << b << "][" << i << "];\n";
-    }
-    os << "    ctx.err = p.err;\n";
-    os << "    ctx.M = (int)ctx.n" << k_.row_dim << "; ctx.N = (int)ctx.n" << k_.red_dim << ";\n";
-    auto operand = [&](const char* f, int i, int b, int lead) {
-      const PlanBuffer& B = plan_.buffers[b];
-      std::string off = "0";
-      std::string ld = "0";
-      for (size_t j = 0; j < B.dims.size(); ++j) {
-        if (is_par(B.dims[j])) off += " + ctx.g" + S(B.dims[j]) + " * ctx.s" + S(b) + "_" + S(j);
-        if (B.dims[j] == lead) ld = "ctx.s" + S(b) + "_" + S(j);
-      }
-      os << "    ctx." << f << "[" << i << "] = (const fg::bf16raw*)ctx.B" << b << " + (" << off
-         << ");\n    ctx." << f << "_ld[" << i << "] = " << ld << ";\n";
-    };
-    for (int s = 0; s < Sn; ++s) {
-      operand("q", s, scores_[s].qbuf, k_.row_dim);
-      operand("k", s, scores_[s].kbuf, k_.red_dim);
-    }
-    for (int i = 0; i < V; ++i) operand("v", i, vbufs_[i], k_.red_dim);
-    os << "  }\n";
+    // The element code first: it decides which values make_ctx hoists.
+    std::ostringstream bd;
     // gathers
     for (const PlanValue& v : k_.values) {
       const Node& n = N(v.node);
@@ -541,23 +525,23 @@ class Sm80Writer {
       int b = buffer_of_param(n.param);
       if (!const_cast<std::set<int>&>(gathered_).insert(b).second) continue;
       const Parameter& P = p_.params[n.param];
-      os << "  static __device__ " << em_.ctype(P.type == DType::i32 ? DType::i64 : P.type)
+      bd << "  static __device__ " << em_.ctype(P.type == DType::i32 ? DType::i64 : P.type)
          << " G" << b << "(const Ctx& ctx";
-      for (size_t i = 0; i < P.dims.size(); ++i) os << ", int64_t i" << i;
-      os << ") {\n";
+      for (size_t i = 0; i < P.dims.size(); ++i) bd << ", int64_t i" << i;
+      bd << ") {\n";
       std::string off = "0";
       const bool checked = !unchecked_.count(n.param);
       for (size_t i = 0; i < P.dims.size(); ++i) {
         if (checked)
-          os << "    if (i" << i << " < 0 || i" << i << " >= ctx.n" << P.dims[i]
+          bd << "    if (i" << i << " < 0 || i" << i << " >= ctx.n" << P.dims[i]
              << ") { fg_gather_error(ctx.err, " << n.param << ", " << i << ", i" << i
              << "); return 0; }\n";
         off += " + i" + S(i) + " * ctx.s" + S(b) + "_" + S(i);
       }
-      if (!checked) os << "    // indices are dim indices: the host checked their extents\n";
-      os << "    return " << load_conv(P.type, "ctx.B" + S(b) + "[" + off + "]") << ";\n  }\n";
+      if (!checked) bd << "    // indices are dim indices: the host checked their extents\n";
+      bd << "    return " << load_conv(P.type, "ctx.B" + S(b) + "[" + off + "]") << ";\n  }\n";
     }
-    os << classify_code();
+    bd << classify_code();
     // scores
     std::vector<std::string> scale(G), masked(G), plain(G);
     for (int g = 0; g < G; ++g) {
@@ -575,18 +559,18 @@ class Sm80Writer {
       plain[g] = scaled(groups_[g].arg, cf, &sc2);
       scale[g] = sc1;
     }
-    os << "  template <int g>\n  static __device__ float score_scale(const Ctx& ctx) {\n"
+    bd << "  template <int g>\n  static __device__ float score_scale(const Ctx& ctx) {\n"
           "    (void)ctx;\n";
     for (int g = 0; g < G; ++g)
-      os << "    if (g == " << g << ") return fg::kLog2e" << scale[g] << ";\n";
-    os << "    return fg::kLog2e;\n  }\n";
-    os << "  template <int g, bool kMasked>\n  static __device__ float score(const float (&c)["
+      bd << "    if (g == " << g << ") return fg::kLog2e" << scale[g] << ";\n";
+    bd << "    return fg::kLog2e;\n  }\n";
+    bd << "  template <int g, bool kMasked>\n  static __device__ float score(const float (&c)["
        << Sn << "], int m, int n, const Ctx& ctx) {\n    (void)c; (void)m; (void)n; (void)ctx;\n";
     for (int g = 0; g < G; ++g) {
-      os << "    if (g == " << g << ") {\n      if (kMasked) return " << masked[g]
+      bd << "    if (g == " << g << ") {\n      if (kMasked) return " << masked[g]
          << ";\n      return " << plain[g] << ";\n    }\n";
     }
-    os << "    return 0.f;\n  }\n";
+    bd << "    return 0.f;\n  }\n";
     // stores
     auto acc_map = [this](int node) -> std::string {
       for (size_t a = 0; a < pv_.size(); ++a)
@@ -599,6 +583,7 @@ class Sm80Writer {
       return "";
     };
     std::ostringstream st, sr, pairs, after;
+    const std::string ebase = vsplit_ > 1 ? "ctx.vc * " + S(DVc_) + " + " : "";
     for (int b : k_.writes) {
       const PlanBuffer& B = plan_.buffers[b];
       bool per_e = std::find(B.dims.begin(), B.dims.end(), vdim_) != B.dims.end();
@@ -620,23 +605,85 @@ class Sm80Writer {
         // The runtime allocates outputs packed, so columns e, e+1 are adjacent: one 4-byte store.
         st << "      vals" << b << "[j] = " << val << ";\n";
         pairs << "    float vals" << b << "[2];\n";
-        after << "    {\n      const int e = e0;\n      fg::store_bf16x2(&ctx.B" << b << "[" << off
+        after << "    {\n      const int e = " << ebase << "e0;\n      fg::store_bf16x2(&ctx.B" << b << "[" << off
               << "], vals" << b << "[0], vals" << b << "[1]);\n    }\n";
       } else {
         st << "      ctx.B" << b << "[" << off << "] = " << conv << ";\n";
       }
     }
-    os << "  static __device__ void store(const Ctx& ctx, int m, int e0, const float (&o)[" << A
+    bd << "  static __device__ void store(const Ctx& ctx, int m, int e0, const float (&o)[" << A
        << "][2], const fg::RowStats<" << G << ">& st) {\n"
        << "    (void)ctx; (void)m; (void)o; (void)st;\n" << pairs.str()
-       << "#pragma unroll\n    for (int j = 0; j < 2; ++j) {\n      const int e = e0 + j; (void)e;\n"
+       << "#pragma unroll\n    for (int j = 0; j < 2; ++j) {\n      const int e = " << ebase
+       << "e0 + j; (void)e;\n"
        << "      float oj[" << A << "];\n#pragma unroll\n      for (int a = 0; a < " << A
        << "; ++a) oj[a] = o[a][j];\n      (void)oj;\n"
        << st.str() << "    }\n" << after.str() << "  }\n";
-    os << "  static __device__ void store_row(const Ctx& ctx, int m, const fg::RowStats<" << G
+    bd << "  static __device__ void store_row(const Ctx& ctx, int m, const fg::RowStats<" << G
        << ">& st) {\n    (void)ctx; (void)m; (void)st;\n    float oj[1] = {0.f}; (void)oj;\n"
+       << (vsplit_ > 1 ? "    if (ctx.vc != 0) return;  // per-row values: chunk 0 writes them\n" : "")
        << sr.str() << "  }\n";
-    os << "};\n\n";
+    // Ctx
+    os << "  struct Ctx : fg::CtxBase<" << Sn << ", " << V << "> {\n";
+    for (int d = 0; d < ND; ++d) os << "    int64_t n" << d << ";  // " << p_.dims[d] << "\n";
+    for (int d : launch_.par_dims) os << "    int64_t g" << d << ";\n";
+    if (vsplit_ > 1) os << "    int vc;  // value-column chunk: columns [vc, vc + 1) * " << DVc_ << "\n";
+    for (int b = 0; b < NB; ++b) {
+      const PlanBuffer& B = plan_.buffers[b];
+      bool in = B.kind == PlanBuffer::Input;
+      os << "    " << (in ? "const " : "") << storage_type(B.type) << "* B" << b << ";  // "
+         << B.name << "\n";
+      for (size_t i = 0; i < B.dims.size(); ++i) os << "    int64_t s" << b << "_" << i << ";\n";
+    }
+    for (int h : hoisted_) os << "    " << em_.ctype(N(h).type) << " h" << h << ";  // " << node_text(p_, h) << "\n";
+    os << "    int64_t* err;\n  };\n";
+    // num_parallel, make_ctx
+    os << "  static __device__ int num_parallel(const Params& p) {\n    return (int)(" << vsplit_;
+    for (int d : launch_.par_dims) os << " * p.ext[" << d << "]";
+    os << ");\n  }\n";
+    os << "  static __device__ void make_ctx(const Params& p, int par, Ctx& ctx) {\n";
+    for (int d = 0; d < ND; ++d) os << "    ctx.n" << d << " = p.ext[" << d << "];\n";
+    os << "    int64_t rem = par; (void)rem;\n";
+    if (vsplit_ > 1) os << "    ctx.vc = (int)(rem % " << vsplit_ << "); rem /= " << vsplit_ << ";\n";
+    for (auto it = launch_.par_dims.rbegin(); it != launch_.par_dims.rend(); ++it)
+      os << "    ctx.g" << *it << " = rem % ctx.n" << *it << "; rem /= ctx.n" << *it << ";\n";
+    for (int b = 0; b < NB; ++b) {
+      const PlanBuffer& B = plan_.buffers[b];
+      bool in = B.kind == PlanBuffer::Input;
+      os << "    ctx.B" << b << " = (" << (in ? "const " : "") << storage_type(B.type) << "*)p.buf["
+         << b << "];\n";
+      for (size_t i = 0; i < B.dims.size(); ++i)
+        os << "    ctx.s" << b << "_" << i << " = p.st[" << b << "][" << i << "];\n";
+    }
+    os << "    ctx.err = p.err;\n";
+    {
+      ElementContext ch;
+      ch = context([](int) { return std::string(); }, [](int) { return std::string(); }, -1, &ch,
+                   /*hoist=*/false);
+      for (int h : hoisted_)
+        os << "    ctx.h" << h << " = " << em_.compute(h, ch) << ";\n";
+    }
+    os << "    ctx.M = (int)ctx.n" << k_.row_dim << "; ctx.N = (int)ctx.n" << k_.red_dim << ";\n";
+    auto operand = [&](const char* f, int i, int b, int lead) {
+      const PlanBuffer& B = plan_.buffers[b];
+      std::string off = "0";
+      std::string ld = "0";
+      for (size_t j = 0; j < B.dims.size(); ++j) {
+        if (is_par(B.dims[j])) off += " + ctx.g" + S(B.dims[j]) + " * ctx.s" + S(b) + "_" + S(j);
+        if (B.dims[j] == lead) ld = "ctx.s" + S(b) + "_" + S(j);
+        if (vsplit_ > 1 && lead == k_.red_dim && B.dims[j] == vdim_ && f == std::string("v"))
+          off += " + (int64_t)ctx.vc * " + S(DVc_) + " * ctx.s" + S(b) + "_" + S(j);
+      }
+      os << "    ctx." << f << "[" << i << "] = (const fg::bf16raw*)ctx.B" << b << " + (" << off
+         << ");\n    ctx." << f << "_ld[" << i << "] = " << ld << ";\n";
+    };
+    for (int s = 0; s < Sn; ++s) {
+      operand("q", s, scores_[s].qbuf, k_.row_dim);
+      operand("k", s, scores_[s].kbuf, k_.red_dim);
+    }
+    for (int i = 0; i < V; ++i) operand("v", i, vbufs_[i], k_.red_dim);
+    os << "  }\n";
+    os << bd.str() << "};\n\n";
     os << "extern \"C\" __global__ void __launch_bounds__(32 * Spec::kWarps, Spec::kMinBlocks)\n"
        << k_.name << "(const Params p) { fg::attn_fwd_sm80<Spec>(p); }\n";
     return os.str();

@@ -30,6 +30,7 @@ struct Sm80Launch {
   int warps = 4, block_m = 128, smem_bytes = 0;
   int row_dim = -1;             // grid x covers ceil(ext(row_dim) / block_m) tiles
   std::vector<int> par_dims;    // flattened into grid y/z: product of their extents
+  int value_split = 1;          // times this many value-column chunks (innermost)
   int num_buffers = 0, max_rank = 1, num_dims = 0;
   // Params = { const void* buf[num_buffers]; i64 st[num_buffers][max_rank];
   //            i64 ext[num_dims]; i64* err; }  (all 8-byte fields, in this order)
