@@ -26,6 +26,10 @@ namespace flashgen {
 
 namespace {
 
+// Outputs and intermediates the kernels write: int64 for integers (all 64 bits exact), double
+// for everything else (run_cpu rounds to the declared dtype).
+std::string out_storage(DType t) { return is_integer(t) ? "int64_t" : "double"; }
+
 std::string storage_type(DType t) {
   switch (t) {
     case DType::f32: return "float";
@@ -139,7 +143,7 @@ class KernelWriter {
     for (size_t b = 0; b < plan_.buffers.size(); ++b) {
       const PlanBuffer& B = plan_.buffers[b];
       bool in = B.kind == PlanBuffer::Input;
-      std::string ty = in ? storage_type(B.type) : "double";
+      std::string ty = in ? storage_type(B.type) : out_storage(B.type);
       os_ << "  " << (in ? "const " : "") << ty << "* " << T_.restrict_kw << " B" << b << " = ("
           << (in ? "const " : "") << ty << "*)bufs[" << b << "]; (void)B" << b << ";\n";
       for (size_t i = 0; i < B.dims.size(); ++i)
@@ -528,7 +532,8 @@ class KernelWriter {
     std::string off = "0";
     for (size_t i = 0; i < B.dims.size(); ++i)
       off += " + " + index_of(B.dims[i]) + " * s" + std::to_string(b) + "_" + std::to_string(i);
-    os_ << ind_ << "B" << b << "[" << off << "] = (double)(" << cpu_math(em_.value(B.node, c)) << ");\n";
+    os_ << ind_ << "B" << b << "[" << off << "] = (" << out_storage(B.type) << ")("
+        << cpu_math(em_.value(B.node, c)) << ");\n";
     close_loops(v.local_dims.size());
   }
   // Interval arithmetic of the mask over the tile (codegen/interval_code.h): cls 0 = false everywhere (skip), 2 = true

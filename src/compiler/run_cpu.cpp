@@ -3,6 +3,8 @@
 // another dtype are converted first), runs the kernels in order, reports out-of-range gathers
 // as CallError naming the parameter, and returns outputs of their declared dtype.
 // Test: tests/cpu/cpu_examples_test.cpp.
+#include <cstdint>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -83,7 +85,9 @@ TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extr
   std::vector<Tensor> held;  // converted inputs
   std::vector<void*> bufs(plan.buffers.size(), nullptr);
   std::vector<int64_t> strides;
-  std::vector<std::vector<double>> owned(plan.buffers.size());
+  // Written buffers: 8 bytes per element, int64 for integer dtypes and double otherwise (the
+  // kernels' out_storage in codegen/cpu.cpp).
+  std::vector<std::vector<int64_t>> owned(plan.buffers.size());
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
     const PlanBuffer& B = plan.buffers[b];
     if (B.kind == PlanBuffer::Input) {
@@ -99,7 +103,7 @@ TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extr
         st[i] = n;
         n *= extv[B.dims[i]];
       }
-      owned[b].assign(static_cast<size_t>(n), 0.0);
+      owned[b].assign(static_cast<size_t>(n), 0);  // 0 and 0.0 share their bits
       bufs[b] = owned[b].data();
       strides.insert(strides.end(), st.begin(), st.end());
     }
@@ -128,8 +132,19 @@ TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extr
     std::vector<int64_t> shape;
     for (int d : B.dims) shape.push_back(extv[d]);
     Tensor t(B.type, shape);
-    const std::vector<double>& src = owned[b];
-    for (size_t i = 0; i < src.size(); ++i) t.set(static_cast<int64_t>(i), src[i]);
+    const std::vector<int64_t>& src = owned[b];
+    if (B.type == DType::i64) {
+      if (!src.empty()) std::memcpy(t.data(), src.data(), 8 * src.size());
+    } else if (B.type == DType::i32) {  // i32 values are already wrapped to 32 bits
+      auto* dst = static_cast<int32_t*>(t.data());
+      for (size_t i = 0; i < src.size(); ++i) dst[i] = static_cast<int32_t>(src[i]);
+    } else {
+      for (size_t i = 0; i < src.size(); ++i) {
+        double v;
+        std::memcpy(&v, &src[i], 8);
+        t.set(static_cast<int64_t>(i), v);
+      }
+    }
     out[B.name] = t;
   }
   return out;

@@ -78,6 +78,26 @@ TEST(Semantics, I32ArithmeticWraps) {
 }
 
 // i32 sums accumulate modulo 2^64 and wrap to 32 bits; i32 products inside a sum wrap first.
+// i64 outputs keep all 64 bits (the CPU backend's output buffers are int64 for integer
+// outputs, not double): values near 2^62 differ from their neighbours only in the low bits.
+TEST(Semantics, I64OutputsAreExact) {
+  Program p = parse_one(
+      "program big(x: i64[m], y: i64[n]) {\n"
+      "  out o: i64[m, n] = x * 4096 + y\n"
+      "  out s: i64[m] = sum(x + y, n)\n"
+      "}\n");
+  std::mt19937_64 rng(13);
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{7, 13}, {1, 1}, {33, 5}}) {
+    std::vector<int64_t> x(m), y(n);
+    for (auto& v : x) v = (int64_t(1) << 50) + static_cast<int64_t>(rng() % 1000);
+    for (auto& v : y) v = static_cast<int64_t>(rng() % 4095) + 1;  // odd low bits
+    TensorMap in = {{"x", i64_tensor(x)}, {"y", i64_tensor(y)}};
+    expect_exact(p, in);
+    std::vector<int64_t> o = ints(run_cpu(p, in).at("o"));
+    EXPECT_EQ(o[0], x[0] * 4096 + y[0]);
+  }
+}
+
 TEST(Semantics, I32ReductionsWrap) {
   Program p = parse_one(
       "program i32sum(a: i32[m, n], b: i32[n]) {\n"

@@ -10,6 +10,9 @@
 // BackendError that says what did not fit (no silent fallback).
 // Head dims (the eliminated dims) and dtypes specialize the source; every other extent is a
 // run-time value in Params, so one compiled kernel serves every batch, head count and length.
+// Accumulators wider than the register budget split the value columns across blocks (a grid
+// factor, Sm80Launch::value_split); element values over parallel dims only are computed once per
+// block in make_ctx.
 // Tests: tests/cuda/nvrtc_examples_test.cpp (every example compiles through NVRTC for sm_80
 // and sm_90a), tests/gpu/cuda_examples_test.cpp (results against the reference on the GPU).
 #pragma once
