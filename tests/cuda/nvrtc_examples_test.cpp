@@ -75,6 +75,17 @@ TEST(CudaEmit, WideValuesSplitIntoColumnChunks) {
   EXPECT_EQ(cubin.substr(1, 3), "ELF");
 }
 
+TEST(CudaEmit, OutputDimOrderIsFree) {
+  // The grid follows the output's memory order ([h, b, m]), not the dims' declaration order.
+  Program p = parse_source(
+      "program t(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {\n"
+      "  out o: bf16[h, m, b, e] = sum(softmax(sum(q * k, d), n) * v, n)\n}\n", "t.attn").at(0);
+  std::string src;
+  ASSERT_NO_THROW(src = emit_cuda(p, Target::cuda_sm80, {{"d", 64}, {"e", 64}}));
+  EXPECT_NE(src.find("ctx.g0"), std::string::npos);  // b and h are both parallel
+  EXPECT_NE(src.find("ctx.g1"), std::string::npos);
+}
+
 TEST(CudaEmit, SourceDependsOnHeadDimsOnly) {
   // (no NVRTC needed: emission only)
   Program p = example("causal");
@@ -98,6 +109,18 @@ TEST(CudaEmit, UnfitProgramsSayWhy) {
     FAIL() << "expected BackendError";
   } catch (const BackendError& e) {
     EXPECT_NE(std::string(e.what()).find("does not fit the CUDA sm80 attention template"),
+              std::string::npos) << e.what();
+  }
+  // A per-row norm of q (a reduction before the key loop) has no place in the template.
+  Program qn = parse_source(
+      "program qn(q: bf16[m, d], k: bf16[n, d], v: bf16[n, e]) {\n"
+      "  s = sum(q / sqrt(sum(q * q, d) + 0.001) * k, d)\n"
+      "  out o: f32[m, e] = sum(softmax(s, n) * v, n)\n}\n", "qn.attn").at(0);
+  try {
+    emit_cuda(qn, Target::cuda_sm80, {{"d", 64}, {"e", 64}});
+    FAIL() << "expected BackendError";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("a reduction other than the key loop's"),
               std::string::npos) << e.what();
   }
   // Head dims that are not a multiple of 32.

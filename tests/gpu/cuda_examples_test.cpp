@@ -12,12 +12,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
 
 #include "flashgen/compile.h"
 #include "flashgen/error.h"
 #include "flashgen/flashgen.h"
 #include "flashgen/frontend.h"
 #include "runtime/cuda_driver.h"
+#include "support/random_program.h"
 #include "support/support.h"
 
 namespace flashgen {
@@ -178,6 +182,9 @@ const char* kUnseen =
     "  out o: bf16[h, m, e] = sum(softmax(s1, n) * v, n) + 0.5 * sum(softmax(s2, n) * v, n)\n"
     "  out l: f32[h, m] = logsumexp(s2, n)\n"
     "}\n"
+    "program permuted(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {\n"
+    "  out o: bf16[h, m, b, e] = sum(softmax(where(n <= m, sum(q * k, d), -inf), n) * v, n)\n"
+    "}\n"
     "program strided(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], p: i32[h]) {\n"
     "  s = sum(q * k, d) / sqrt(size(d)) + 0.25 * f32((n - m) % p[h])\n"
     "  out o: bf16[h, m, e] = sum(softmax(where(n - m <= 3, s, -inf), n) * v, n)\n"
@@ -188,22 +195,49 @@ TEST(CudaBackend, UnseenProgramsMatchTheReference) {
   std::vector<Program> ps = parse_source(kUnseen, "unseen.attn");
   for (auto [m, n] : {std::pair<int64_t, int64_t>{7, 77}, {333, 200}}) {
     check_example(ps[0], {{"h", 3}, {"m", m}, {"n", n}, {"d", 64}, {"e", 256}}, 5);
+    check_example(ps[1], {{"b", 2}, {"h", 3}, {"m", m}, {"n", n}, {"d", 64}, {"e", 64}}, 6);
     Extents ext = {{"h", 3}, {"m", m}, {"n", n}, {"d", 64}, {"e", 64}};
-    TensorMap in = random_inputs(ps[1], ext, 9);
+    TensorMap in = random_inputs(ps[2], ext, 9);
     Tensor per(DType::i32, {3});
     for (int64_t i = 0; i < 3; ++i) per.set(i, double(i == 1 ? -5 : 3 + 4 * i));
     in["p"] = per;
-    TensorMap want = evaluate_reference_f64(ps[1], in);
-    TensorMap got = run_cuda(ps[1], in);
+    TensorMap want = evaluate_reference_f64(ps[2], in);
+    TensorMap got = run_cuda(ps[2], in);
     int64_t bad = 0;
-    EXPECT_LE(rms_diff(got.at("o"), want.at("o"), &bad), 0.01) << ps[1].name;
+    EXPECT_LE(rms_diff(got.at("o"), want.at("o"), &bad), 0.01) << ps[2].name;
     EXPECT_EQ(bad, 0);
   }
 }
 
+// Random template-shaped programs (tests/support/random_program.h; the NVRTC property test in
+// tests/cuda checks that they emit or say why): those that fit run against the reference.
+TEST(CudaProperty, RandomProgramsMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  uint64_t seed = std::random_device{}();
+  if (const char* e = std::getenv("FLASHGEN_PROPERTY_SEED")) seed = std::strtoull(e, nullptr, 10);
+  testing::RandomProgramOptions opt;
+  opt.cuda_shaped = true;
+  int ran = 0;
+  for (int i = 0; i < 120 && ran < 25; ++i) {
+    testing::GeneratedProgram g = testing::random_attention_program(seed + i, i, opt);
+    SCOPED_TRACE("FLASHGEN_PROPERTY_SEED=" + std::to_string(seed + i) + "\n" + g.text);
+    Program p = parse_source(g.text, "random.attn").at(0);
+    try {
+      emit_cuda(p, Target::cuda_sm80, g.sizes);
+    } catch (const BackendError&) {
+      continue;  // does not fit the template (tests/cuda checks the message)
+    }
+    check_example(p, g.sizes, seed + 7919 * i);
+    ++ran;
+  }
+  std::printf("cuda property: %d random programs on the GPU (seed %llu)\n", ran,
+              static_cast<unsigned long long>(seed));
+  EXPECT_GE(ran, 10);
+}
+
 TEST(CudaBackend, ModuloByZeroIsACallError) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-  Program p = parse_source(kUnseen, "unseen.attn").at(1);
+  Program p = parse_source(kUnseen, "unseen.attn").at(2);
   Extents ext = {{"h", 2}, {"m", 9}, {"n", 9}, {"d", 64}, {"e", 64}};
   TensorMap in = random_inputs(p, ext, 4);
   in["p"] = Tensor(DType::i32, {2});  // zeros

@@ -114,7 +114,10 @@ class Sm80Writer {
   }
   std::string nt(int id) const { return "%" + S(id) + " (" + node_text(p_, id) + ")"; }
   const Node& N(int id) const { return p_.nodes[id]; }
-  bool is_par(int d) const { return d != k_.row_dim && dimset_contains(k_.grid, d); }
+  // k_.grid is in memory order (not a sorted DimSet): search it linearly.
+  bool is_par(int d) const {
+    return d != k_.row_dim && std::find(k_.grid.begin(), k_.grid.end(), d) != k_.grid.end();
+  }
   int buffer_of_param(int param) const {
     for (size_t b = 0; b < plan_.buffers.size(); ++b)
       if (plan_.buffers[b].kind == PlanBuffer::Input && plan_.buffers[b].param == param)
@@ -263,6 +266,17 @@ class Sm80Writer {
       if (score_code.count(v.node) || explained.count(v.node)) continue;
       fail("body value " + nt(v.node) + " is neither score element code nor part of an online "
            "accumulator");
+    }
+    // Element code reads only the scores, accumulators and inline expressions: another reduction
+    // held in its own array (e.g. a per-row norm of q computed before the key loop) has no
+    // place in the template.
+    for (const PlanValue& v : k_.values) {
+      if (v.inlined || v.contraction || is_acc(v.node) || !is_reduction(N(v.node).op)) continue;
+      bool score = false;
+      for (const Score& sc : scores_) score = score || sc.node == v.node;
+      if (!score)
+        fail("value " + nt(v.node) + " is computed in " + phase_name(v.phase) +
+             " (a reduction other than the key loop's), which the template does not hold");
     }
     D_ = head_extent(cdim_);
     DV_ = head_extent(vdim_);

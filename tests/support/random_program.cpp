@@ -1,0 +1,189 @@
+// Random attention-like programs (see random_program.h).
+#include "support/random_program.h"
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <sstream>
+#include <vector>
+
+namespace flashgen::testing {
+namespace {
+
+class Gen {
+ public:
+  Gen(uint64_t seed, int index, const RandomProgramOptions& opt)
+      : rng_(seed), index_(index), opt_(opt) {}
+
+  GeneratedProgram make() {
+    const char* pool[] = {"b", "h", "g", "x", "y", "bat", "hd", "z", "w", "u1"};
+    std::vector<std::string> names(std::begin(pool), std::end(pool));
+    std::shuffle(names.begin(), names.end(), rng_);
+    int nb = pick(0, 2);
+    for (int i = 0; i < nb; ++i) batch_.push_back(names[i]);
+    Q_ = pick(0, 1) ? "m" : "qi";
+    K_ = pick(0, 1) ? "n" : "kj";
+    D_ = pick(0, 1) ? "d" : "c";
+    E_ = pick(0, 1) ? "e" : "f";
+    for (auto& b : batch_) sizes_[b] = pick(1, 3);
+    sizes_[Q_] = pick(0, 3) == 0 ? 1 : pick(1, 40);
+    sizes_[K_] = pick(1, 70);
+    sizes_[D_] = opt_.cuda_shaped ? 32 * pick(1, 2) : pick(0, 1) ? pick(1, 9) : 16 * pick(1, 2);
+    sizes_[E_] = opt_.cuda_shaped ? 32 * pick(1, 2) : pick(1, 12);
+    const std::string qkv = opt_.cuda_shaped ? "bf16" : "f32";
+
+    std::vector<std::string> kb;  // k/v may broadcast over some batch dims (GQA-like)
+    for (auto& b : batch_)
+      if (pick(0, 3) != 0) kb.push_back(b);
+    param("q", qkv, with(batch_, {Q_}), D_);
+    param("k", qkv, with(kb, {K_}), D_);
+    param("v", qkv, with(kb, {K_}), E_);
+    std::ostringstream body;
+    std::string qv = "q";
+    if (pick(0, 4) == 0) {  // normalize q over its head dim first
+      body << "  qn = q / sqrt(sum(q * q, " << D_ << ") + 0.001)\n";
+      qv = "qn";
+    }
+    body << "  s = sum(" << qv << " * k, " << D_ << ") / sqrt(size(" << D_ << "))\n";
+    int mods = pick(0, 3);
+    for (int i = 0; i < mods; ++i) body << "  s = " << score_mod("s") << "\n";
+    bool two = pick(0, 3) == 0;
+    if (two) {
+      param("q2", qkv, with(batch_, {Q_}), D_);
+      body << "  s2 = sum(q2 * k, " << D_ << ") * 0.25\n";
+      if (pick(0, 1)) body << "  s2 = " << score_mod("s2") << "\n";
+    }
+    std::vector<std::string> outdims_o = with(batch_, {Q_, E_});
+    std::vector<std::string> outdims_l = with(batch_, {Q_});
+    int nout = 0;
+    std::set<int> kinds;
+    int want = pick(1, 3);
+    int hi = 6;
+    if (opt_.cuda_shaped && pick(0, 3) != 0) {  // mostly outputs the template computes
+      hi = 3;
+      kinds.insert(pick(0, 1) ? 0 : 3);
+    }
+    while (static_cast<int>(kinds.size()) < want) kinds.insert(pick(0, hi));
+    for (int kind : kinds) {
+      std::string o = "o" + std::to_string(nout++);
+      switch (kind) {
+        case 0:
+          body << out(o, outdims_o) << "sum(softmax(s, " << K_ << ") * v, " << K_ << ")\n";
+          break;
+        case 1:
+          body << out(o, outdims_l) << "logsumexp(s, " << K_ << ")\n";
+          break;
+        case 2:
+          if (two) {
+            param("lam", "f32", {});
+            body << out(o, outdims_o) << "sum((softmax(s, " << K_ << ") - lam * softmax(s2, "
+                 << K_ << ")) * v, " << K_ << ")\n";
+          } else {
+            body << out(o, outdims_l) << "max(s, " << K_ << ")\n";
+          }
+          break;
+        case 3:
+          param("gate", "f32", with(batch_, {Q_, E_}));
+          body << out(o, outdims_o) << "sum(softmax(s, " << K_ << ") * v, " << K_
+               << ") * sigmoid(gate)\n";
+          break;
+        case 4:
+          body << out(o, outdims_o) << "sum(softmax(s, " << K_ << ") * exp(v * 0.1), " << K_
+               << ") + mean(v, " << K_ << ")\n";
+          break;
+        case 5:  // not one-pass: a max over probabilities (needs the whole row first)
+          body << out(o, outdims_l) << "max(softmax(s, " << K_ << "), " << K_ << ")\n";
+          break;
+        default:
+          body << out(o, outdims_l) << "sum(softmax(s, " << K_ << ") * f32(" << K_ << "), "
+               << K_ << ")\n";
+      }
+    }
+    std::ostringstream os;
+    os << "program rnd" << index_ << "(";
+    for (size_t i = 0; i < params_.size(); ++i) os << (i ? ", " : "") << params_[i];
+    os << ") {\n" << body.str() << "}\n";
+    return {os.str(), sizes_};
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  int index_;
+  RandomProgramOptions opt_;
+  std::vector<std::string> batch_;
+  std::string Q_, K_, D_, E_;
+  Extents sizes_;
+  std::vector<std::string> params_;
+  std::set<std::string> declared_;
+
+  int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  std::vector<std::string> with(std::vector<std::string> a, std::vector<std::string> b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }
+  // Declares a parameter in a random memory order. A CUDA-shaped program keeps `inner` (the
+  // head dim of q/k/v) innermost, as the tensor-core loads need; otherwise it is shuffled in.
+  void param(const std::string& name, const std::string& type, std::vector<std::string> dims,
+             const std::string& inner = "") {
+    if (!declared_.insert(name).second) return;
+    if (!inner.empty() && !opt_.cuda_shaped) dims.push_back(inner);
+    std::shuffle(dims.begin(), dims.end(), rng_);
+    if (!inner.empty() && opt_.cuda_shaped) dims.push_back(inner);
+    std::string s = name + ": " + type + "[";
+    for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + dims[i];
+    params_.push_back(s + "]");
+  }
+  std::string out(const std::string& name, std::vector<std::string> dims) {
+    std::shuffle(dims.begin(), dims.end(), rng_);
+    std::string s = "  out " + name + ": f32[";
+    for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + dims[i];
+    return s + "] = ";
+  }
+  std::string mask() {
+    switch (pick(0, 6)) {
+      case 0: return K_ + " <= " + Q_;
+      case 1: return Q_ + " - " + K_ + " <= " + std::to_string(pick(0, 20)) + " and " + K_ +
+                     " <= " + Q_;
+      case 2: return K_ + " <= " + Q_ + " or " + K_ + " < " + std::to_string(pick(0, 10));
+      case 3: {
+        sizes_["t"] = std::max(sizes_[Q_], sizes_[K_]);
+        param("doc", "i32", {"t"});
+        return "doc[" + Q_ + "] == doc[" + K_ + "]";
+      }
+      case 4: return "(" + Q_ + " + " + K_ + ") % 3 != 0";
+      case 5: return "not (" + K_ + " > " + Q_ + " + " + std::to_string(pick(0, 5)) + ")";
+      default: return K_ + " >= " + std::to_string(pick(0, 30));
+    }
+  }
+  std::string score_mod(const std::string& s) {
+    switch (pick(0, 6)) {
+      case 0: {
+        if (!batch_.empty() && pick(0, 1)) {
+          param("slope", "f32", {batch_[0]});
+        } else {
+          param("slope", "f32", {});
+        }
+        return s + " + slope * f32(" + K_ + " - " + Q_ + ") * 0.1";
+      }
+      case 1: return "5 * tanh(" + s + " / 5)";
+      case 2: {
+        sizes_["u"] = 9;
+        param("tab", "f32", {"u"});
+        return s + " + tab[clamp(" + K_ + " - " + Q_ + " + 4, 0, 8)]";
+      }
+      case 3: return "where(" + mask() + ", " + s + ", -inf)";
+      case 4: return "maximum(" + s + ", -2.) + 0.5 * abs(" + s + ")";
+      case 5: return "where(" + mask() + ", " + s + ", -inf)";
+      default: return s + " * 2 - relu(" + s + ")";
+    }
+  }
+};
+
+}  // namespace
+
+GeneratedProgram random_attention_program(uint64_t seed, int index,
+                                          const RandomProgramOptions& opt) {
+  return Gen(seed, index, opt).make();
+}
+
+}  // namespace flashgen::testing

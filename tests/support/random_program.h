@@ -1,0 +1,29 @@
+// Random attention-like programs for property tests: random dim names, layouts and sizes; score
+// code from the language's functions; masks from index arithmetic and gathers; several softmaxes;
+// several outputs; occasionally a program that cannot be one pass. `cuda_shaped` draws what the
+// CUDA sm80 template takes (bf16 q/k/v with the head dim innermost, head dims 32 or 64); the
+// other parts of the program stay random, so some still do not fit (a BackendError that says
+// why). Used by tests/property (CPU), tests/cuda (NVRTC) and tests/gpu (on the GPU).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "flashgen/ref.h"
+
+namespace flashgen::testing {
+
+struct GeneratedProgram {
+  std::string text;  // one program named rnd<index>
+  Extents sizes;     // extents of every dim, small
+};
+
+struct RandomProgramOptions {
+  bool cuda_shaped = false;
+};
+
+// Deterministic in (seed, index, options).
+GeneratedProgram random_attention_program(uint64_t seed, int index,
+                                          const RandomProgramOptions& opt = {});
+
+}  // namespace flashgen::testing
