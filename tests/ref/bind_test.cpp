@@ -155,6 +155,26 @@ TEST(RefBind, RandomInputsFollowTheirDistributions) {
                                                            {"t", 9}}, 1)));
 }
 
+// Large tensors fill in parallel chunks; element k's value depends only on (seed, name, k), so
+// a long tensor (several threads) starts with exactly the values of a short one (one thread).
+TEST(RefBind, RandomInputsDoNotDependOnTheirLengthOrThreads) {
+  ProgramBuilder b("long");
+  auto x = b.param("x", DType::f32, {"m"});
+  auto k = b.param("k", DType::boolean, {"m"});
+  auto i = b.param("i", DType::i32, {"m"});
+  b.output("o", DType::f32, {"m"}, b.where(k, x, b.cast(i, DType::f32)));
+  Program p = b.build();
+  TensorMap small = random_inputs(p, {{"m", 1000}}, 5);
+  TensorMap big = random_inputs(p, {{"m", 300001}}, 5);
+  for (const char* name : {"x", "k", "i"})
+    for (int64_t j = 0; j < 1000; ++j)
+      ASSERT_EQ(small.at(name).get(j), big.at(name).get(j)) << name << "[" << j << "]";
+  // and the long one is not a repetition of its first chunk
+  int64_t same = 0;
+  for (int64_t j = 0; j < 1000; ++j) same += big.at("x").get(j) == big.at("x").get(150000 + j);
+  EXPECT_LT(same, 50);
+}
+
 TEST(RefBind, RandomIndexParametersStayInRange) {
   ProgramBuilder b("idx");
   auto x = b.param("x", DType::f32, {"m"});
