@@ -110,10 +110,10 @@ Bound bind_call(const Loaded& L, const Program& p, const TensorMap& inputs, cons
   }
   // Rows, keys and the element code's integer indices are 32-bit on the device (the emitter
   // narrows index arithmetic by this bound: TargetTable::max_extent).
-  for (size_t d = 0; d < b.extv.size(); ++d)
+  for (int d : L.src.launch.int32_dims)
     if (b.extv[d] > INT32_MAX)
       throw CallError("dimension '" + p.dims[d] + "' has extent " + std::to_string(b.extv[d]) +
-                      "; the CUDA backend takes extents up to 2^31 - 1");
+                      "; the CUDA backend indexes it with 32-bit ints (extents up to 2^31 - 1)");
   const int NB = la.num_buffers, R = la.max_rank;
   b.params.assign(NB + NB * R + la.num_dims + 1, 0);
   for (int i = 0; i < NB; ++i) {
@@ -159,7 +159,10 @@ Bound bind_call(const Loaded& L, const Program& p, const TensorMap& inputs, cons
                       std::to_string(b.extv[pd]) + ") in a read of parameter '" + Pm.name +
                       "' (dimension '" + p.dims[pd] + "')");
   }
-  if (P > int64_t(65535) * 65535) throw BackendError("too many parallel indices for one grid");
+  if (P > INT32_MAX)  // the kernel's parallel index is an int
+    throw CallError(std::to_string(P) + " parallel indices (the product of the batch-like dims" +
+                    (la.value_split > 1 ? " times the value-column split" : std::string()) +
+                    ") is more than one grid takes (2^31 - 1)");
   b.grid = {static_cast<unsigned>((M + la.block_m - 1) / la.block_m),
             static_cast<unsigned>(std::min<int64_t>(P, 65535)),
             static_cast<unsigned>((P + 65534) / 65535)};

@@ -86,6 +86,21 @@ TEST(CudaEmit, OutputDimOrderIsFree) {
   EXPECT_NE(src.find("ctx.g1"), std::string::npos);
 }
 
+TEST(CudaEmit, OnlyInlineInputCodeIsHoisted) {
+  // max(kb, n) is over parallel dims only but is a reduction of the key loop (the second
+  // group's running max): it must stay in the loop, not move into make_ctx.
+  Program p = parse_source(
+      "program r1(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], kb: f32[b, h, n],"
+      " w: f32[h]) {\n"
+      "  s = sum(q * k, d) + kb * w\n"
+      "  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)\n"
+      "  out z: f32[b, h, m] = max(kb, n) + f32(m)\n}\n", "r1.attn").at(0);
+  std::string src;
+  ASSERT_NO_THROW(src = emit_cuda(p, Target::cuda_sm80, {{"d", 64}, {"e", 64}}));
+  EXPECT_NE(src.find("st.mx[1]"), std::string::npos);
+  EXPECT_NE(src.find("  // %"), std::string::npos);  // w[h] is hoisted into Ctx
+}
+
 TEST(CudaEmit, SourceDependsOnHeadDimsOnly) {
   // (no NVRTC needed: emission only)
   Program p = example("causal");

@@ -347,6 +347,13 @@ class Sm80Writer {
     launch_.head_dim = D_;
     launch_.value_dim = DV_;
     launch_.mask_node = k_.tiles.mask;
+    // Dims the device indexes with 32-bit ints: rows, keys, the grid, and every dim whose index
+    // or size the element code reads (the emitter's int_range assumes them below 2^31).
+    std::set<int> narrow = {k_.row_dim, k_.red_dim};
+    narrow.insert(launch_.par_dims.begin(), launch_.par_dims.end());
+    for (const Node& n : p_.nodes)
+      if (n.op == Op::Index || n.op == Op::Size) narrow.insert(n.dim);
+    launch_.int32_dims.assign(narrow.begin(), narrow.end());
   }
   int mw_ = 1, min_blocks_ = 1, vsplit_ = 1;
   int64_t DVc_ = 0;  // value columns per block (DV_ / vsplit_)
@@ -370,11 +377,17 @@ class Sm80Writer {
     if (n.op == Op::Const || n.op == Op::Index || n.op == Op::Size) return false;
     for (int d : n.dims)
       if (!is_par(d)) return false;
+    // Only inline element code over inputs: reductions and the kernel's own arrays (running
+    // maxima, row sums of the key loop) are not known in make_ctx.
     std::set<int> anc;
     ancestors(id, anc);
-    for (int a : anc)
-      if (N(a).op == Op::Param || N(a).op == Op::Gather) return true;
-    return false;
+    bool reads = false;
+    for (int a : anc) {
+      const PlanValue* v = k_.value(a);
+      if (is_reduction(N(a).op) || !v || !v->inlined || v->load_buffer >= 0) return false;
+      reads = reads || N(a).op == Op::Param || N(a).op == Op::Gather;
+    }
+    return reads;
   }
   ElementContext context(std::function<std::string(int)> idx,
                          std::function<std::string(int)> acc, int assume_true,

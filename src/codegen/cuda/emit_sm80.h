@@ -41,6 +41,7 @@ struct Sm80Launch {
   int num_scores = 1, num_acc = 1;  // for FLOP counts: per (row, key) pair 2*D per score
   int64_t head_dim = 0, value_dim = 0;  // and 2*DV per accumulator
   int mask_node = -1;               // the plan's tile mask (FLOPs count unmasked pairs only)
+  std::vector<int> int32_dims;      // dims whose extents must stay below 2^31 (32-bit indices)
   // Gathers whose indices are plain dim indices (pair[b, h, m, n], doc[m]) run unchecked on the
   // device; the host checks ext(index dim) <= ext(parameter dim) before the launch instead.
   struct GatherCheck { int param, pos, index_dim; };
