@@ -1,11 +1,14 @@
 // explain / explain_json: what the compiler did, for a user who does not read code: the
 // kernels, the ops each contains, its grid and reduction loop, what it reads and writes in
 // memory, estimated FLOPs and bytes (with sizes), and every materialized intermediate with
-// the reason. Test: tests/plan/plan_test.cpp (text and JSON).
+// the reason; for a CUDA target, each kernel's launch shape on the sm80 template or why it
+// does not fit. Test: tests/plan/plan_test.cpp (text and JSON), tests/cuda (CUDA section).
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "codegen/cuda/emit_sm80.h"
 #include "compiler/pipeline.h"
+#include "flashgen/error.h"
 
 namespace flashgen {
 
@@ -88,6 +91,61 @@ std::string grid_text(const Program& p, const PlanKernel& k) {
   return "[" + g + "]";
 }
 
+// What the CUDA target makes of kernel i: the launch shape of the sm80 template, or why the
+// kernel does not fit it (the emitter's BackendError).
+struct CudaShape {
+  bool fits = false;
+  std::string why;  // when it does not fit
+  Sm80Launch launch;
+};
+
+CudaShape cuda_shape(const Plan& plan, int i, const CompileOptions& opt) {
+  CudaShape s;
+  try {
+    s.launch = emit_sm80_kernel(plan, i, opt.target, opt.sizes).launch;
+    s.fits = true;
+  } catch (const BackendError& e) {
+    s.why = e.what();
+  }
+  return s;
+}
+
+std::string cuda_text(const CudaShape& s) {
+  if (!s.fits) return "  cuda:      " + s.why + "\n";
+  const Sm80Launch& l = s.launch;
+  std::ostringstream os;
+  os << "  cuda:      sm80 template (mma.sync): blocks of " << l.block_m << " query rows ("
+     << l.warps << " warps x " << l.rows_per_warp << "), key tiles of " << l.block_n << ", "
+     << (l.smem_bytes + 1023) / 1024 << " KiB shared memory";
+  for (const auto& [d, e] : l.head_dims) os << ", " << d << " = " << e;
+  os << "\n";
+  if (l.value_split > 1)
+    os << "             value columns split in " << l.value_split << " chunks of "
+       << l.value_dim / l.value_split << " (the accumulators would not fit the registers); "
+       << "scores recomputed per chunk\n";
+  for (const auto& h : l.hoisted) os << "             once per block: " << h << "\n";
+  return os.str();
+}
+
+nlohmann::json cuda_json(const CudaShape& s) {
+  nlohmann::json j;
+  j["fits"] = s.fits;
+  if (!s.fits) {
+    j["why"] = s.why;
+    return j;
+  }
+  const Sm80Launch& l = s.launch;
+  j["block_rows"] = l.block_m;
+  j["warps"] = l.warps;
+  j["key_tile"] = l.block_n;
+  j["smem_bytes"] = l.smem_bytes;
+  j["value_split"] = l.value_split;
+  j["head_dims"] = nlohmann::json::object();
+  for (const auto& [d, e] : l.head_dims) j["head_dims"][d] = e;
+  j["once_per_block"] = l.hoisted;
+  return j;
+}
+
 }  // namespace
 
 std::string explain(const Program& prog, const CompileOptions& opt) {
@@ -129,6 +187,7 @@ std::string explain(const Program& prog, const CompileOptions& opt) {
       os << "  estimate:  " << kc.flops / 1e9 << " GFLOP, " << kc.bytes / 1e6
          << " MB of memory traffic\n";
     for (const auto& n : k.notes) os << "  note:      " << n << "\n";
+    if (opt.target != Target::cpu) os << cuda_text(cuda_shape(plan, static_cast<int>(i), opt));
   }
   if (!plan.materialized().empty()) {
     os << "\nmaterialized intermediates:\n";
@@ -170,6 +229,7 @@ std::string explain_json(const Program& prog, const CompileOptions& opt) {
       kj["bytes"] = kc.bytes;
     }
     kj["notes"] = k.notes;
+    if (opt.target != Target::cpu) kj["cuda"] = cuda_json(cuda_shape(plan, static_cast<int>(i), opt));
     j["kernels"].push_back(kj);
   }
   j["materialized"] = nlohmann::json::array();

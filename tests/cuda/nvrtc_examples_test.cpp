@@ -5,6 +5,8 @@
 // that says why, and the emitted source depends on head dims only (not on long extents).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdlib>
 #include <string>
 
@@ -99,6 +101,34 @@ TEST(CudaEmit, OnlyInlineInputCodeIsHoisted) {
   ASSERT_NO_THROW(src = emit_cuda(p, Target::cuda_sm80, {{"d", 64}, {"e", 64}}));
   EXPECT_NE(src.find("st.mx[1]"), std::string::npos);
   EXPECT_NE(src.find("  // %"), std::string::npos);  // w[h] is hoisted into Ctx
+}
+
+TEST(CudaEmit, ExplainReportsTheLaunchShapeOrWhyNot) {
+  CompileOptions opt;
+  opt.target = Target::cuda_sm80;
+  opt.sizes = {{"b", 4}, {"h", 16}, {"m", 4096}, {"n", 4096}, {"d", 128}, {"e", 256}};
+  std::string text = explain(example("diff_attn"), opt);
+  EXPECT_NE(text.find("value columns split in 2 chunks of 128"), std::string::npos) << text;
+  EXPECT_NE(text.find("once per block: %"), std::string::npos) << text;  // lam
+  nlohmann::json j = nlohmann::json::parse(explain_json(example("diff_attn"), opt));
+  EXPECT_EQ(j["kernels"][0]["cuda"]["fits"], true);
+  EXPECT_EQ(j["kernels"][0]["cuda"]["value_split"], 2);
+  EXPECT_EQ(j["kernels"][0]["cuda"]["head_dims"]["e"], 256);
+  // Without head dims, or for a program that does not fit: why, in the report, not an error.
+  opt.sizes = {};
+  EXPECT_NE(explain(example("causal"), opt).find("give the extent of 'd'"), std::string::npos);
+  Program qn = parse_source(
+      "program qn(q: bf16[m, d], k: bf16[n, d], v: bf16[n, e]) {\n"
+      "  s = sum(q / sqrt(sum(q * q, d) + 0.001) * k, d)\n"
+      "  out o: f32[m, e] = sum(softmax(s, n) * v, n)\n}\n", "qn.attn").at(0);
+  opt.sizes = {{"d", 64}, {"e", 64}};
+  nlohmann::json u = nlohmann::json::parse(explain_json(qn, opt));
+  EXPECT_EQ(u["kernels"][0]["cuda"]["fits"], false);
+  EXPECT_NE(u["kernels"][0]["cuda"]["why"].get<std::string>().find("does not fit"),
+            std::string::npos);
+  // The CPU target reports no CUDA section.
+  opt.target = Target::cpu;
+  EXPECT_EQ(explain(qn, opt).find("cuda:"), std::string::npos);
 }
 
 TEST(CudaEmit, SourceDependsOnHeadDimsOnly) {

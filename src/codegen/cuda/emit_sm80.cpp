@@ -82,8 +82,10 @@ class Sm80Writer {
   CudaKernelSource write() {
     analyse();
     CudaKernelSource out;
-    out.launch = launch_;
     out.source = source();
+    launch_.rows_per_warp = 16 * mw_;
+    for (int h : hoisted_) launch_.hoisted.push_back(node_text(p_, h));
+    out.launch = launch_;
     return out;
   }
 

@@ -42,6 +42,10 @@ struct Sm80Launch {
   int64_t head_dim = 0, value_dim = 0;  // and 2*DV per accumulator
   int mask_node = -1;               // the plan's tile mask (FLOPs count unmasked pairs only)
   std::vector<int> int32_dims;      // dims whose extents must stay below 2^31 (32-bit indices)
+  // For `explain`: query rows per warp (16 or 32), keys per tile, element values computed once
+  // per block (node text).
+  int rows_per_warp = 16, block_n = 64;
+  std::vector<std::string> hoisted;
   // Gathers whose indices are plain dim indices (pair[b, h, m, n], doc[m]) run unchecked on the
   // device; the host checks ext(index dim) <= ext(parameter dim) before the launch instead.
   struct GatherCheck { int param, pos, index_dim; };
