@@ -30,30 +30,6 @@ namespace {
 // for everything else (run_cpu rounds to the declared dtype).
 std::string out_storage(DType t) { return is_integer(t) ? "int64_t" : "double"; }
 
-std::string storage_type(DType t) {
-  switch (t) {
-    case DType::f32: return "float";
-    case DType::f64: return "double";
-    case DType::bf16: case DType::f16: return "uint16_t";
-    case DType::f8e4m3: case DType::f8e5m2: case DType::boolean: return "uint8_t";
-    case DType::i32: return "int32_t";
-    case DType::i64: return "int64_t";
-  }
-  return "float";
-}
-
-std::string load_conv(DType t, const std::string& e) {
-  switch (t) {
-    case DType::bf16: return "fg_bf16(" + e + ")";
-    case DType::f16: return "fg_f16(" + e + ")";
-    case DType::f8e4m3: return "fg_f8e4m3(" + e + ")";
-    case DType::f8e5m2: return "fg_f8e5m2(" + e + ")";
-    case DType::boolean: return "((bool)" + e + ")";
-    case DType::i32: return "((int64_t)" + e + ")";
-    default: return e;
-  }
-}
-
 // CPU-only helpers appended to the shared prelude.
 // fg_vexpf: expf without branches or calls, so `omp simd` loops over softmax tiles vectorize
 // (glibc's expf is a call). Cephes' range reduction exp(x) = 2^n exp(r), |r| <= ln2/2, with a
@@ -143,7 +119,7 @@ class KernelWriter {
     for (size_t b = 0; b < plan_.buffers.size(); ++b) {
       const PlanBuffer& B = plan_.buffers[b];
       bool in = B.kind == PlanBuffer::Input;
-      std::string ty = in ? storage_type(B.type) : out_storage(B.type);
+      std::string ty = in ? storage_ctype(B.type) : out_storage(B.type);
       os_ << "  " << (in ? "const " : "") << ty << "* " << T_.restrict_kw << " B" << b << " = ("
           << (in ? "const " : "") << ty << "*)bufs[" << b << "]; (void)B" << b << ";\n";
       for (size_t i = 0; i < B.dims.size(); ++i)
@@ -338,7 +314,7 @@ class KernelWriter {
       std::string off = "0";
       for (size_t i = 0; i < idx.size(); ++i)
         off += " + " + idx[i] + " * s" + std::to_string(param) + "_" + std::to_string(i);
-      return load_conv(B.type, "B" + std::to_string(param) + "[" + off + "]");
+      return load_element(B.type, "B" + std::to_string(param) + "[" + off + "]");
     };
     c.gather = [this](int param, const std::vector<std::string>& idx) {
       std::string args;
@@ -587,7 +563,7 @@ std::string gather_helpers(const Plan& plan, const TargetTable& T) {
   for (int q : gathered) {
     const Parameter& P = p.params[q];
     const PlanBuffer& B = plan.buffers[q];
-    std::string ty = storage_type(P.type);
+    std::string ty = storage_ctype(P.type);
     // A macro-free helper per gathered parameter; bounds come from the kernel (ext/strides).
     os << "#undef G" << q << "\n#define G" << q << "(err";
     for (size_t i = 0; i < P.dims.size(); ++i) os << ", a" << i;
@@ -605,10 +581,10 @@ std::string gather_helpers(const Plan& plan, const TargetTable& T) {
          << "    if (__atomic_compare_exchange_n(&err[0], &z, (int64_t)1, false, __ATOMIC_SEQ_CST,"
             " __ATOMIC_SEQ_CST)) {\n"
          << "      err[1] = " << q << "; err[2] = " << i << "; err[3] = a" << i << ";\n    }\n"
-         << "    return " << load_conv(B.type, "(" + ty + ")0") << ";\n  }\n"
+         << "    return " << load_element(B.type, "(" + ty + ")0") << ";\n  }\n"
          << "  off += a" << i << " * s" << i << ";\n";
     }
-    os << "  return " << load_conv(B.type, "base[off]") << ";\n}\n";
+    os << "  return " << load_element(B.type, "base[off]") << ";\n}\n";
   }
   return os.str();
 }

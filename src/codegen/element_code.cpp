@@ -21,6 +21,30 @@
 
 namespace flashgen {
 
+std::string storage_ctype(DType t) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::bf16: case DType::f16: return "uint16_t";
+    case DType::f8e4m3: case DType::f8e5m2: case DType::boolean: return "uint8_t";
+    case DType::i32: return "int";
+    case DType::i64: return "int64_t";
+  }
+  return "float";
+}
+
+std::string load_element(DType t, const std::string& e) {
+  switch (t) {
+    case DType::bf16: return "fg_bf16(" + e + ")";
+    case DType::f16: return "fg_f16(" + e + ")";
+    case DType::f8e4m3: return "fg_f8e4m3(" + e + ")";
+    case DType::f8e5m2: return "fg_f8e5m2(" + e + ")";
+    case DType::boolean: return "((bool)" + e + ")";
+    case DType::i32: return "((int64_t)" + e + ")";
+    default: return e;
+  }
+}
+
 std::string ElementEmitter::ctype(DType t) const {
   if (t == DType::boolean) return t_.bool_t;
   if (is_integer(t)) return t_.index_t;

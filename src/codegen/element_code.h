@@ -37,6 +37,12 @@ struct ElementContext {
   std::string err = "err";
 };
 
+// The C type a buffer of dtype `t` is stored as (bf16/f16 as raw uint16_t, f8 and bool as
+// uint8_t, i32 as int: 32 bits on every target), and the element expression that reads one
+// stored value `e` as the element code's type (float, int64_t or bool).
+std::string storage_ctype(DType t);
+std::string load_element(DType t, const std::string& e);
+
 class ElementEmitter {
  public:
   ElementEmitter(const Plan& plan, const PlanKernel& k, const TargetTable& t)

@@ -14,21 +14,8 @@
 namespace flashgen {
 namespace {
 
-const char* kExamples[] = {"vanilla", "causal", "alibi", "softcap", "sliding_window", "prefix_lm",
-                           "document", "gqa", "diff_attn", "evoformer_row", "evoformer_col",
-                           "lse", "cross"};
-
-std::string replace_all(std::string s, const std::string& a, const std::string& b) {
-  for (size_t pos = 0; (pos = s.find(a, pos)) != std::string::npos; pos += b.size())
-    s.replace(pos, a.size(), b);
-  return s;
-}
-
 Program load_example(const std::string& name, bool f32) {
-  std::string path = testing::source_path("examples/" + name + ".attn");
-  std::string text = testing::read_text_file(path);
-  if (f32) text = replace_all(text, "bf16", "f32");
-  return parse_source(text, path).at(0);
+  return testing::example_program(name, f32);
 }
 
 // Extents: m, n, head dims as given; dims only reached through gathers cover m and n; other
@@ -68,7 +55,7 @@ struct Shape {
   int64_t m, n, d, e;
 };
 
-class CpuExample : public ::testing::TestWithParam<const char*> {};
+class CpuExample : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CpuExample, MatchesReferenceAtOddSizesF32) {
   Program p = load_example(GetParam(), true);
@@ -96,7 +83,7 @@ TEST_P(CpuExample, FusesIntoOneKernel) {
   EXPECT_EQ(kernel_count(p, {}), 1) << explain(p, {});
 }
 
-INSTANTIATE_TEST_SUITE_P(Examples, CpuExample, ::testing::ValuesIn(kExamples),
+INSTANTIATE_TEST_SUITE_P(Examples, CpuExample, ::testing::ValuesIn(testing::example_names()),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST(CpuBackend, AcceptsNonContiguousInputs) {

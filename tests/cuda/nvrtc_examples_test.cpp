@@ -19,14 +19,7 @@
 namespace flashgen {
 namespace {
 
-const char* kExamples[] = {"vanilla", "causal", "alibi", "softcap", "sliding_window", "prefix_lm",
-                           "document", "gqa", "diff_attn", "evoformer_row", "evoformer_col",
-                           "lse", "cross"};
-
-Program example(const std::string& name) {
-  std::string path = testing::source_path("examples/" + name + ".attn");
-  return parse_source(testing::read_text_file(path), path).at(0);
-}
+Program example(const std::string& name) { return testing::example_program(name); }
 
 Extents heads(const std::string& name, int64_t d) {
   if (name == "diff_attn") return {{"d", d}, {"e", 2 * d}};
@@ -34,7 +27,7 @@ Extents heads(const std::string& name, int64_t d) {
   return {{"d", d}, {"e", d}};
 }
 
-class NvrtcExamples : public ::testing::TestWithParam<const char*> {};
+class NvrtcExamples : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(NvrtcExamples, CompilesForSm80AndSm90a) {
   std::string why;
@@ -62,7 +55,7 @@ TEST_P(NvrtcExamples, CompilesForSm80AndSm90a) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, NvrtcExamples, ::testing::ValuesIn(kExamples));
+INSTANTIATE_TEST_SUITE_P(All, NvrtcExamples, ::testing::ValuesIn(testing::example_names()));
 
 TEST(CudaEmit, WideValuesSplitIntoColumnChunks) {
   // diff_attn at d = 128, e = 256: two 256-wide accumulators do not fit the registers, so

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <random>
 #include <set>
@@ -145,6 +146,16 @@ void check_bhmn_example(
     });
     check_example(name, {{"q", t.q}, {"k", t.k}, {"v", t.v}}, {{"o", o}});
   }
+}
+
+// The backends' example tests run over testing::example_names(): it must list every file in
+// examples/, so a new example is tested everywhere without editing the test lists.
+TEST(Examples, TheExampleListHasEveryExampleFile) {
+  std::set<std::string> files, listed(testing::example_names().begin(),
+                                      testing::example_names().end());
+  for (const auto& f : std::filesystem::directory_iterator(testing::source_path("examples")))
+    if (f.path().extension() == ".attn") files.insert(f.path().stem().string());
+  EXPECT_EQ(files, listed);
 }
 
 TEST(Examples, Vanilla) {

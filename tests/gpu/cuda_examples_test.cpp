@@ -27,14 +27,7 @@
 namespace flashgen {
 namespace {
 
-const char* kExamples[] = {"vanilla", "causal", "alibi", "softcap", "sliding_window", "prefix_lm",
-                           "document", "gqa", "diff_attn", "evoformer_row", "evoformer_col",
-                           "lse", "cross"};
-
-Program example(const std::string& name) {
-  std::string path = testing::source_path("examples/" + name + ".attn");
-  return parse_source(testing::read_text_file(path), path).at(0);
-}
+Program example(const std::string& name) { return testing::example_program(name); }
 
 // m, n, head dims as given; dims reached only through gathers cover m and n; others `batch`.
 Extents extents_for(const Program& p, int64_t m, int64_t n, int64_t d, int64_t batch) {
@@ -119,7 +112,7 @@ bool have_gpu() {
   return cuda_available(&why);
 }
 
-class CudaExample : public ::testing::TestWithParam<const char*> {};
+class CudaExample : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaExample, MatchesReferenceAtOddSizes) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
@@ -142,7 +135,7 @@ TEST_P(CudaExample, MatchesReferenceAtBenchmarkSize) {
   check_example(p, extents_for(p, 512, 512, 128, 2), 101);
 }
 
-INSTANTIATE_TEST_SUITE_P(Examples, CudaExample, ::testing::ValuesIn(kExamples),
+INSTANTIATE_TEST_SUITE_P(Examples, CudaExample, ::testing::ValuesIn(testing::example_names()),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST(CudaBackend, RunThroughTheLibraryEntryPoint) {

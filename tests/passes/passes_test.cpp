@@ -15,9 +15,7 @@
 namespace flashgen {
 namespace {
 
-Program example(const std::string& name) {
-  return parse_file(testing::source_path("examples/" + name + ".attn")).at(0);
-}
+Program example(const std::string& name) { return testing::example_program(name); }
 
 TEST(Passes, CanonicalizeAndOnlineRewriteKeepMeaning) {
   for (const char* name : {"causal", "diff_attn", "lse", "evoformer_row", "sliding_window"}) {

@@ -11,9 +11,7 @@
 namespace flashgen {
 namespace {
 
-Program example(const std::string& name) {
-  return parse_file(testing::source_path("examples/" + name + ".attn")).at(0);
-}
+Program example(const std::string& name) { return testing::example_program(name); }
 Program source(const std::string& text) { return parse_source(text, "test.attn").at(0); }
 
 Plan plan_of(const Program& p) { return compile_program(p, {}).plan; }

@@ -1,6 +1,8 @@
 // Shared test helpers (see support.h).
 #include "support/support.h"
 
+#include "flashgen/frontend.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -89,6 +91,23 @@ std::string read_text_file(const std::string& path) {
   std::ostringstream s;
   s << f.rdbuf();
   return s.str();
+}
+
+const std::vector<std::string>& example_names() {
+  static const std::vector<std::string> names = {
+      "vanilla", "causal",        "alibi",         "softcap", "sliding_window",
+      "prefix_lm", "document",    "gqa",           "diff_attn", "evoformer_row",
+      "evoformer_col", "lse",     "cross"};
+  return names;
+}
+
+Program example_program(const std::string& name, bool f32) {
+  std::string path = source_path("examples/" + name + ".attn");
+  std::string text = read_text_file(path);
+  if (f32)
+    for (size_t pos = 0; (pos = text.find("bf16", pos)) != std::string::npos; pos += 3)
+      text.replace(pos, 4, "f32");
+  return parse_source(text, path).at(0);
 }
 
 void write_text_file(const std::string& path, const std::string& text) {

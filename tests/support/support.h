@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "flashgen/ir.h"
 #include "flashgen/tensor.h"
 
 namespace flashgen::testing {
@@ -45,6 +46,11 @@ inline ProcessResult run_flashgen(std::vector<std::string> args, const std::stri
   return run_process(args, cwd);
 }
 #endif
+
+// The example programs (examples/NAME.attn), every one, in a fixed order.
+const std::vector<std::string>& example_names();
+// examples/NAME.attn parsed (its first program); with `f32`, its bf16 types read as f32.
+Program example_program(const std::string& name, bool f32 = false);
 
 // A file of the source tree, e.g. source_path("examples/causal.attn").
 std::string source_path(const std::string& relative);

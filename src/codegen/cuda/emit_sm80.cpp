@@ -28,30 +28,6 @@ namespace {
 
 std::string S(int64_t v) { return std::to_string(v); }
 
-std::string storage_type(DType t) {
-  switch (t) {
-    case DType::f32: return "float";
-    case DType::f64: return "double";
-    case DType::bf16: case DType::f16: return "uint16_t";
-    case DType::f8e4m3: case DType::f8e5m2: case DType::boolean: return "uint8_t";
-    case DType::i32: return "int";
-    case DType::i64: return "int64_t";
-  }
-  return "float";
-}
-
-std::string load_conv(DType t, const std::string& e) {
-  switch (t) {
-    case DType::bf16: return "fg_bf16(" + e + ")";
-    case DType::f16: return "fg_f16(" + e + ")";
-    case DType::f8e4m3: return "fg_f8e4m3(" + e + ")";
-    case DType::f8e5m2: return "fg_f8e5m2(" + e + ")";
-    case DType::boolean: return "((bool)" + e + ")";
-    case DType::i32: return "((int64_t)" + e + ")";
-    default: return e;
-  }
-}
-
 // The CUDA element table: the shared one, with the MUFU tanh (|err| ~ 2^-11, far inside the bf16
 // tolerance) for soft-capping.
 // NVRTC has no __builtin_memcpy: the prelude's 4-byte bit casts go through a device helper.
@@ -424,7 +400,7 @@ class Sm80Writer {
       int b = buffer_of_param(param);
       std::string off = "0";
       for (size_t i = 0; i < idx.size(); ++i) off += " + (" + idx[i] + ") * " + stride(b, i);
-      return load_conv(plan_.buffers[b].type, buf(b) + "[" + off + "]");
+      return load_element(plan_.buffers[b].type, buf(b) + "[" + off + "]");
     };
     c.gather = [this](int param, const std::vector<std::string>& idx) {
       std::string a;
@@ -568,7 +544,7 @@ class Sm80Writer {
         off += " + i" + S(i) + " * ctx.s" + S(b) + "_" + S(i);
       }
       if (!checked) bd << "    // indices are dim indices: the host checked their extents\n";
-      bd << "    return " << load_conv(P.type, "ctx.B" + S(b) + "[" + off + "]") << ";\n  }\n";
+      bd << "    return " << load_element(P.type, "ctx.B" + S(b) + "[" + off + "]") << ";\n  }\n";
     }
     bd << classify_code();
     // scores
@@ -660,7 +636,7 @@ class Sm80Writer {
     for (int b = 0; b < NB; ++b) {
       const PlanBuffer& B = plan_.buffers[b];
       bool in = B.kind == PlanBuffer::Input;
-      os << "    " << (in ? "const " : "") << storage_type(B.type) << "* B" << b << ";  // "
+      os << "    " << (in ? "const " : "") << storage_ctype(B.type) << "* B" << b << ";  // "
          << B.name << "\n";
       for (size_t i = 0; i < B.dims.size(); ++i) os << "    int64_t s" << b << "_" << i << ";\n";
     }
@@ -679,7 +655,7 @@ class Sm80Writer {
     for (int b = 0; b < NB; ++b) {
       const PlanBuffer& B = plan_.buffers[b];
       bool in = B.kind == PlanBuffer::Input;
-      os << "    ctx.B" << b << " = (" << (in ? "const " : "") << storage_type(B.type) << "*)p.buf["
+      os << "    ctx.B" << b << " = (" << (in ? "const " : "") << storage_ctype(B.type) << "*)p.buf["
          << b << "];\n";
       for (size_t i = 0; i < B.dims.size(); ++i)
         os << "    ctx.s" << b << "_" << i << " = p.st[" << b << "][" << i << "];\n";
