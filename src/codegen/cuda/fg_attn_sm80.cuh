@@ -17,9 +17,10 @@
 //   the last, ragged key tile evaluate it.
 // Preconditions: sm_80+; q/k/v innermost stride 1, row strides multiples of 8 elements, base
 //   pointers 16-byte aligned; the Spec as documented below.
-// Test: bench/gpu/attn_harness.cu (vanilla, causal, diff_attn, lse, gqa, alibi/softcap at odd
-//   sizes against an f32 reference; timing against SDPA), run by scripts/gpu_check;
-//   tests/gpu/nvrtc_tile_library_test.cpp (compiles through NVRTC for sm_80 / sm_90a).
+// Test: tests/gpu/cuda_examples_test.cpp (generated Specs of every example and of random
+//   programs against the reference on the GPU, run by scripts/gpu_check);
+//   tests/gpu/nvrtc_tile_library_test.cpp (hand-written Specs compile through NVRTC for sm_80 /
+//   sm_90a); bench/gpu/attn_harness.cu (standalone hand-written Specs, checked and timed).
 //
 // ============================== The Spec interface ==============================
 // The emitter generates one struct per fused kernel (src/codegen/cuda/README.md has a full
