@@ -515,6 +515,7 @@ class KernelWriter {
   // Interval arithmetic of the mask over the tile (codegen/interval_code.h): cls 0 = false everywhere (skip), 2 = true
   // everywhere (no mask evaluation), 1 = partial.
   void emit_tile_class() {
+    std::set<int> ranged;  // mask gathers bounded by their data over the tile
     IntervalTarget t;
     t.max_fn = "std::max";
     t.min_fn = "std::min";
@@ -543,9 +544,53 @@ class KernelWriter {
             return std::make_pair(std::string("0.0"), "(double)(n_" + p_.dims[d] + " - 1)");
           return std::make_pair("(double)" + index_of(d), "(double)" + index_of(d));
         }
+        case Op::Gather:
+          if (ranged.count(id)) return std::make_pair("r" + std::to_string(id) + "lo",
+                                                      "r" + std::to_string(id) + "hi");
+          return std::nullopt;
         default: return std::nullopt;
       }
     };
+    // Data in the mask (doc[m] == doc[n]): a gather by plain dim indices over the row or the key
+    // dim (the others grid dims) is bounded by the min and max of the values the tile reads, as
+    // on CUDA (emit_sm80.cpp, data_ranges); a NaN makes it unknown.
+    std::set<int> anc;
+    std::vector<int> stack = {k_.tiles.mask};
+    while (!stack.empty()) {
+      int id = stack.back();
+      stack.pop_back();
+      if (!anc.insert(id).second) continue;
+      for (int a : p_.nodes[id].args) stack.push_back(a);
+    }
+    for (int id : anc) {
+      const Node& n = p_.nodes[id];
+      if (n.op != Op::Gather) continue;
+      int over = -1, count = 0;
+      for (int a : n.args) {
+        const Node& x = p_.nodes[a];
+        bool grid = std::find(k_.grid.begin(), k_.grid.end(), x.dim) != k_.grid.end();
+        if (x.op != Op::Index) count = 2;
+        else if (x.dim == k_.row_dim || x.dim == k_.red_dim) over = x.dim, ++count;
+        else if (!grid) count = 2;
+      }
+      if (count != 1) continue;
+      const bool row = over == k_.row_dim;
+      std::string args, r = "r" + std::to_string(id);
+      for (int a : n.args) {
+        int d = p_.nodes[a].dim;
+        args += ", " + (d == over ? std::string("i") : index_of(d));
+      }
+      os_ << ind_ << "double " << r << "lo = INFINITY, " << r << "hi = -INFINITY;  // "
+          << node_text(p_, id) << " over the tile\n"
+          << ind_ << "for (int64_t i = " << (row ? "r0" : "t0") << "; i < "
+          << (row ? "r0 + rows" : "t0 + cols") << "; ++i) {\n"
+          << ind_ << "  const double v = (double)G" << n.param << "(err" << args << ");\n"
+          << ind_ << "  if (v != v) { " << r << "lo = -INFINITY; " << r << "hi = INFINITY; break; }\n"
+          << ind_ << "  " << r << "lo = std::min(" << r << "lo, v); " << r << "hi = std::max(" << r
+          << "hi, v);\n"
+          << ind_ << "}\n";
+      ranged.insert(id);
+    }
     os_ << emit_interval_bounds(p_, k_.tiles.mask, t);
     int m = k_.tiles.mask;
     os_ << ind_ << "const int cls = " << interval_hi(m) << " == 0.0 ? 0 : (" << interval_lo(m)

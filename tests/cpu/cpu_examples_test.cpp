@@ -9,6 +9,7 @@
 
 #include "flashgen/compile.h"
 #include "flashgen/flashgen.h"
+#include "flashgen/frontend.h"
 #include "support/support.h"
 
 namespace flashgen {
@@ -104,6 +105,34 @@ TEST(CpuBackend, AcceptsNonContiguousInputs) {
   TensorMap want = evaluate_reference(p, in);
   TensorMap got = run_cpu(p, in2);
   EXPECT_EQ(testing::compare_tensors(got.at("o"), want.at("o"), 2e-5), "");
+}
+
+// Data in the mask: the tile classifier bounds doc[m], doc[n] and w[n] by the values each tile
+// reads, so sorted document ids skip or unmask whole tiles. Results must stay those of the
+// reference with ragged documents, NaN weights (never "unmasked") and unsorted ids.
+TEST(CpuBackend, DataMasksMatchTheReference) {
+  Program p = parse_source(
+      "program docs(q: f32[h, m, d], k: f32[h, n, d], v: f32[h, n, e], doc: i32[t], w: f32[t]) {\n"
+      "  s = sum(q * k, d) / sqrt(size(d))\n"
+      "  out o: f32[h, m, e] = sum(softmax(where(doc[m] == doc[n] and w[n] > 0., s, -inf), n)"
+      " * v, n)\n}\n", "docs.attn").at(0);
+  const int64_t len = 333, lengths[] = {1, 63, 64, 65, 127, 129, 7, 200};
+  Extents ext = {{"h", 2}, {"m", len}, {"n", len}, {"t", len}, {"d", 32}, {"e", 32}};
+  for (int order = 0; order < 3; ++order) {  // sorted; unsorted; sorted, w > 0 (full tiles)
+    TensorMap in = random_inputs(p, ext, 21 + order);
+    Tensor doc(DType::i32, {len}), w(DType::f32, {len});
+    int64_t id = 0, left = lengths[0];
+    for (int64_t i = 0; i < len; ++i) {
+      if (left == 0) left = lengths[++id % 8];
+      --left;
+      doc.set(i, double(order != 1 ? id : (i * 7919) % 5));
+      w.set(i, order == 2 ? 0.5 : (i % 97 == 5 ? NAN : (i % 13 == 0 ? -1.0 : 1.0)));
+    }
+    in["doc"] = doc;
+    in["w"] = w;
+    SCOPED_TRACE("ids and weights, case " + std::to_string(order));
+    check_close(p, in, ext, 2e-5);
+  }
 }
 
 TEST(CpuBackend, OutOfRangeGatherNamesTheParameter) {

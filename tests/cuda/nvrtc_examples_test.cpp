@@ -149,6 +149,22 @@ TEST(CudaEmit, LaunchShapeAndPreloadsFollowTheHeadDims) {
   EXPECT_EQ(j["kernels"][0]["cuda"]["preloaded_per_key_tile"].size(), 1u);
 }
 
+TEST(CudaEmit, MaskDataIsBoundedPerTile) {
+  // doc[m] and doc[n] in the mask: bounded by the values the tile reads (one warp pass each).
+  std::string doc = emit_cuda(example("document"), Target::cuda_sm80, {{"d", 64}, {"e", 64}});
+  EXPECT_NE(doc.find("fg::warp_range([&](int i) { return (double)G"), std::string::npos);
+  EXPECT_NE(doc.find(", m0, m1, r"), std::string::npos);
+  EXPECT_NE(doc.find(", n0, n1, r"), std::string::npos);
+  // A gather over both the row and the key dim (a 2-D box per tile) stays unknown.
+  Program p = parse_source(
+      "program pm(q: bf16[m, d], k: bf16[n, d], v: bf16[n, e], keep: bool[m, n]) {\n"
+      "  out o: f32[m, e] = sum(softmax(where(keep[m, n], sum(q * k, d), -inf), n) * v, n)\n"
+      "}\n", "pm.attn").at(0);
+  std::string pm = emit_cuda(p, Target::cuda_sm80, {{"d", 64}, {"e", 64}});
+  EXPECT_NE(pm.find("fg::kTileEmpty"), std::string::npos);
+  EXPECT_EQ(pm.find("warp_range"), std::string::npos);
+}
+
 TEST(CudaEmit, SourceDependsOnHeadDimsOnly) {
   // (no NVRTC needed: emission only)
   Program p = example("causal");

@@ -90,8 +90,7 @@ double rms_diff(const Tensor& a, const Tensor& b, int64_t* nonfinite) {
   return a.numel() ? std::sqrt(s / static_cast<double>(a.numel())) : 0.0;
 }
 
-void check_example(const Program& p, const Extents& ext, uint64_t seed) {
-  TensorMap in = random_inputs(p, ext, seed);
+void check_inputs(const Program& p, const TensorMap& in, const Extents& ext) {
   TensorMap want = evaluate_reference_f64(p, in);
   TensorMap plain = evaluate_reference(plain_bf16(p), in);
   TensorMap got = run_cuda(p, in);
@@ -107,6 +106,10 @@ void check_example(const Program& p, const Extents& ext, uint64_t seed) {
     EXPECT_LE(err, 2 * base + 1e-6) << p.name << "." << o.name << " rms error " << err
                                     << " vs plain bf16 " << base << " at " << sizes;
   }
+}
+
+void check_example(const Program& p, const Extents& ext, uint64_t seed) {
+  check_inputs(p, random_inputs(p, ext, seed), ext);
 }
 
 bool have_gpu() {
@@ -201,6 +204,40 @@ TEST(CudaBackend, UnseenProgramsMatchTheReference) {
     int64_t bad = 0;
     EXPECT_LE(rms_diff(got.at("o"), want.at("o"), &bad), 0.01) << ps[2].name;
     EXPECT_EQ(bad, 0);
+  }
+}
+
+// Masks over data: the classifier bounds doc[m], doc[n] and w[n] by the values each tile reads
+// (fg::warp_range), so with sorted document ids whole tiles are skipped or run unmasked. The
+// results must be those of the reference for ragged documents (lengths around the 64-key tile
+// and the 128-row block, a one-element document), NaN and negative weights (NaN > 0 is false:
+// a NaN in a tile's range makes it unknown, never "unmasked"), and unsorted ids.
+TEST(CudaBackend, DataMasksMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  Program p = parse_source(
+      "program docs(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], doc: i32[t],"
+      " w: f32[t]) {\n"
+      "  s = sum(q * k, d) / sqrt(size(d))\n"
+      "  out o: f32[h, m, e] = sum(softmax(where(doc[m] == doc[n] and w[n] > 0., s, -inf), n)"
+      " * v, n)\n}\n", "docs.attn").at(0);
+  for (int64_t len : {333, 1000}) {
+    Extents ext = {{"h", 2}, {"m", len}, {"n", len}, {"t", len}, {"d", 64}, {"e", 64}};
+    for (int order = 0; order < 3; ++order) {  // sorted; unsorted; sorted, w > 0 (full tiles)
+      TensorMap in = random_inputs(p, ext, 11 + order);
+      const int64_t lengths[] = {1, 63, 64, 65, 127, 129, 7, 200};
+      Tensor doc(DType::i32, {len}), w(DType::f32, {len});
+      int64_t id = 0, left = lengths[0];
+      for (int64_t i = 0; i < len; ++i) {
+        if (left == 0) left = lengths[++id % 8];
+        --left;
+        doc.set(i, double(order != 1 ? id : (i * 7919) % 5));
+        w.set(i, order == 2 ? 0.5 : (i % 97 == 5 ? NAN : (i % 13 == 0 ? -1.0 : 1.0)));
+      }
+      in["doc"] = doc;
+      in["w"] = w;
+      SCOPED_TRACE("ids and weights, case " + std::to_string(order));
+      check_inputs(p, in, ext);
+    }
   }
 }
 

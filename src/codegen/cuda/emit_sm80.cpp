@@ -87,6 +87,7 @@ class Sm80Writer {
   std::set<int> gathered_;   // buffers read by gathers
   struct Preload { int node; bool per_row; };  // see choose_preloads
   std::vector<Preload> pre_;
+  std::set<int> ranged_;     // mask gathers bounded by their data over the tile (data_ranges)
   std::set<int> unchecked_;  // parameters whose every gather indexes by plain dim indices
 
   [[noreturn]] void fail(const std::string& why) const {
@@ -484,6 +485,40 @@ class Sm80Writer {
     return "((float)(" + em_.value(id, c) + "))";
   }
 
+  // Data in the mask (doc[m] == doc[n]): a gather by plain dim indices over the row dim or the
+  // key dim (the others parallel) is bounded over the tile by the min and max of the values it
+  // reads there (fg::warp_range: one warp-strided pass over <= 1024 elements per classify call),
+  // so tiles between different documents are skipped and tiles inside one document skip the
+  // mask, for any data (sorted ids only make it effective). Everything else stays unknown.
+  std::string data_ranges(const std::string& indent) const {
+    std::set<int> anc;
+    ancestors(k_.tiles.mask, anc);
+    std::ostringstream os;
+    for (int id : anc) {
+      const Node& n = N(id);
+      if (n.op != Op::Gather || !unchecked_.count(n.param)) continue;
+      int over = -1, count = 0;
+      for (int a : n.args) {
+        int d = N(a).dim;
+        if (d == k_.row_dim || d == k_.red_dim) over = d, ++count;
+        else if (!is_par(d)) count = 2;
+      }
+      if (count != 1) continue;
+      std::string args, v = over == k_.row_dim ? "m" : "n";
+      for (int a : n.args) {
+        int d = N(a).dim;
+        args += d == over ? ", (int64_t)i" : ", (int64_t)ctx.g" + S(d);
+      }
+      os << indent << "double r" << id << "lo, r" << id << "hi;  // " << node_text(p_, id)
+         << " over the tile\n"
+         << indent << "fg::warp_range([&](int i) { return (double)G" << buffer_of_param(n.param)
+         << "(ctx" << args << "); }, " << v << "0, " << v << "1, r" << id << "lo, r" << id
+         << "hi);\n";
+      const_cast<std::set<int>&>(ranged_).insert(id);
+    }
+    return os.str();
+  }
+
   // struct Pre and preload() (fg_attn_sm80.cuh, "optional"), or nothing.
   std::string preload_code() const {
     if (pre_.empty()) return "";
@@ -556,9 +591,13 @@ class Sm80Writer {
           if (is_par(d)) return std::make_pair("(double)ctx.g" + S(d), "(double)ctx.g" + S(d));
           return std::make_pair(std::string("0.0"), "(double)(" + extent(d) + " - 1)");
         }
+        case Op::Gather:
+          if (ranged_.count(id)) return std::make_pair("r" + S(id) + "lo", "r" + S(id) + "hi");
+          return std::nullopt;
         default: return std::nullopt;
       }
     };
+    os << data_ranges(t.indent);
     os << emit_interval_bounds(p_, k_.tiles.mask, t);
     auto lo = interval_lo;
     auto hi = interval_hi;

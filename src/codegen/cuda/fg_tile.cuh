@@ -181,6 +181,29 @@ FG_DEV void load_a_frags(u32 (&a)[K / 16][4], u32 stile, int row0, int lane) {
   for (int kk = 0; kk < K / 16; ++kk) ldmatrix_x4(a[kk], ad.at(row0, kk * 16));
 }
 
+// Bounds [lo, hi] of value(i) over i in [i0, i1) (i0 < i1), computed by a whole warp: every
+// lane calls it with the same arguments and reads every 32nd element. For tile classifiers over
+// data (doc[n] over a key tile). A NaN anywhere gives the unknown range [-1e300, 1e300].
+template <class F>
+FG_DEV void warp_range(F value, int i0, int i1, double& lo, double& hi) {
+  double l = 1e300, h = -1e300;
+  bool nan = false;
+  for (int i = i0 + (int)(threadIdx.x & 31); i < i1; i += 32) {
+    const double v = value(i);
+    nan = nan || v != v;
+    l = fmin(l, v);
+    h = fmax(h, v);
+  }
+#pragma unroll
+  for (int s = 16; s > 0; s >>= 1) {
+    l = fmin(l, __shfl_xor_sync(0xffffffffu, l, s));
+    h = fmax(h, __shfl_xor_sync(0xffffffffu, h, s));
+  }
+  nan = __any_sync(0xffffffffu, nan);
+  lo = nan ? -1e300 : l;
+  hi = nan ? 1e300 : h;
+}
+
 // Convert accumulator fragments (16 x 16*KB, f32) into A operands (bf16) for the next mma.
 template <int KB>
 FG_DEV void acc_to_a(u32 (&a)[KB][4], const float (&acc)[2 * KB][4]) {
