@@ -4,8 +4,10 @@
 // exp(-inf) = 0 there; if every accumulator is of these forms with the same c, a tile on which
 // c is false everywhere can be skipped and a tile on which it is true everywhere can drop the
 // where. The emitter decides each tile at run time by interval arithmetic on c over the tile's
-// index ranges (codegen: emit_tile_class); data-dependent parts of c (gathers) are "unknown",
-// so `doc[m] == doc[n] and n <= m` still skips the tiles above the diagonal.
+// index ranges (codegen: emit_tile_class, emit_sm80 classify); a gather by plain dim indices
+// over the row or the key dim (doc[m], doc[n]) is bounded by the min and max of the values the
+// tile reads, other data is "unknown", so `doc[m] == doc[n]` skips tiles between documents and
+// `... and n <= m` still skips the tiles above the diagonal for any ids.
 // Test: tests/plan/plan_test.cpp (mask found), tests/cpu (skipping keeps results exact).
 #include <cmath>
 

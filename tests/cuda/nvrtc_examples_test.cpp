@@ -124,29 +124,16 @@ TEST(CudaEmit, ExplainReportsTheLaunchShapeOrWhyNot) {
   EXPECT_EQ(explain(qn, opt).find("cuda:"), std::string::npos);
 }
 
-TEST(CudaEmit, LaunchShapeAndPreloadsFollowTheHeadDims) {
-  // Key-dim gathers by plain dim indices (doc[n]) are loaded at the top of each key tile and
-  // the score reads them from registers; doc[m] (no key dim) is not preloaded.
-  std::string doc = emit_cuda(example("document"), Target::cuda_sm80, {{"d", 64}, {"e", 64}});
-  EXPECT_NE(doc.find("struct Pre {"), std::string::npos);
-  EXPECT_NE(doc.find("static __device__ void preload("), std::string::npos);
-  EXPECT_NE(doc.find("[t][i & 1]"), std::string::npos);
-  EXPECT_NE(doc.find("kWarpMBlocks = 2"), std::string::npos);
-  // Small heads (d = 32): 16 rows per warp, 4 blocks per SM, no preloads (measured slower
-  // under the 128-register cap).
+TEST(CudaEmit, SmallHeadsTakeMoreBlocksPerSM) {
+  // d = 32: 16 rows per warp and 4 blocks per SM (the element code dominates; measured in
+  // bench/RESULTS.md, session 3); d = 64 keeps 32 rows per warp and 2 blocks.
   std::string evo = emit_cuda(example("evoformer_row"), Target::cuda_sm80, {{"d", 32}});
   EXPECT_NE(evo.find("kWarpMBlocks = 1, kBlockN = 64, kMinBlocks = 4"), std::string::npos);
-  EXPECT_EQ(evo.find("struct Pre {"), std::string::npos);
+  std::string doc = emit_cuda(example("document"), Target::cuda_sm80, {{"d", 64}, {"e", 64}});
+  EXPECT_NE(doc.find("kWarpMBlocks = 2, kBlockN = 64, kMinBlocks = 2"), std::string::npos);
   // The block's parallel index splits in 32-bit arithmetic (the host bounds P by INT32_MAX).
   EXPECT_NE(evo.find("unsigned rem = (unsigned)par;"), std::string::npos);
   EXPECT_EQ(evo.find("int64_t rem"), std::string::npos);
-  CompileOptions opt;
-  opt.target = Target::cuda_sm80;
-  opt.sizes = {{"d", 64}, {"e", 64}};
-  EXPECT_NE(explain(example("document"), opt).find("preloaded per key tile: %"),
-            std::string::npos);
-  nlohmann::json j = nlohmann::json::parse(explain_json(example("document"), opt));
-  EXPECT_EQ(j["kernels"][0]["cuda"]["preloaded_per_key_tile"].size(), 1u);
 }
 
 TEST(CudaEmit, MaskDataIsBoundedPerTile) {

@@ -61,7 +61,6 @@ class Sm80Writer {
     out.source = source();
     launch_.rows_per_warp = 16 * mw_;
     for (int h : hoisted_) launch_.hoisted.push_back(node_text(p_, h));
-    for (const Preload& x : pre_) launch_.preloaded.push_back(node_text(p_, x.node));
     out.launch = launch_;
     return out;
   }
@@ -85,8 +84,6 @@ class Sm80Writer {
   int cdim_ = -1, vdim_ = -1;
   int64_t D_ = 0, DV_ = 0;
   std::set<int> gathered_;   // buffers read by gathers
-  struct Preload { int node; bool per_row; };  // see choose_preloads
-  std::vector<Preload> pre_;
   std::set<int> ranged_;     // mask gathers bounded by their data over the tile (data_ranges)
   std::set<int> unchecked_;  // parameters whose every gather indexes by plain dim indices
 
@@ -341,41 +338,8 @@ class Sm80Writer {
     for (const Node& n : p_.nodes)
       if (n.op == Op::Index || n.op == Op::Size) narrow.insert(n.dim);
     launch_.int32_dims.assign(narrow.begin(), narrow.end());
-    choose_preloads();
   }
 
-  // Gathers of the score code over the key dim with plain dim indices (doc[n], pair[b, h, m, n])
-  // are loaded into registers at the top of each key tile (Spec::preload), so their
-  // global-memory latency overlaps the K/V wait and Q.K^T. Per thread a (row, key) gather holds
-  // 4 * kWarpMBlocks * kBlockN / 8 values and a key-only one kBlockN / 4; at most 48 in all, and
-  // none in kernels capped at 128 registers (4 blocks per SM). H200, scripts/gpu_ab: document
-  // 4 % faster (doc[n], 255 registers); evoformer_row 7-10 % slower with any preload under the
-  // 128-register cap (or 3 blocks / 170 registers), so small-head kernels do not preload.
-  // The indices are dims whose extents the host checked, clamped in range, so the loads are
-  // safe even where a mask would not read them.
-  void choose_preloads() {
-    std::set<int> score_code;
-    for (const Group& g : groups_) ancestors(g.arg, score_code);
-    int budget = min_blocks_ >= 4 ? 0 : 48;
-    for (int id : score_code) {
-      const Node& n = N(id);
-      if (n.op != Op::Gather || !unchecked_.count(n.param) || !dimset_contains(n.dims, k_.red_dim))
-        continue;
-      bool row = dimset_contains(n.dims, k_.row_dim), ok = true;
-      for (int d : n.dims) ok = ok && (d == k_.row_dim || d == k_.red_dim || is_par(d));
-      const PlanValue* v = k_.value(id);
-      int cost = row ? 4 * mw_ * 8 : 16;
-      if (!ok || !v || v->load_buffer >= 0 || cost > budget) continue;
-      budget -= cost;
-      pre_.push_back({id, row});
-    }
-  }
-  std::string pre_expr(int node) const {
-    for (const Preload& x : pre_)
-      if (x.node == node)
-        return x.per_row ? "pre.p" + S(node) + "[b][t][i]" : "pre.p" + S(node) + "[t][i & 1]";
-    return "";
-  }
   int mw_ = 1, min_blocks_ = 1, vsplit_ = 1;
   int64_t DVc_ = 0;  // value columns per block (DV_ / vsplit_)
   bool skip_ = false;
@@ -412,13 +376,12 @@ class Sm80Writer {
   }
   ElementContext context(std::function<std::string(int)> idx,
                          std::function<std::string(int)> acc, int assume_true,
-                         ElementContext* self, bool hoist = true, bool use_pre = false) const {
+                         ElementContext* self, bool hoist = true) const {
     ElementContext c;
     c.assume_true = assume_true;
     c.err = "ctx.err";
     if (hoist)
-      c.hoisted = [this, use_pre](int node) -> std::string {
-        if (use_pre && !pre_expr(node).empty()) return pre_expr(node);
+      c.hoisted = [this](int node) -> std::string {
         if (!hoistable(node)) return "";
         hoisted_.insert(node);
         return "ctx.h" + S(node);
@@ -516,44 +479,6 @@ class Sm80Writer {
          << "hi);\n";
       const_cast<std::set<int>&>(ranged_).insert(id);
     }
-    return os.str();
-  }
-
-  // struct Pre and preload() (fg_attn_sm80.cuh, "optional"), or nothing.
-  std::string preload_code() const {
-    if (pre_.empty()) return "";
-    auto idx = [this](int d) -> std::string {
-      if (d == k_.row_dim) return "m";
-      if (d == k_.red_dim) return "n";
-      return "";
-    };
-    auto noacc = [](int) { return std::string(); };
-    ElementContext c;
-    c = context(idx, noacc, -1, &c);
-    std::ostringstream os, rows, keys;
-    os << "  struct Pre {\n";
-    for (const Preload& x : pre_) {
-      std::string t = em_.ctype(N(x.node).type);
-      os << "    " << t << " p" << x.node << (x.per_row ? "[" + S(mw_) + "][kBlockN / 8][4]" : "[kBlockN / 8][2]")
-         << ";  // " << node_text(p_, x.node) << "\n";
-      std::string e = em_.compute(x.node, c);
-      if (x.per_row) rows << "          pre.p" << x.node << "[b][t][2 * h + j] = " << e << ";\n";
-      else keys << "        pre.p" << x.node << "[t][j] = " << e << ";\n";
-    }
-    os << "  };\n";
-    os << "  static __device__ void preload(const Ctx& ctx, Pre& pre, const int (&rm)[" << mw_
-       << "][2], int n0, int col_t, int N) {\n"
-          "    (void)ctx; (void)rm;\n"
-          "#pragma unroll\n    for (int t = 0; t < kBlockN / 8; ++t)\n"
-          "#pragma unroll\n      for (int j = 0; j < 2; ++j) {\n"
-          "        const int n = min(n0 + t * 8 + col_t + j, N - 1);\n"
-       << keys.str();
-    if (!rows.str().empty())
-      os << "#pragma unroll\n        for (int b = 0; b < " << mw_ << "; ++b)\n"
-         << "#pragma unroll\n        for (int h = 0; h < 2; ++h) {\n"
-            "          const int m = rm[b][h];\n"
-         << rows.str() << "        }\n";
-    os << "      }\n  }\n";
     return os.str();
   }
 
@@ -677,8 +602,8 @@ class Sm80Writer {
       };
       auto noacc = [](int) { return std::string(); };
       ElementContext cm, cf;
-      cm = context(idx, noacc, -1, &cm, true, true);
-      cf = context(idx, noacc, k_.tiles.unmasked_full ? k_.tiles.mask : -1, &cf, true, true);
+      cm = context(idx, noacc, -1, &cm);
+      cf = context(idx, noacc, k_.tiles.unmasked_full ? k_.tiles.mask : -1, &cf);
       std::string sc1 = "", sc2 = "";
       masked[g] = scaled(groups_[g].arg, cm, &sc1);
       plain[g] = scaled(groups_[g].arg, cf, &sc2);
@@ -689,12 +614,8 @@ class Sm80Writer {
     for (int g = 0; g < G; ++g)
       bd << "    if (g == " << g << ") return fg::kLog2e" << scale[g] << ";\n";
     bd << "    return fg::kLog2e;\n  }\n";
-    bd << preload_code();
     bd << "  template <int g, bool kMasked>\n  static __device__ float score(const float (&c)["
-       << Sn << "], int m, int n, const Ctx& ctx"
-       << (pre_.empty() ? "" : ", const Pre& pre, int b, int t, int i")
-       << ") {\n    (void)c; (void)m; (void)n; (void)ctx;\n";
-    if (!pre_.empty()) bd << "    (void)pre; (void)b; (void)t; (void)i;\n";
+       << Sn << "], int m, int n, const Ctx& ctx) {\n    (void)c; (void)m; (void)n; (void)ctx;\n";
     for (int g = 0; g < G; ++g) {
       bd << "    if (g == " << g << ") {\n      if (kMasked) return " << masked[g]
          << ";\n      return " << plain[g] << ";\n    }\n";

@@ -46,9 +46,6 @@ struct Sm80Launch {
   // per block (node text).
   int rows_per_warp = 16, block_n = 64;
   std::vector<std::string> hoisted;
-  // Gathers of the score code over the key dim loaded into registers at the top of each key
-  // tile (Spec::preload; node text).
-  std::vector<std::string> preloaded;
   // Gathers whose indices are plain dim indices (pair[b, h, m, n], doc[m]) run unchecked on the
   // device; the host checks ext(index dim) <= ext(parameter dim) before the launch instead.
   struct GatherCheck { int param, pos, index_dim; };

@@ -81,19 +81,6 @@
 //     template <int g>
 //     static __device__ float score_scale(const Ctx& ctx);  // > 0, finite
 //
-//     // Optional: values the element code reads from global memory per (row, key) element,
-//     // loaded into registers at the top of each key tile (before the kernel waits for the K/V
-//     // tile), so their latency overlaps that wait and Q.K^T instead of stalling the element
-//     // code. rm[b][h] = this thread's rows (as in score), keys n0 + t*8 + col_t + {0,1} for
-//     // t < kBlockN/8 (clamp them to N - 1). With Pre, score takes (pre, b, t, i) too: the
-//     // element's m-block b, n8 tile t and fragment slot i (row h = i >> 1, key + (i & 1)).
-//     struct Pre;
-//     static __device__ void preload(const Ctx& ctx, Pre& pre, const int (&rm)[kWarpMBlocks][2],
-//                                    int n0, int col_t, int N);
-//     template <int g, bool kMasked>
-//     static __device__ float score(const float (&c)[S], int m, int n, const Ctx& ctx,
-//                                   const Pre& pre, int b, int t, int i);
-//
 //     // Epilogue for two adjacent value columns (e, e+1) of row m (m < M, e even):
 //     // o[a][j] = accumulator a at (m, e+j), un-normalized; st has per group g: l[g] (row sum),
 //     // inv_l[g] (1/l, 0 for an all-masked row), mx[g] (running max, base 2; -inf if all masked).
@@ -116,23 +103,6 @@
 namespace fg {
 
 enum { kTileEmpty = 0, kTileFull = 1, kTilePartial = 2 };
-
-// The optional Spec::Pre (see the Spec interface): PreOf<Spec>::type, kHas.
-template <class...> using void_t = void;
-template <class Spec, class = void> struct PreOf {
-  struct type {};
-  static constexpr bool kHas = false;
-};
-template <class Spec> struct PreOf<Spec, void_t<typename Spec::Pre>> {
-  using type = typename Spec::Pre;
-  static constexpr bool kHas = true;
-};
-template <class Spec, int g, bool kMasked, int S>
-FG_DEV float score_at(const float (&c)[S], int m, int n, const typename Spec::Ctx& ctx,
-                      const typename PreOf<Spec>::type& pre, int b, int t, int i) {
-  if constexpr (PreOf<Spec>::kHas) return Spec::template score<g, kMasked>(c, m, n, ctx, pre, b, t, i);
-  else return Spec::template score<g, kMasked>(c, m, n, ctx);
-}
 
 template <int G>
 struct RowStats {
@@ -336,8 +306,6 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     const int cls_n = cls_next;
     if (jn < n_tiles) issue_kv(jn, stage ^ 1);
     cp_async_commit();
-    typename PreOf<Spec>::type pre;  // element-code gathers of this tile, in flight meanwhile
-    if constexpr (PreOf<Spec>::kHas) Spec::preload(ctx, pre, rm, j * BN, col_t, N);
     cp_async_wait<1>();
     __syncthreads();
 
@@ -365,10 +333,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #pragma unroll
             for (int s = 0; s < S; ++s) cv[s] = c[s][b][t][i];
             const int n = n0 + t * 8 + col_t + (i & 1);
-            x[0][b][t][i] = score_at<Spec, 0, false>(cv, rm[b][i >> 1], n, ctx, pre, b, t, i);
+            x[0][b][t][i] = Spec::template score<0, false>(cv, rm[b][i >> 1], n, ctx);
             if constexpr (G > 1)
-              x[G - 1][b][t][i] =
-                  score_at<Spec, G - 1, false>(cv, rm[b][i >> 1], n, ctx, pre, b, t, i);
+              x[G - 1][b][t][i] = Spec::template score<G - 1, false>(cv, rm[b][i >> 1], n, ctx);
           }
     } else {
 #pragma unroll
@@ -383,11 +350,10 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             const int n = n0 + t * 8 + col_t + (i & 1);
             const int nc = min(n, N - 1);
             x[0][b][t][i] =
-                n < N ? score_at<Spec, 0, true>(cv, rm[b][i >> 1], nc, ctx, pre, b, t, i)
-                      : neg_inf();
+                n < N ? Spec::template score<0, true>(cv, rm[b][i >> 1], nc, ctx) : neg_inf();
             if constexpr (G > 1)
               x[G - 1][b][t][i] =
-                  n < N ? score_at<Spec, G - 1, true>(cv, rm[b][i >> 1], nc, ctx, pre, b, t, i)
+                  n < N ? Spec::template score<G - 1, true>(cv, rm[b][i >> 1], nc, ctx)
                         : neg_inf();
           }
     }
