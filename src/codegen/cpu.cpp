@@ -517,22 +517,19 @@ class KernelWriter {
   void emit_tile_class() {
     std::set<int> ranged;  // mask gathers bounded by their data over the tile
     IntervalTarget t;
-    t.max_fn = "std::max";
-    t.min_fn = "std::min";
-    t.unknown_lo = "-INFINITY";
-    t.unknown_hi = "INFINITY";
     t.indent = ind_;
     t.leaf = [&](int id) -> std::optional<std::pair<std::string, std::string>> {
       const Node& n = p_.nodes[id];
       bool boolean = n.type == DType::boolean;
       const PlanValue* pv = k_.value(id);
       if (pv && pv->load_buffer >= 0)  // read from memory: unknown
-        return std::make_pair(std::string(boolean ? "0.0" : "-INFINITY"),
-                              std::string(boolean ? "1.0" : "INFINITY"));
+        return std::make_pair(std::string(boolean ? "0.0" : "NAN"),
+                              std::string(boolean ? "1.0" : "NAN"));
       switch (n.op) {
-        case Op::Const: {
+        case Op::Const: {  // the value of the node's type (an f32 constant rounded to f32)
+          if (is_float(n.type) && n.type != DType::f32) return std::nullopt;  // unknown
           std::string v = boolean ? (n.value != 0 ? "1.0" : "0.0")
-                                  : em_.literal(n.value, DType::f64 == n.type ? DType::f32 : n.type);
+                                  : "(double)" + em_.literal(n.value, n.type);
           return std::make_pair(v, v);
         }
         case Op::Size: return std::make_pair("(double)n_" + p_.dims[n.dim], "(double)n_" + p_.dims[n.dim]);
@@ -553,7 +550,7 @@ class KernelWriter {
     };
     // Data in the mask (doc[m] == doc[n]): a gather by plain dim indices over the row or the key
     // dim (the others grid dims) is bounded by the min and max of the values the tile reads, as
-    // on CUDA (emit_sm80.cpp, data_ranges); a NaN makes it unknown.
+    // on CUDA (emit_sm80.cpp, data_ranges); a NaN makes it unknown (NaN bounds).
     std::set<int> anc;
     std::vector<int> stack = {k_.tiles.mask};
     while (!stack.empty()) {
@@ -585,7 +582,7 @@ class KernelWriter {
           << ind_ << "for (int64_t i = " << (row ? "r0" : "t0") << "; i < "
           << (row ? "r0 + rows" : "t0 + cols") << "; ++i) {\n"
           << ind_ << "  const double v = (double)G" << n.param << "(err" << args << ");\n"
-          << ind_ << "  if (v != v) { " << r << "lo = -INFINITY; " << r << "hi = INFINITY; break; }\n"
+          << ind_ << "  if (v != v) { " << r << "lo = NAN; " << r << "hi = NAN; break; }\n"
           << ind_ << "  " << r << "lo = std::min(" << r << "lo, v); " << r << "hi = std::max(" << r
           << "hi, v);\n"
           << ind_ << "}\n";

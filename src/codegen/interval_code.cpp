@@ -7,8 +7,42 @@
 
 namespace flashgen {
 
-std::string interval_lo(int node) { return "l" + std::to_string(node); }
-std::string interval_hi(int node) { return "h" + std::to_string(node); }
+// (appended, not `"l" + to_string`: GCC 12 warns falsely on that, bug 105329)
+std::string interval_lo(int node) { return std::string("l").append(std::to_string(node)); }
+std::string interval_hi(int node) { return std::string("h").append(std::to_string(node)); }
+
+namespace {
+
+// NaN-propagating max / min of two bound expressions (fmax and std::max drop or keep a NaN
+// depending on its position).
+std::string imax(const std::string& x, const std::string& y) {
+  return "(" + x + " != " + x + " || " + y + " != " + y + " ? NAN : (" + x + " > " + y + " ? " +
+         x + " : " + y + "))";
+}
+std::string imin(const std::string& x, const std::string& y) {
+  return "(" + x + " != " + x + " || " + y + " != " + y + " ? NAN : (" + x + " < " + y + " ? " +
+         x + " : " + y + "))";
+}
+
+// One rounding error of a float type, relative and absolute (the smallest subnormal), for
+// widening the bounds of a sum computed in that type; 0 for types without a bound rule.
+std::pair<double, double> rounding(DType t) {
+  switch (t) {
+    case DType::f32: return {0x1p-23, 0x1p-149};
+    case DType::bf16: return {0x1p-7, 0x1p-133};
+    case DType::f16: return {0x1p-10, 0x1p-24};
+    default: return {0, 0};
+  }
+}
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+}  // namespace
 
 std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarget& t) {
   std::set<int> nodes;  // ordered by id = topological
@@ -21,33 +55,44 @@ std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarge
   }
   auto lo = interval_lo;
   auto hi = interval_hi;
-  auto call = [](const std::string& f, const std::string& x, const std::string& y) {
-    return f + "(" + x + ", " + y + ")";
-  };
   std::ostringstream os;
   for (int id : nodes) {
     const Node& n = p.nodes[id];
     auto a = [&](int i) { return n.args[i]; };
-    bool boolean = n.type == DType::boolean;
-    std::string uL = boolean ? "0.0" : t.unknown_lo, uH = boolean ? "1.0" : t.unknown_hi;
-    std::string L = uL, H = uH;
+    const bool boolean = n.type == DType::boolean;
+    const bool integer = is_integer(n.type);
+    std::string L = boolean ? "0.0" : "NAN", H = boolean ? "1.0" : "NAN";
+    bool round_sum = false;  // a float sum: widen by one rounding error
     if (auto leaf = t.leaf(id)) {
       std::tie(L, H) = *leaf;
     } else switch (n.op) {
-      case Op::Add: L = lo(a(0)) + " + " + lo(a(1)); H = hi(a(0)) + " + " + hi(a(1)); break;
-      case Op::Sub: L = lo(a(0)) + " - " + hi(a(1)); H = hi(a(0)) + " - " + lo(a(1)); break;
+      case Op::Add: L = lo(a(0)) + " + " + lo(a(1)); H = hi(a(0)) + " + " + hi(a(1)); round_sum = true; break;
+      case Op::Sub: L = lo(a(0)) + " - " + hi(a(1)); H = hi(a(0)) + " - " + lo(a(1)); round_sum = true; break;
       case Op::Neg: L = "-" + hi(a(0)); H = "-" + lo(a(0)); break;
-      case Op::Cast:  // to a float: the same range; to an integer: truncation, left unknown
-        if (!is_integer(n.type) && !boolean) { L = lo(a(0)); H = hi(a(0)); }
+      case Op::Cast: {  // to f32: rounded like the values (monotone); to i64 from an integer: same
+        const DType from = p.nodes[a(0)].type;
+        if (n.type == DType::f32 && from != DType::boolean) {
+          L = "(double)(float)" + lo(a(0)); H = "(double)(float)" + hi(a(0));
+        } else if ((n.type == DType::f32 && from == DType::boolean) ||
+                   (n.type == DType::i64 && (is_integer(from) || from == DType::boolean))) {
+          L = lo(a(0)); H = hi(a(0));
+        }  // to narrower floats, float to integer, i64 to i32: unknown
         break;
-      case Op::Maximum: L = call(t.max_fn, lo(a(0)), lo(a(1))); H = call(t.max_fn, hi(a(0)), hi(a(1))); break;
-      case Op::Minimum: L = call(t.min_fn, lo(a(0)), lo(a(1))); H = call(t.min_fn, hi(a(0)), hi(a(1))); break;
-      case Op::Clamp:
-        L = call(t.min_fn, call(t.max_fn, lo(a(0)), lo(a(1))), lo(a(2)));
-        H = call(t.min_fn, call(t.max_fn, hi(a(0)), hi(a(1))), hi(a(2)));
+      }
+      case Op::Maximum: L = imax(lo(a(0)), lo(a(1))); H = imax(hi(a(0)), hi(a(1))); break;
+      case Op::Minimum: L = imin(lo(a(0)), lo(a(1))); H = imin(hi(a(0)), hi(a(1))); break;
+      case Op::Clamp: {  // x < lo ? lo : (x > hi ? hi : x): the value is lo, hi or x
+        // If lo <= hi everywhere (h(lo) <= l(hi)): [min(max(l(x), l(lo)), l(hi)), min(max(h(x),
+        // h(lo)), h(hi))]; otherwise lo can exceed hi: [min(l(lo), l(hi)), max(h(lo), min(h(x), h(hi)))].
+        const std::string ordered = "(" + hi(a(1)) + " <= " + lo(a(2)) + ")";
+        L = "(" + ordered + " ? " + imin(imax(lo(a(0)), lo(a(1))), lo(a(2))) + " : " +
+            imin(lo(a(1)), lo(a(2))) + ")";
+        H = "(" + ordered + " ? " + imin(imax(hi(a(0)), hi(a(1))), hi(a(2))) + " : " +
+            imax(hi(a(1)), imin(hi(a(0)), hi(a(2)))) + ")";
         break;
+      }
       case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: {
-        // x < y: true if hi(x) < lo(y), false if lo(x) >= hi(y).
+        // x < y: true if hi(x) < lo(y), false if lo(x) >= hi(y) (both false on NaN bounds).
         int x = a(0), y = a(1);
         bool strict = n.op == Op::Lt || n.op == Op::Gt;
         if (n.op == Op::Gt || n.op == Op::Ge) std::swap(x, y);
@@ -66,13 +111,38 @@ std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarge
         else { L = "(" + fa + " ? 1.0 : 0.0)"; H = "(" + tr + " ? 0.0 : 1.0)"; }
         break;
       }
-      case Op::And: L = call(t.min_fn, lo(a(0)), lo(a(1))); H = call(t.min_fn, hi(a(0)), hi(a(1))); break;
-      case Op::Or: L = call(t.max_fn, lo(a(0)), lo(a(1))); H = call(t.max_fn, hi(a(0)), hi(a(1))); break;
+      case Op::And: L = imin(lo(a(0)), lo(a(1))); H = imin(hi(a(0)), hi(a(1))); break;
+      case Op::Or: L = imax(lo(a(0)), lo(a(1))); H = imax(hi(a(0)), hi(a(1))); break;
       case Op::Not: L = "1.0 - " + hi(a(0)); H = "1.0 - " + lo(a(0)); break;
       default: break;  // data (gathers, parameters), products, ...: unknown
     }
-    os << t.indent << "const double " << lo(id) << " = " << L << ", " << hi(id) << " = " << H
-       << "; (void)" << lo(id) << "; (void)" << hi(id) << ";\n";
+    const std::string l = lo(id), h = hi(id);
+    if (integer) {
+      // Exact in doubles below 2^53; outside the type's range the reference wraps.
+      const double tmax = n.type == DType::i32 ? 2147483647.0 : 9007199254740991.0;
+      const double tmin = n.type == DType::i32 ? -2147483648.0 : -9007199254740991.0;
+      os << t.indent << "const double " << l << "r = " << L << ", " << h << "r = " << H << ";\n"
+         << t.indent << "const bool " << l << "ok = " << l << "r >= " << num(tmin) << " && "
+         << h << "r <= " << num(tmax) << ";\n"
+         << t.indent << "const double " << l << " = " << l << "ok ? " << l << "r : NAN, " << h
+         << " = " << l << "ok ? " << h << "r : NAN; (void)" << l << "; (void)" << h << ";\n";
+      continue;
+    }
+    auto [rel, tiny] = rounding(n.type);
+    if (round_sum && rel == 0) {
+      L = H = "NAN";
+    } else if (round_sum) {
+      // Finite sums only (inf - inf is NaN): widened outward by one rounding error.
+      os << t.indent << "const double " << l << "r = " << L << ", " << h << "r = " << H << ";\n";
+      auto widen = [&](const std::string& v, const char* sign) {
+        return "(" + v + " - " + v + " == 0.0 ? " + v + " " + sign + " (" + v + " < 0 ? -" + v +
+               " : " + v + ") * " + num(rel) + " " + sign + " " + num(tiny) + " : NAN)";
+      };
+      L = widen(l + "r", "-");
+      H = widen(h + "r", "+");
+    }
+    os << t.indent << "const double " << l << " = " << L << ", " << h << " = " << H << "; (void)"
+       << l << "; (void)" << h << ";\n";
   }
   return os.str();
 }

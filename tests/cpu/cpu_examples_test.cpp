@@ -135,6 +135,42 @@ TEST(CpuBackend, DataMasksMatchTheReference) {
   }
 }
 
+// The tile classifier's interval code must not decide a tile the reference would not: data at
+// the edges of exactness (i64 ids above 2^53, i32 wrap, f32 rounding of sums and casts, NaN
+// through maximum, inf - inf). Each mask runs on the CPU backend against the reference.
+TEST(CpuBackend, TileClassesHoldOnHardData) {
+  struct Case { const char* mask; DType type; double (*value)(int64_t); };
+  const Case cases[] = {
+      {"doc[m] == doc[n]", DType::i64, [](int64_t i) { return 0x1p53 + double(i % 2); }},
+      {"doc[n] + doc[n] > doc[m]", DType::i32, [](int64_t) { return 2147483647.0; }},
+      {"doc[n] + 1 > doc[m]", DType::i32, [](int64_t) { return 2147483647.0; }},
+      {"bf16(doc[n]) == 1.", DType::f32, [](int64_t) { return 1.001; }},
+      {"f32(doc[n]) == f32(doc[m])", DType::i64, [](int64_t i) { return 0x1p24 + (i >= 100); }},
+      {"maximum(0., doc[n]) > -1.", DType::f32, [](int64_t i) { return i % 3 ? 1.0 : NAN; }},
+      {"doc[n] >= -inf", DType::f32, [](int64_t i) { return i % 3 ? 1.0 : NAN; }},
+      {"doc[n] + doc[m] <= inf", DType::f32, [](int64_t i) -> double { return i % 2 ? INFINITY : -INFINITY; }},
+      {"clamp(doc[n], 5, 2) >= 3", DType::i32, [](int64_t i) { return double(i % 7); }},
+      {"doc[m] == doc[n]", DType::i32, [](int64_t i) { return double(i / 37); }},
+  };
+  const int64_t len = 200;
+  for (const Case& c : cases) {
+    std::string src = std::string("program hard(q: f32[m, d], k: f32[n, d], v: f32[n, e], doc: ") +
+                      dtype_name(c.type) + "[t]) {\n  out o: f32[m, e] = sum(softmax(where(" +
+                      c.mask + ", sum(q * k, d), -inf), n) * v, n)\n}\n";
+    Program p = parse_source(src, "hard.attn").at(0);
+    Extents ext = {{"m", len}, {"n", len}, {"t", len}, {"d", 16}, {"e", 16}};
+    TensorMap in = random_inputs(p, ext, 5);
+    Tensor doc(c.type, {len});
+    for (int64_t i = 0; i < len; ++i) {
+      if (c.type == DType::i64) static_cast<int64_t*>(doc.data())[i] = int64_t(c.value(i));
+      else doc.set(i, c.value(i));
+    }
+    in["doc"] = doc;
+    SCOPED_TRACE(c.mask);
+    check_close(p, in, ext, 2e-5);
+  }
+}
+
 TEST(CpuBackend, OutOfRangeGatherNamesTheParameter) {
   Program p = load_example("document", true);
   Extents ext = extents_for(p, 9, 9, 32, 32);

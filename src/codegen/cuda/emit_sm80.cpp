@@ -492,20 +492,16 @@ class Sm80Writer {
       return os.str();
     }
     IntervalTarget t;
-    t.max_fn = "fmax";
-    t.min_fn = "fmin";
-    t.unknown_lo = "-1e300";
-    t.unknown_hi = "1e300";
     t.indent = "    ";
     t.leaf = [&](int id) -> std::optional<std::pair<std::string, std::string>> {
       const Node& n = N(id);
       bool boolean = n.type == DType::boolean;
       switch (n.op) {
-        case Op::Const: {
+        case Op::Const: {  // the value of the node's type (an f32 constant rounded to f32)
           if (boolean) return std::make_pair(std::string(n.value != 0 ? "1.0" : "0.0"),
                                              std::string(n.value != 0 ? "1.0" : "0.0"));
-          if (!std::isfinite(n.value)) return std::make_pair(std::string("-1e300"), std::string("1e300"));
-          std::string v = em_.literal(n.value, DType::f64);
+          if (is_float(n.type) && n.type != DType::f32) return std::nullopt;  // unknown
+          std::string v = "(double)" + em_.literal(n.value, n.type);
           return std::make_pair(v, v);
         }
         case Op::Size: return std::make_pair("(double)" + extent(n.dim), "(double)" + extent(n.dim));

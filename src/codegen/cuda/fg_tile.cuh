@@ -183,7 +183,8 @@ FG_DEV void load_a_frags(u32 (&a)[K / 16][4], u32 stile, int row0, int lane) {
 
 // Bounds [lo, hi] of value(i) over i in [i0, i1) (i0 < i1), computed by a whole warp: every
 // lane calls it with the same arguments and reads every 32nd element. For tile classifiers over
-// data (doc[n] over a key tile). A NaN anywhere gives the unknown range [-1e300, 1e300].
+// data (doc[n] over a key tile). A NaN anywhere gives NaN bounds ("unknown, maybe NaN":
+// codegen/interval_code.h).
 template <class F>
 FG_DEV void warp_range(F value, int i0, int i1, double& lo, double& hi) {
   double l = 1e300, h = -1e300;
@@ -200,8 +201,9 @@ FG_DEV void warp_range(F value, int i0, int i1, double& lo, double& hi) {
     h = fmax(h, __shfl_xor_sync(0xffffffffu, h, s));
   }
   nan = __any_sync(0xffffffffu, nan);
-  lo = nan ? -1e300 : l;
-  hi = nan ? 1e300 : h;
+  const double unknown = __longlong_as_double(0x7ff8000000000000LL);  // NaN
+  lo = nan ? unknown : l;
+  hi = nan ? unknown : h;
 }
 
 // Convert accumulator fragments (16 x 16*KB, f32) into A operands (bf16) for the next mma.
