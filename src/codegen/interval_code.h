@@ -8,8 +8,9 @@
 // reference wraps i32) or ±2^53 (where doubles stop being exact) become unknown; float sums are
 // widened by one rounding error of their type; casts to f32 round their bounds like the
 // values, casts to narrower floats are unknown.
-// Used by codegen/cpu.cpp and codegen/cuda/emit_sm80.cpp; shown by tests/cpu (masked examples
-// skip and unmask tiles; data masks) and tests/codegen/interval_code_test.cpp.
+// Used by codegen/cpu.cpp and codegen/cuda/emit_sm80.cpp; shown by tests/cpu/
+// cpu_examples_test.cpp (masked examples; DataMasksMatchTheReference;
+// TileClassesHoldOnHardData: i64 ids above 2^53, i32 wrap, rounding casts, NaN, inf - inf).
 #pragma once
 
 #include <functional>
