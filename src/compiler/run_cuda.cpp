@@ -159,10 +159,12 @@ Bound bind_call(const Loaded& L, const Program& p, const TensorMap& inputs, cons
                       std::to_string(b.extv[pd]) + ") in a read of parameter '" + Pm.name +
                       "' (dimension '" + p.dims[pd] + "')");
   }
-  if (P > INT32_MAX)  // the kernel's parallel index is an int
+  // The kernel's parallel index y + 65535 * z is an int and reaches P + 65534 in the last
+  // grid row (those blocks exit): keep it below 2^31.
+  if (P > INT32_MAX - 65535)
     throw CallError(std::to_string(P) + " parallel indices (the product of the batch-like dims" +
                     (la.value_split > 1 ? " times the value-column split" : std::string()) +
-                    ") is more than one grid takes (2^31 - 1)");
+                    ") is more than one grid takes (2^31 - 65536)");
   b.grid = {static_cast<unsigned>((M + la.block_m - 1) / la.block_m),
             static_cast<unsigned>(std::min<int64_t>(P, 65535)),
             static_cast<unsigned>((P + 65534) / 65535)};
