@@ -548,29 +548,15 @@ class KernelWriter {
         default: return std::nullopt;
       }
     };
-    // Data in the mask (doc[m] == doc[n]): a gather by plain dim indices over the row or the key
-    // dim (the others grid dims) is bounded by the min and max of the values the tile reads, as
-    // on CUDA (emit_sm80.cpp, data_ranges); a NaN makes it unknown (NaN bounds).
-    std::set<int> anc;
-    std::vector<int> stack = {k_.tiles.mask};
-    while (!stack.empty()) {
-      int id = stack.back();
-      stack.pop_back();
-      if (!anc.insert(id).second) continue;
-      for (int a : p_.nodes[id].args) stack.push_back(a);
-    }
-    for (int id : anc) {
+    // Data in the mask (doc[m] == doc[n]; which gathers: data_range_gathers) is bounded by the
+    // min and max of the values the tile reads, as on CUDA (emit_sm80.cpp, data_ranges); a NaN
+    // makes it unknown (NaN bounds).
+    auto grid = [this](int d) {
+      return std::find(k_.grid.begin(), k_.grid.end(), d) != k_.grid.end();
+    };
+    for (const DataRange& dr : data_range_gathers(p_, k_.tiles.mask, k_.row_dim, k_.red_dim, grid)) {
+      const int id = dr.node, over = dr.over;
       const Node& n = p_.nodes[id];
-      if (n.op != Op::Gather) continue;
-      int over = -1, count = 0;
-      for (int a : n.args) {
-        const Node& x = p_.nodes[a];
-        bool grid = std::find(k_.grid.begin(), k_.grid.end(), x.dim) != k_.grid.end();
-        if (x.op != Op::Index) count = 2;
-        else if (x.dim == k_.row_dim || x.dim == k_.red_dim) over = x.dim, ++count;
-        else if (!grid) count = 2;
-      }
-      if (count != 1) continue;
       const bool row = over == k_.row_dim;
       std::string args, r = "r" + std::to_string(id);
       for (int a : n.args) {

@@ -44,8 +44,9 @@ std::string num(double v) {
 
 }  // namespace
 
-std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarget& t) {
-  std::set<int> nodes;  // ordered by id = topological
+namespace {
+std::set<int> mask_nodes(const Program& p, int mask) {  // ordered by id = topological
+  std::set<int> nodes;
   std::vector<int> stack = {mask};
   while (!stack.empty()) {
     int id = stack.back();
@@ -53,6 +54,30 @@ std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarge
     if (!nodes.insert(id).second) continue;
     for (int a : p.nodes[id].args) stack.push_back(a);
   }
+  return nodes;
+}
+}  // namespace
+
+std::vector<DataRange> data_range_gathers(const Program& p, int mask, int row_dim, int red_dim,
+                                          const std::function<bool(int dim)>& is_grid) {
+  std::vector<DataRange> out;
+  for (int id : mask_nodes(p, mask)) {
+    const Node& n = p.nodes[id];
+    if (n.op != Op::Gather) continue;
+    int over = -1, count = 0;
+    for (int a : n.args) {
+      const Node& x = p.nodes[a];
+      if (x.op != Op::Index) count = 2;
+      else if (x.dim == row_dim || x.dim == red_dim) over = x.dim, ++count;
+      else if (!is_grid(x.dim)) count = 2;
+    }
+    if (count == 1) out.push_back({id, over});
+  }
+  return out;
+}
+
+std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarget& t) {
+  const std::set<int> nodes = mask_nodes(p, mask);
   auto lo = interval_lo;
   auto hi = interval_hi;
   std::ostringstream os;

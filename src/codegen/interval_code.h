@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "flashgen/ir.h"
 
@@ -29,6 +30,17 @@ struct IntervalTarget {
   // values of the node's type (a NaN pair for unknown).
   std::function<std::optional<std::pair<std::string, std::string>>(int node)> leaf;
 };
+
+// Gathers under `mask` that a target bounds by the data a tile reads (doc[m], doc[n]): every
+// index is a plain dim index, exactly one of them over the row or the key dim (`over`), the
+// others over grid dims (`is_grid`). The target renders the pass over [start, end) of `over`
+// and returns the node's bounds from its leaf. (A gather over both the row and the key dim would
+// need a 2-D pass per tile: left unknown.)
+struct DataRange {
+  int node, over;
+};
+std::vector<DataRange> data_range_gathers(const Program& p, int mask, int row_dim, int red_dim,
+                                          const std::function<bool(int dim)>& is_grid);
 
 std::string interval_lo(int node);  // "l<ID>"
 std::string interval_hi(int node);  // "h<ID>"

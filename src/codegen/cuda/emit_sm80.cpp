@@ -448,25 +448,17 @@ class Sm80Writer {
     return "((float)(" + em_.value(id, c) + "))";
   }
 
-  // Data in the mask (doc[m] == doc[n]): a gather by plain dim indices over the row dim or the
-  // key dim (the others parallel) is bounded over the tile by the min and max of the values it
-  // reads there (fg::warp_range: one warp-strided pass over <= 1024 elements per classify call),
+  // Data in the mask (doc[m] == doc[n]; which gathers: data_range_gathers, shared with the CPU)
+  // is bounded over the tile by the min and max of the values it reads there (fg::warp_range:
+  // one warp-strided pass over <= 1024 elements per classify call),
   // so tiles between different documents are skipped and tiles inside one document skip the
   // mask, for any data (sorted ids only make it effective). Everything else stays unknown.
   std::string data_ranges(const std::string& indent) const {
-    std::set<int> anc;
-    ancestors(k_.tiles.mask, anc);
     std::ostringstream os;
-    for (int id : anc) {
+    auto par = [this](int d) { return is_par(d); };
+    for (const DataRange& dr : data_range_gathers(p_, k_.tiles.mask, k_.row_dim, k_.red_dim, par)) {
+      const int id = dr.node, over = dr.over;
       const Node& n = N(id);
-      if (n.op != Op::Gather || !unchecked_.count(n.param)) continue;
-      int over = -1, count = 0;
-      for (int a : n.args) {
-        int d = N(a).dim;
-        if (d == k_.row_dim || d == k_.red_dim) over = d, ++count;
-        else if (!is_par(d)) count = 2;
-      }
-      if (count != 1) continue;
       std::string args, v = over == k_.row_dim ? "m" : "n";
       for (int a : n.args) {
         int d = N(a).dim;
