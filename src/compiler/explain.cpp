@@ -3,9 +3,12 @@
 // memory, estimated FLOPs and bytes (with sizes), and every materialized intermediate with
 // the reason; for a CUDA target, each kernel's launch shape on the sm80 template or why it
 // does not fit. Test: tests/plan/plan_test.cpp (text and JSON), tests/cuda (CUDA section).
-#include <nlohmann/json.hpp>
+#include <algorithm>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "codegen/interval_code.h"
 #include "codegen/cuda/emit_sm80.h"
 #include "compiler/pipeline.h"
 #include "flashgen/error.h"
@@ -110,13 +113,26 @@ CudaShape cuda_shape(const Plan& plan, int i, const CompileOptions& opt) {
   return s;
 }
 
+// The mask's gathers that the tile classifiers bound by the data a tile reads (node text).
+std::vector<std::string> data_bounded(const Plan& plan, const PlanKernel& k) {
+  std::vector<std::string> out;
+  if (k.tiles.mask < 0) return out;
+  auto grid = [&k](int d) { return std::find(k.grid.begin(), k.grid.end(), d) != k.grid.end(); };
+  for (const DataRange& r :
+       data_range_gathers(plan.program, k.tiles.mask, k.row_dim, k.red_dim, grid))
+    out.push_back(node_text(plan.program, r.node) + " (per tile of " +
+                  plan.program.dims[r.over] + ")");
+  return out;
+}
+
 std::string cuda_text(const CudaShape& s) {
   if (!s.fits) return "  cuda:      " + s.why + "\n";
   const Sm80Launch& l = s.launch;
   std::ostringstream os;
   os << "  cuda:      sm80 template (mma.sync): blocks of " << l.block_m << " query rows ("
      << l.warps << " warps x " << l.rows_per_warp << "), key tiles of " << l.block_n << ", "
-     << (l.smem_bytes + 1023) / 1024 << " KiB shared memory";
+     << (l.smem_bytes + 1023) / 1024 << " KiB shared memory, " << l.min_blocks
+     << (l.min_blocks == 1 ? " block" : " blocks") << " per SM";
   for (const auto& [d, e] : l.head_dims) os << ", " << d << " = " << e;
   os << "\n";
   if (l.value_split > 1)
@@ -139,6 +155,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["warps"] = l.warps;
   j["key_tile"] = l.block_n;
   j["smem_bytes"] = l.smem_bytes;
+  j["min_blocks_per_sm"] = l.min_blocks;
   j["value_split"] = l.value_split;
   j["head_dims"] = nlohmann::json::object();
   for (const auto& [d, e] : l.head_dims) j["head_dims"][d] = e;
@@ -176,10 +193,13 @@ std::string explain(const Program& prog, const CompileOptions& opt) {
     os << "  writes:    " << join(plan.writes(static_cast<int>(i))) << "\n";
     os << "  ops:\n";
     for (const auto& o : ops_of(plan, k)) os << "    " << o << "\n";
-    if (k.tiles.mask >= 0)
+    if (k.tiles.mask >= 0) {
       os << "  tiles:     mask " << node_text(p, k.tiles.mask)
          << "\n             empty tiles skipped, full tiles unmasked (decided per tile by "
             "interval arithmetic)\n";
+      for (const std::string& g : data_bounded(plan, k))
+        os << "             bounded by the data each tile reads: " << g << "\n";
+    }
     else if (!k.tiles.note.empty())
       os << "  tiles:     " << k.tiles.note << "\n";
     KernelCost kc = cost(plan, k, opt.sizes);
@@ -223,6 +243,7 @@ std::string explain_json(const Program& prog, const CompileOptions& opt) {
     kj["ops"] = ops_of(plan, k);
     kj["mask"] = k.tiles.mask >= 0 ? nlohmann::json(node_text(p, k.tiles.mask))
                                    : nlohmann::json(nullptr);
+    kj["mask_data_bounded_per_tile"] = data_bounded(plan, k);
     KernelCost kc = cost(plan, k, opt.sizes);
     if (kc.known) {
       kj["flops"] = kc.flops;

@@ -129,6 +129,10 @@ TEST(CudaEmit, SmallHeadsTakeMoreBlocksPerSM) {
   // bench/RESULTS.md, session 3); d = 64 keeps 32 rows per warp and 2 blocks.
   std::string evo = emit_cuda(example("evoformer_row"), Target::cuda_sm80, {{"d", 32}});
   EXPECT_NE(evo.find("kWarpMBlocks = 1, kBlockN = 64, kMinBlocks = 4"), std::string::npos);
+  CompileOptions opt;
+  opt.target = Target::cuda_sm80;
+  opt.sizes = {{"d", 32}};
+  EXPECT_NE(explain(example("evoformer_row"), opt).find("4 blocks per SM"), std::string::npos);
   std::string doc = emit_cuda(example("document"), Target::cuda_sm80, {{"d", 64}, {"e", 64}});
   EXPECT_NE(doc.find("kWarpMBlocks = 2, kBlockN = 64, kMinBlocks = 2"), std::string::npos);
   // The block's parallel index splits in 32-bit arithmetic (the host bounds P by INT32_MAX).
@@ -142,6 +146,14 @@ TEST(CudaEmit, MaskDataIsBoundedPerTile) {
   EXPECT_NE(doc.find("fg::warp_range([&](int i) { return (double)G"), std::string::npos);
   EXPECT_NE(doc.find(", m0, m1, r"), std::string::npos);
   EXPECT_NE(doc.find(", n0, n1, r"), std::string::npos);
+  CompileOptions opt;
+  opt.target = Target::cuda_sm80;
+  opt.sizes = {{"d", 64}, {"e", 64}};
+  std::string text = explain(example("document"), opt);
+  EXPECT_NE(text.find("bounded by the data each tile reads: %"), std::string::npos) << text;
+  EXPECT_NE(text.find("(per tile of n)"), std::string::npos) << text;
+  nlohmann::json j = nlohmann::json::parse(explain_json(example("document"), opt));
+  EXPECT_EQ(j["kernels"][0]["mask_data_bounded_per_tile"].size(), 2u);
   // A gather over both the row and the key dim (a 2-D box per tile) stays unknown.
   Program p = parse_source(
       "program pm(q: bf16[m, d], k: bf16[n, d], v: bf16[n, e], keep: bool[m, n]) {\n"

@@ -301,7 +301,7 @@ class Sm80Writer {
     // element, so the element code and its latencies dominate: 16 rows per warp and 4 blocks
     // per SM (128 registers) hide them better than 32 rows and 2 blocks (H200, scripts/gpu_ab:
     // evoformer_row 0.156 -> 0.134 ms, evoformer_col 0.086 -> 0.069 ms).
-    const bool small_heads = D_ + DV_ <= 64;
+    const bool small_heads = D_ + DV_ <= 64 && Sn == 1 && A == 1;  // (as measured)
     mw_ = (Sn == 1 && A == 1 && DV_ <= 128 && D_ <= 128 && !small_heads) ? 2 : 1;
     // Value-column split: when the accumulators of all value columns would not fit the
     // registers (more than 128 f32 per thread), blocks take column chunks of the value dim
@@ -311,6 +311,7 @@ class Sm80Writer {
     DVc_ = DV_ / vsplit_;
     launch_.value_split = vsplit_;
     min_blocks_ = mw_ == 2 ? 2 : (small_heads ? 4 : 1);
+    launch_.min_blocks = min_blocks_;
     skip_ = D_ >= 96 || Sn == 2;
     launch_.entry = k_.name;
     launch_.warps = 4;
