@@ -109,64 +109,31 @@ TEST(CpuBackend, AcceptsNonContiguousInputs) {
 
 // Data in the mask: the tile classifier bounds doc[m], doc[n] and w[n] by the values each tile
 // reads, so sorted document ids skip or unmask whole tiles. Results must stay those of the
-// reference with ragged documents, NaN weights (never "unmasked") and unsorted ids.
+// reference (fixtures in tests/support: ragged documents, NaN weights, unsorted ids).
 TEST(CpuBackend, DataMasksMatchTheReference) {
-  Program p = parse_source(
-      "program docs(q: f32[h, m, d], k: f32[h, n, d], v: f32[h, n, e], doc: i32[t], w: f32[t]) {\n"
-      "  s = sum(q * k, d) / sqrt(size(d))\n"
-      "  out o: f32[h, m, e] = sum(softmax(where(doc[m] == doc[n] and w[n] > 0., s, -inf), n)"
-      " * v, n)\n}\n", "docs.attn").at(0);
-  const int64_t len = 333, lengths[] = {1, 63, 64, 65, 127, 129, 7, 200};
+  Program p = testing::data_mask_program(DType::f32);
+  const int64_t len = 333;
   Extents ext = {{"h", 2}, {"m", len}, {"n", len}, {"t", len}, {"d", 32}, {"e", 32}};
-  for (int order = 0; order < 3; ++order) {  // sorted; unsorted; sorted, w > 0 (full tiles)
-    TensorMap in = random_inputs(p, ext, 21 + order);
-    Tensor doc(DType::i32, {len}), w(DType::f32, {len});
-    int64_t id = 0, left = lengths[0];
-    for (int64_t i = 0; i < len; ++i) {
-      if (left == 0) left = lengths[++id % 8];
-      --left;
-      doc.set(i, double(order != 1 ? id : (i * 7919) % 5));
-      w.set(i, order == 2 ? 0.5 : (i % 97 == 5 ? NAN : (i % 13 == 0 ? -1.0 : 1.0)));
-    }
-    in["doc"] = doc;
-    in["w"] = w;
-    SCOPED_TRACE("ids and weights, case " + std::to_string(order));
+  for (int which = 0; which < 3; ++which) {
+    TensorMap in = random_inputs(p, ext, 21 + which);
+    testing::set_data_mask_inputs(in, len, which);
+    SCOPED_TRACE("ids and weights, case " + std::to_string(which));
     check_close(p, in, ext, 2e-5);
   }
 }
 
 // The tile classifier's interval code must not decide a tile the reference would not: data at
-// the edges of exactness (i64 ids above 2^53, i32 wrap, f32 rounding of sums and casts, NaN
-// through maximum, inf - inf). Each mask runs on the CPU backend against the reference.
+// the edges of exactness (testing::hard_masks). Each mask runs on the CPU backend against the
+// reference. (Float sums are not among them: the reference adds in f64, the kernels in f32, so
+// a mask that hinges on one rounding differs between them with or without tile classes.)
 TEST(CpuBackend, TileClassesHoldOnHardData) {
-  struct Case { const char* mask; DType type; double (*value)(int64_t); };
-  const Case cases[] = {
-      {"doc[m] == doc[n]", DType::i64, [](int64_t i) { return 0x1p53 + double(i % 2); }},
-      {"doc[n] + doc[n] > doc[m]", DType::i32, [](int64_t) { return 2147483647.0; }},
-      {"doc[n] + 1 > doc[m]", DType::i32, [](int64_t) { return 2147483647.0; }},
-      {"bf16(doc[n]) == 1.", DType::f32, [](int64_t) { return 1.001; }},
-      {"f32(doc[n]) == f32(doc[m])", DType::i64, [](int64_t i) { return 0x1p24 + (i >= 100); }},
-      {"maximum(0., doc[n]) > -1.", DType::f32, [](int64_t i) { return i % 3 ? 1.0 : NAN; }},
-      {"doc[n] >= -inf", DType::f32, [](int64_t i) { return i % 3 ? 1.0 : NAN; }},
-      {"doc[n] + doc[m] <= inf", DType::f32, [](int64_t i) -> double { return i % 2 ? INFINITY : -INFINITY; }},
-      {"clamp(doc[n], 5, 2) >= 3", DType::i32, [](int64_t i) { return double(i % 7); }},
-      {"doc[m] == doc[n]", DType::i32, [](int64_t i) { return double(i / 37); }},
-  };
   const int64_t len = 200;
-  for (const Case& c : cases) {
-    std::string src = std::string("program hard(q: f32[m, d], k: f32[n, d], v: f32[n, e], doc: ") +
-                      dtype_name(c.type) + "[t]) {\n  out o: f32[m, e] = sum(softmax(where(" +
-                      c.mask + ", sum(q * k, d), -inf), n) * v, n)\n}\n";
-    Program p = parse_source(src, "hard.attn").at(0);
+  for (const testing::HardMask& h : testing::hard_masks()) {
+    Program p = testing::hard_mask_program(h, DType::f32);
     Extents ext = {{"m", len}, {"n", len}, {"t", len}, {"d", 16}, {"e", 16}};
     TensorMap in = random_inputs(p, ext, 5);
-    Tensor doc(c.type, {len});
-    for (int64_t i = 0; i < len; ++i) {
-      if (c.type == DType::i64) static_cast<int64_t*>(doc.data())[i] = int64_t(c.value(i));
-      else doc.set(i, c.value(i));
-    }
-    in["doc"] = doc;
-    SCOPED_TRACE(c.mask);
+    in["doc"] = testing::hard_mask_data(h, len);
+    SCOPED_TRACE(h.mask);
     check_close(p, in, ext, 2e-5);
   }
 }

@@ -209,35 +209,33 @@ TEST(CudaBackend, UnseenProgramsMatchTheReference) {
 
 // Masks over data: the classifier bounds doc[m], doc[n] and w[n] by the values each tile reads
 // (fg::warp_range), so with sorted document ids whole tiles are skipped or run unmasked. The
-// results must be those of the reference for ragged documents (lengths around the 64-key tile
-// and the 128-row block, a one-element document), NaN and negative weights (NaN > 0 is false:
-// a NaN in a tile's range makes it unknown, never "unmasked"), and unsorted ids.
+// results must be those of the reference (fixtures in tests/support: ragged documents around
+// the 64-key tile and the 128-row block, NaN and negative weights, unsorted ids), and no mask
+// over data at the edges of exactness (testing::hard_masks) may decide a tile wrongly.
 TEST(CudaBackend, DataMasksMatchTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-  Program p = parse_source(
-      "program docs(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], doc: i32[t],"
-      " w: f32[t]) {\n"
-      "  s = sum(q * k, d) / sqrt(size(d))\n"
-      "  out o: f32[h, m, e] = sum(softmax(where(doc[m] == doc[n] and w[n] > 0., s, -inf), n)"
-      " * v, n)\n}\n", "docs.attn").at(0);
+  Program p = testing::data_mask_program(DType::bf16);
   for (int64_t len : {333, 1000}) {
     Extents ext = {{"h", 2}, {"m", len}, {"n", len}, {"t", len}, {"d", 64}, {"e", 64}};
-    for (int order = 0; order < 3; ++order) {  // sorted; unsorted; sorted, w > 0 (full tiles)
-      TensorMap in = random_inputs(p, ext, 11 + order);
-      const int64_t lengths[] = {1, 63, 64, 65, 127, 129, 7, 200};
-      Tensor doc(DType::i32, {len}), w(DType::f32, {len});
-      int64_t id = 0, left = lengths[0];
-      for (int64_t i = 0; i < len; ++i) {
-        if (left == 0) left = lengths[++id % 8];
-        --left;
-        doc.set(i, double(order != 1 ? id : (i * 7919) % 5));
-        w.set(i, order == 2 ? 0.5 : (i % 97 == 5 ? NAN : (i % 13 == 0 ? -1.0 : 1.0)));
-      }
-      in["doc"] = doc;
-      in["w"] = w;
-      SCOPED_TRACE("ids and weights, case " + std::to_string(order));
+    for (int which = 0; which < 3; ++which) {
+      TensorMap in = random_inputs(p, ext, 11 + which);
+      testing::set_data_mask_inputs(in, len, which);
+      SCOPED_TRACE("ids and weights, case " + std::to_string(which));
       check_inputs(p, in, ext);
     }
+  }
+}
+
+TEST(CudaBackend, TileClassesHoldOnHardData) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const int64_t len = 333;
+  for (const testing::HardMask& h : testing::hard_masks()) {
+    Program p = testing::hard_mask_program(h, DType::bf16);
+    Extents ext = {{"m", len}, {"n", len}, {"t", len}, {"d", 64}, {"e", 64}};
+    TensorMap in = random_inputs(p, ext, 5);
+    in["doc"] = testing::hard_mask_data(h, len);
+    SCOPED_TRACE(h.mask);
+    check_inputs(p, in, ext);
   }
 }
 

@@ -188,4 +188,63 @@ std::string compare_tensors(const Tensor& got, const Tensor& want, double tol) {
   return msg.str();
 }
 
+Program data_mask_program(DType qkv) {
+  const std::string t = dtype_name(qkv);
+  return parse_source(
+      "program docs(q: " + t + "[h, m, d], k: " + t + "[h, n, d], v: " + t + "[h, n, e], "
+      "doc: i32[t], w: f32[t]) {\n"
+      "  s = sum(q * k, d) / sqrt(size(d))\n"
+      "  out o: f32[h, m, e] = sum(softmax(where(doc[m] == doc[n] and w[n] > 0., s, -inf), n)"
+      " * v, n)\n}\n", "docs.attn").at(0);
+}
+
+void set_data_mask_inputs(TensorMap& in, int64_t len, int which) {
+  const int64_t lengths[] = {1, 63, 64, 65, 127, 129, 7, 200};
+  Tensor doc(DType::i32, {len}), w(DType::f32, {len});
+  int64_t id = 0, left = lengths[0];
+  for (int64_t i = 0; i < len; ++i) {
+    if (left == 0) left = lengths[++id % 8];
+    --left;
+    doc.set(i, double(which != 1 ? id : (i * 7919) % 5));
+    w.set(i, which == 2 ? 0.5 : (i % 97 == 5 ? NAN : (i % 13 == 0 ? -1.0 : 1.0)));
+  }
+  in["doc"] = doc;
+  in["w"] = w;
+}
+
+const std::vector<HardMask>& hard_masks() {
+  static const std::vector<HardMask> cases = {
+      {"doc[m] == doc[n]", DType::i64, [](int64_t i) { return 0x1p53 + double(i % 2); }},
+      {"doc[n] + doc[n] > doc[m]", DType::i32, [](int64_t) { return 2147483647.0; }},
+      {"doc[n] + 1 > doc[m]", DType::i32, [](int64_t) { return 2147483647.0; }},
+      {"bf16(doc[n]) == 1.", DType::f32, [](int64_t) { return 1.001; }},
+      {"f32(doc[n]) == f32(doc[m])", DType::i64, [](int64_t i) { return 0x1p24 + (i >= 100); }},
+      {"maximum(0., doc[n]) > -1.", DType::f32, [](int64_t i) { return i % 3 ? 1.0 : NAN; }},
+      {"doc[n] >= -inf", DType::f32, [](int64_t i) { return i % 3 ? 1.0 : NAN; }},
+      {"doc[n] + doc[m] <= inf", DType::f32,
+       [](int64_t i) -> double { return i % 2 ? INFINITY : -INFINITY; }},
+      {"clamp(doc[n], 5, 2) >= 3", DType::i32, [](int64_t i) { return double(i % 7); }},
+      {"doc[m] == doc[n]", DType::i32, [](int64_t i) { return double(i / 37); }},
+  };
+  return cases;
+}
+
+Program hard_mask_program(const HardMask& h, DType qkv) {
+  const std::string t = dtype_name(qkv);
+  return parse_source("program hard(q: " + t + "[m, d], k: " + t + "[n, d], v: " + t +
+                          "[n, e], doc: " + dtype_name(h.type) + "[t]) {\n"
+                          "  out o: f32[m, e] = sum(softmax(where(" + h.mask +
+                          ", sum(q * k, d), -inf), n) * v, n)\n}\n",
+                      "hard.attn").at(0);
+}
+
+Tensor hard_mask_data(const HardMask& h, int64_t len) {
+  Tensor doc(h.type, {len});
+  for (int64_t i = 0; i < len; ++i) {
+    if (h.type == DType::i64) static_cast<int64_t*>(doc.data())[i] = int64_t(h.value(i));
+    else doc.set(i, h.value(i));
+  }
+  return doc;
+}
+
 }  // namespace flashgen::testing

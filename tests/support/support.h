@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "flashgen/ir.h"
+#include "flashgen/ref.h"
 #include "flashgen/tensor.h"
 
 namespace flashgen::testing {
@@ -75,5 +76,24 @@ double max_abs(const Tensor& t);
 // (same infinity, or both NaN); finite ones may differ by at most `tol`. Returns "" if they
 // agree, else a description of the first and the worst disagreement.
 std::string compare_tensors(const Tensor& got, const Tensor& want, double tol);
+
+// ---- masks over data (the tile classifiers bound gathers by the data a tile reads) ----
+// `docs`: where(doc[m] == doc[n] and w[n] > 0, q.k / sqrt(d), -inf) over [h, m, n], q/k/v of
+// type `qkv`, and its ids and weights for case 0 (ragged sorted documents around the tile sizes,
+// NaN and negative weights), 1 (unsorted ids) or 2 (sorted, every weight > 0: whole tiles run
+// unmasked).
+Program data_mask_program(DType qkv);
+void set_data_mask_inputs(TensorMap& in, int64_t len, int which);
+// Masks over one gathered `doc: T[t]` whose data sits at the edges of exactness (i64 above 2^53,
+// i32 wrap, rounding casts, NaN through maximum, inf - inf, clamp with lo > hi), each with its
+// data; `hard_mask_program` applies one over [m, n] with q/k/v of type `qkv`.
+struct HardMask {
+  const char* mask;
+  DType type;
+  double (*value)(int64_t i);
+};
+const std::vector<HardMask>& hard_masks();
+Program hard_mask_program(const HardMask& h, DType qkv);
+Tensor hard_mask_data(const HardMask& h, int64_t len);
 
 }  // namespace flashgen::testing
