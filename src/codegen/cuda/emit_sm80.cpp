@@ -84,7 +84,7 @@ class Sm80Writer {
   int cdim_ = -1, vdim_ = -1;
   int64_t D_ = 0, DV_ = 0;
   std::set<int> gathered_;   // buffers read by gathers
-  std::set<int> ranged_;     // mask gathers bounded by their data over the tile (data_ranges)
+  mutable std::set<int> ranged_;  // mask gathers bounded by their data over the tile (data_ranges)
   std::set<int> unchecked_;  // parameters whose every gather indexes by plain dim indices
 
   [[noreturn]] void fail(const std::string& why) const {
@@ -310,8 +310,7 @@ class Sm80Writer {
     while (A * mw_ * (DV_ / vsplit_) / 2 > 128 && (DV_ / (2 * vsplit_)) % 32 == 0) vsplit_ *= 2;
     DVc_ = DV_ / vsplit_;
     launch_.value_split = vsplit_;
-    min_blocks_ = mw_ == 2 ? 2 : (small_heads ? 4 : 1);
-    launch_.min_blocks = min_blocks_;
+    launch_.min_blocks = mw_ == 2 ? 2 : (small_heads ? 4 : 1);
     skip_ = D_ >= 96 || Sn == 2;
     launch_.entry = k_.name;
     launch_.warps = 4;
@@ -341,7 +340,7 @@ class Sm80Writer {
     launch_.int32_dims.assign(narrow.begin(), narrow.end());
   }
 
-  int mw_ = 1, min_blocks_ = 1, vsplit_ = 1;
+  int mw_ = 1, vsplit_ = 1;
   int64_t DVc_ = 0;  // value columns per block (DV_ / vsplit_)
   bool skip_ = false;
   mutable std::set<int> hoisted_;  // nodes computed once per block in make_ctx
@@ -451,9 +450,9 @@ class Sm80Writer {
 
   // Data in the mask (doc[m] == doc[n]; which gathers: data_range_gathers, shared with the CPU)
   // is bounded over the tile by the min and max of the values it reads there (fg::warp_range:
-  // one warp-strided pass over <= 1024 elements per classify call),
-  // so tiles between different documents are skipped and tiles inside one document skip the
-  // mask, for any data (sorted ids only make it effective). Everything else stays unknown.
+  // one warp-strided pass over <= 1024 elements per classify call), so tiles between different
+  // documents are skipped and tiles inside one document skip the mask, for any data (sorted ids
+  // only make it effective). Everything else stays unknown.
   std::string data_ranges(const std::string& indent) const {
     std::ostringstream os;
     auto par = [this](int d) { return is_par(d); };
@@ -470,7 +469,7 @@ class Sm80Writer {
          << indent << "fg::warp_range([&](int i) { return (double)G" << buffer_of_param(n.param)
          << "(ctx" << args << "); }, " << v << "0, " << v << "1, r" << id << "lo, r" << id
          << "hi);\n";
-      const_cast<std::set<int>&>(ranged_).insert(id);
+      ranged_.insert(id);
     }
     return os.str();
   }
@@ -544,7 +543,7 @@ class Sm80Writer {
     os << "  static constexpr int kNumScores = " << Sn << ", kNumGroups = " << G
        << ", kNumV = " << V << ", kNumAcc = " << A << ";\n";
     os << "  static constexpr int kHeadDim = " << D_ << ", kValueDim = " << DVc_
-       << ", kWarps = 4, kWarpMBlocks = " << mw_ << ", kBlockN = 64, kMinBlocks = " << min_blocks_
+       << ", kWarps = 4, kWarpMBlocks = " << mw_ << ", kBlockN = 64, kMinBlocks = " << launch_.min_blocks
        << ";\n";
     os << "  static constexpr bool kReverseM = " << (k_.tiles.mask >= 0 ? "true" : "false")
        << ", kSkipRescale = " << (skip_ ? "true" : "false") << ";\n";
@@ -682,7 +681,7 @@ class Sm80Writer {
     os << ");\n  }\n";
     os << "  static __device__ void make_ctx(const Params& p, int par, Ctx& ctx) {\n";
     for (int d = 0; d < ND; ++d) os << "    ctx.n" << d << " = p.ext[" << d << "];\n";
-    // 32-bit unsigned division: the host checks P <= INT32_MAX and parallel extents are at
+    // 32-bit unsigned division: the host keeps P below 2^31 and parallel extents are at
     // most P (a 64-bit divide is a ~70-instruction routine, paid twice per block).
     os << "    unsigned rem = (unsigned)par; (void)rem;\n";
     if (vsplit_ > 1) os << "    ctx.vc = (int)(rem % " << vsplit_ << "u); rem /= " << vsplit_ << "u;\n";

@@ -31,7 +31,7 @@ namespace flashgen {
 struct Sm80Launch {
   std::string entry;            // extern "C" kernel name
   int warps = 4, block_m = 128, smem_bytes = 0;
-  int min_blocks = 1;           // __launch_bounds__ min blocks per SM (registers: 64K / (32 warps min_blocks))
+  int min_blocks = 1;           // kMinBlocks: __launch_bounds__ blocks per SM (caps registers)
   int row_dim = -1;             // grid x covers ceil(ext(row_dim) / block_m) tiles
   std::vector<int> par_dims;    // flattened into grid y/z: product of their extents
   int value_split = 1;          // times this many value-column chunks (innermost)
