@@ -100,7 +100,8 @@ struct StdSpec {
     return SOFTCAP ? fg::kLog2e : x.scale_log2;
   }
   template <int g, bool kMasked>
-  static __device__ float score(const float (&c)[1], int m, int n, const Ctx& x) {
+  static __device__ float score(const float (&c)[1], int m, int n, const Ctx& x,
+                                 const fg::TileView&) {
     float s;
     if (SOFTCAP) {
       s = x.softcap * fg::fast_tanh(c[0] * x.tanh_arg);  // cap * tanh(c * scale / cap)
@@ -169,7 +170,7 @@ struct DiffSpec {
     return x.scale_log2;
   }
   template <int g, bool kMasked>
-  static __device__ float score(const float (&c)[2], int, int, const Ctx&) {
+  static __device__ float score(const float (&c)[2], int, int, const Ctx&, const fg::TileView&) {
     return c[g];
   }
   static __device__ void store(const Ctx& x, int m, int e, const float (&o)[2][2],
@@ -189,8 +190,9 @@ struct RowMaskSpec : Base {
     return fg::kTilePartial;
   }
   template <int g, bool kMasked>
-  static __device__ float score(const float (&c)[1], int m, int n, const typename Base::Ctx& x) {
-    float s = Base::template score<g, kMasked>(c, m, n, x);
+  static __device__ float score(const float (&c)[1], int m, int n, const typename Base::Ctx& x,
+                                 const fg::TileView& tv) {
+    float s = Base::template score<g, kMasked>(c, m, n, x, tv);
     if (kMasked && (m % 7 == 3 || n % 5 == 1)) s = fg::neg_inf();
     return s;
   }

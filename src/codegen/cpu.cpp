@@ -316,7 +316,7 @@ class KernelWriter {
         off += " + " + idx[i] + " * s" + std::to_string(param) + "_" + std::to_string(i);
       return load_element(B.type, "B" + std::to_string(param) + "[" + off + "]");
     };
-    c.gather = [this](int param, const std::vector<std::string>& idx) {
+    c.gather = [this](int, int param, const std::vector<std::string>& idx) {
       std::string args;
       for (const auto& e : idx) args += ", " + e;
       return "G" + std::to_string(param) + "(err" + args + ")";

@@ -231,7 +231,7 @@ std::string ElementEmitter::compute(int node, const ElementContext& c) const {
     case Op::Gather: {
       std::vector<std::string> idx;
       for (size_t i = 0; i < n.args.size(); ++i) idx.push_back(as("int64_t", i));
-      return c.gather(n.param, idx);
+      return c.gather(node, n.param, idx);
     }
     case Op::Neg: return w("(-" + as(R, 0) + ")");
     case Op::Not: return "(!" + as("bool", 0) + ")";

@@ -24,8 +24,9 @@ struct ElementContext {
   std::function<std::string(int node)> local;
   // C expression reading parameter `param` at the given index expressions (already checked).
   std::function<std::string(int param, const std::vector<std::string>& idx)> param;
-  // C expression of a checked gather of `param` at index expressions (reports out of range).
-  std::function<std::string(int param, const std::vector<std::string>& idx)> gather;
+  // C expression of a checked gather (node `node`) of `param` at index expressions (reports
+  // out of range).
+  std::function<std::string(int node, int param, const std::vector<std::string>& idx)> gather;
   // C expression reading a materialized intermediate (buffer) for `node`.
   std::function<std::string(int buffer, int node)> load;
   int assume_true = -1;  // a bool node known to be true here (full tiles)

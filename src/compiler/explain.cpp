@@ -140,6 +140,8 @@ std::string cuda_text(const CudaShape& s) {
        << l.value_dim / l.value_split << " (the accumulators would not fit the registers); "
        << "scores recomputed per chunk\n";
   for (const auto& h : l.hoisted) os << "             once per block: " << h << "\n";
+  for (const auto& h : l.staged)
+    os << "             staged through shared memory with K/V: " << h << "\n";
   return os.str();
 }
 
@@ -160,6 +162,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["head_dims"] = nlohmann::json::object();
   for (const auto& [d, e] : l.head_dims) j["head_dims"][d] = e;
   j["once_per_block"] = l.hoisted;
+  j["staged_gathers"] = l.staged;
   return j;
 }
 

@@ -8,7 +8,8 @@
 //   - eliminated dims E: every other reduced dim (d), and root dims that sit in a parameter
 //     beside R and are missing from a reduction that depends on R (v's e): held whole in a tile;
 //   - the grid G: the roots' common dims minus E, and its row dim: a grid dim that is in the
-//     streamed values but in no parameter read with R (m), tiled like FlashAttention's q rows.
+//     streamed values but in no parameter read with R and a dim of E (k, v: m is in neither;
+//     a bias[h, m, n] may hold it), tiled like FlashAttention's q rows.
 // One-pass check: every value with R that depends on an accumulator over R must be part of an
 // online sum sum(g * exp(x - safe(max(x, R))), R); max/min accumulators must not depend on
 // accumulators. That one form stands for the whole exp homomorphism: passes/online_rewrite.cpp
@@ -258,7 +259,9 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
                                                        const Accumulator& b) {
       return (a.op == Op::Sum) < (b.op == Op::Sum);
     });
-    // Row dim: in the streamed values, in no parameter read beside R.
+    // Row dim: in the streamed values, in no parameter read beside R together with a whole
+    // (eliminated) dim -- the operands streamed per key tile (k[h, n, d], v[h, n, e]) carry the
+    // batch and head dims, not the query rows; an element tile such as bias[h, m, n] may.
     int row = -1;
     std::vector<int> pref;
     for (int r : roots) {
@@ -279,7 +282,7 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
         const Node& n = p.nodes[id];
         if (!dimset_contains(n.dims, R) || !dimset_contains(n.dims, x)) continue;
         in_body = true;
-        if (n.op == Op::Param) beside = true;
+        if (n.op == Op::Param && dimset_minus(n.dims, elim) != n.dims) beside = true;
       }
       if (in_body && !beside) row = x;
     }

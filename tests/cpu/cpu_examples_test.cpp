@@ -107,6 +107,20 @@ TEST(CpuBackend, AcceptsNonContiguousInputs) {
   EXPECT_EQ(testing::compare_tensors(got.at("o"), want.at("o"), 2e-5), "");
 }
 
+// Parameters over the rows and keys (a bias[h, m, n], a mask keep[m, n]) beside the key loop:
+// the row dim is m, tiled by rows; results as the reference's.
+TEST(CpuBackend, ElementTilesOverRowsAndKeys) {
+  Program p = parse_source(
+      "program b(q: f32[h, m, d], k: f32[h, n, d], v: f32[h, n, e], bias: f32[h, m, n],\n"
+      "          keep: bool[m, n]) {\n"
+      "  s = where(keep or n == 0, sum(q * k, d) / sqrt(size(d)) + bias, -inf)\n"
+      "  out o: f32[h, m, e] = sum(softmax(s, n) * v, n)\n}\n", "b.attn").at(0);
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{37, 45}, {77, 130}}) {
+    Extents ext = {{"h", 2}, {"m", m}, {"n", n}, {"d", 32}, {"e", 16}};
+    check_close(p, random_inputs(p, ext, 7), ext, 2e-5);
+  }
+}
+
 // Data in the mask: the tile classifier bounds doc[m], doc[n] and w[n] by the values each tile
 // reads, so sorted document ids skip or unmask whole tiles. Results must stay those of the
 // reference (fixtures in tests/support: ragged documents, NaN weights, unsorted ids).

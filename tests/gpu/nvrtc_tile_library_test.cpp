@@ -53,7 +53,8 @@ struct Spec1 {  // causal + ALiBi + GQA + logsumexp, d = 128
   }
   template <int g> static __device__ float score_scale(const Ctx& x) { return x.sc; }
   template <int g, bool kMasked>
-  static __device__ float score(const float (&c)[1], int m, int n, const Ctx& x) {
+  static __device__ float score(const float (&c)[1], int m, int n, const Ctx& x,
+                                 const fg::TileView&) {
     float s = c[0] + x.slope * (float)(n - m);
     if (kMasked && n > m) s = fg::neg_inf();
     return s;
@@ -92,7 +93,9 @@ struct Spec2 {  // diff_attn, d = 64, v width 128
   static __device__ int classify(const Ctx&, int, int, int, int) { return fg::kTileFull; }
   template <int g> static __device__ float score_scale(const Ctx& x) { return x.sc; }
   template <int g, bool kMasked>
-  static __device__ float score(const float (&c)[2], int, int, const Ctx&) { return c[g]; }
+  static __device__ float score(const float (&c)[2], int, int, const Ctx&, const fg::TileView&) {
+    return c[g];
+  }
   static __device__ void store(const Ctx& x, int m, int e, const float (&o)[2][2],
                                const fg::RowStats<2>& st) {
     const float a = st.inv_l[0], b = x.lam * st.inv_l[1];

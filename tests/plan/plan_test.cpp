@@ -16,6 +16,20 @@ Program source(const std::string& text) { return parse_source(text, "test.attn")
 
 Plan plan_of(const Program& p) { return compile_program(p, {}).plan; }
 
+TEST(Plan, RowDimMayBeInAnElementTileOverKeys) {
+  // bias[h, m, n] is read with the key dim but holds no whole (eliminated) dim: m stays the
+  // row dim; h, which k and v carry beside n and d, does not become it.
+  Plan plan = plan_of(source(
+      "program b(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], bias: bf16[h, m, n],\n"
+      "          keep: bool[m, n]) {\n"
+      "  s = where(keep, sum(q * k, d) + bias, -inf)\n"
+      "  out o: f32[h, m, e] = sum(softmax(s, n) * v, n)\n}\n"));
+  ASSERT_EQ(plan.kernel_count(), 1);
+  const PlanKernel& k = plan.kernels[0];
+  ASSERT_GE(k.row_dim, 0);
+  EXPECT_EQ(plan.program.dims[k.row_dim], "m");
+}
+
 TEST(Plan, CausalIsOneKernelReadingQkvWritingO) {
   Plan plan = plan_of(example("causal"));
   ASSERT_EQ(plan.kernel_count(), 1);

@@ -86,6 +86,10 @@ class Sm80Writer {
   std::set<int> gathered_;   // buffers read by gathers
   mutable std::set<int> ranged_;  // mask gathers bounded by their data over the tile (data_ranges)
   std::set<int> unchecked_;  // parameters whose every gather indexes by plain dim indices
+  // Gathers the score code reads by (parallel dims..., [row dim,] key dim): staged through
+  // shared memory with the K/V tiles (fg::load_staged). arg_dims: the index dim per position.
+  struct Staged { int param, buffer, elem_bytes; bool rows; std::vector<int> arg_dims; int node; };
+  std::vector<Staged> staged_;
 
   [[noreturn]] void fail(const std::string& why) const {
     throw BackendError("kernel " + k_.name + " does not fit the CUDA sm80 attention template: " +
@@ -295,12 +299,14 @@ class Sm80Writer {
       for (size_t i = 0; i < n.args.size(); ++i)
         launch_.gather_checks.push_back({n.param, static_cast<int>(i), N(n.args[i]).dim});
     }
+    find_staged(score_code);
     // Launch shape (tuning from bench/NOTES.md).
     const int Sn = static_cast<int>(scores_.size()), A = static_cast<int>(pv_.size());
     // Small heads (D + DV <= 64, e.g. Evoformer's d = 32) do little tensor-core work per score
-    // element, so the element code and its latencies dominate: 16 rows per warp and 4 blocks
-    // per SM (128 registers) hide them better than 32 rows and 2 blocks (H200, scripts/gpu_ab:
-    // evoformer_row 0.156 -> 0.134 ms, evoformer_col 0.086 -> 0.069 ms).
+    // element, so the element code and its latencies dominate: 16 rows per warp and 5 blocks
+    // per SM (<= 102 registers) hide them better than 32 rows and 2 blocks (H200,
+    // scripts/gpu_ab: 4 blocks: evoformer_row 0.156 -> 0.134 ms, evoformer_col 0.086 -> 0.069;
+    // with staged tiles, 5 blocks vs 4: 0.099 -> 0.094, 0.067 -> 0.063; BN = 128: 0.70x).
     const bool small_heads = D_ + DV_ <= 64 && Sn == 1 && A == 1;  // (as measured)
     mw_ = (Sn == 1 && A == 1 && DV_ <= 128 && D_ <= 128 && !small_heads) ? 2 : 1;
     // Value-column split: when the accumulators of all value columns would not fit the
@@ -310,13 +316,14 @@ class Sm80Writer {
     while (A * mw_ * (DV_ / vsplit_) / 2 > 128 && (DV_ / (2 * vsplit_)) % 32 == 0) vsplit_ *= 2;
     DVc_ = DV_ / vsplit_;
     launch_.value_split = vsplit_;
-    launch_.min_blocks = mw_ == 2 ? 2 : (small_heads ? 4 : 1);
+    launch_.min_blocks = mw_ == 2 ? 2 : (small_heads ? 5 : 1);
     skip_ = D_ >= 96 || Sn == 2;
     launch_.entry = k_.name;
     launch_.warps = 4;
     launch_.block_m = 16 * mw_ * 4;
-    launch_.smem_bytes = static_cast<int>(Sn * launch_.block_m * D_ * 2 +
-                                          2 * (Sn * 64 * D_ * 2 + vbufs_.size() * 64 * DVc_ * 2));
+    fit_staged();
+    launch_.smem_bytes = smem_bytes(staged_.size());
+    for (const Staged& t : staged_) launch_.staged.push_back(node_text(p_, t.node));
     launch_.row_dim = k_.row_dim;
     for (int d : k_.grid)
       if (d != k_.row_dim) launch_.par_dims.push_back(d);
@@ -338,6 +345,61 @@ class Sm80Writer {
     for (const Node& n : p_.nodes)
       if (n.op == Op::Index || n.op == Op::Size) narrow.insert(n.dim);
     launch_.int32_dims.assign(narrow.begin(), narrow.end());
+  }
+
+  // Gathers of the score code whose indices are the block's parallel dims, at most once the row
+  // dim and exactly once the key dim, the same at every use: each key tile needs a rows x keys
+  // (or 1 x keys) tile of them, which can travel with K/V (unchecked_: the host checked the
+  // extents, so every element of the tile inside M x N is in range).
+  std::vector<int> arg_dims(int gather) const {
+    std::vector<int> dims;
+    for (int a : N(gather).args) dims.push_back(N(a).dim);
+    return dims;
+  }
+  void find_staged(const std::set<int>& score_code) {
+    for (int id : score_code) {
+      const Node& n = N(id);
+      // gathers by plain dim indices (unchecked_), or plain reads of a parameter
+      if (!(n.op == Op::Gather && unchecked_.count(n.param)) && n.op != Op::Param) continue;
+      const std::vector<int> dims = n.op == Op::Param ? p_.params[n.param].dims : arg_dims(id);
+      int rows = 0, keys = 0;
+      bool ok = true;
+      for (int d : dims) {
+        rows += d == k_.row_dim;
+        keys += d == k_.red_dim;
+        ok = ok && (d == k_.row_dim || d == k_.red_dim || is_par(d));
+      }
+      if (!ok || rows > 1 || keys != 1 || staged_.size() == kMaxStaged) continue;
+      bool seen = false;  // the same tile read twice (pair[b, h, m, n] in two places)
+      for (const Staged& t : staged_) seen = seen || (t.param == n.param && t.arg_dims == dims);
+      if (seen) continue;
+      const DType t = p_.params[n.param].type;
+      staged_.push_back({n.param, buffer_of_param(n.param), dtype_bytes(t), rows == 1, dims, id});
+    }
+  }
+  static constexpr size_t kMaxStaged = 4;  // fg::kMaxStaged
+
+  // Shared memory of the launch with the first `staged` staged tiles (the layout of
+  // fg::AttnSm80: Q tiles, then two stages of K, V and the staged tiles rounded up to 1 KiB;
+  // the generated source static_asserts that both agree).
+  int smem_bytes(size_t staged) const {
+    const int BM = launch_.block_m, BN = launch_.block_n, Sn = static_cast<int>(scores_.size());
+    int st = 0;
+    for (size_t t = 0; t < staged; ++t)
+      st += (staged_[t].rows ? BM : 1) * (BN * staged_[t].elem_bytes + 16);
+    st = (st + 1023) / 1024 * 1024;
+    return static_cast<int>(Sn * BM * D_ * 2 +
+                            2 * (Sn * BN * D_ * 2 + vbufs_.size() * BN * DVc_ * 2 + st));
+  }
+  // Staged tiles cost shared memory: keep only as many as leave the blocks per SM that shared
+  // memory allows (H100/H200: 228 KiB per SM, 1 KiB reserved per block) at the launch's
+  // kMinBlocks (at least 2), or more if it allowed fewer.
+  void fit_staged() {
+    auto blocks = [](int bytes) { return std::min(32, 228 * 1024 / (bytes + 1024)); };
+    const int want = std::min(blocks(smem_bytes(0)), std::max(launch_.min_blocks, 2));
+    while (!staged_.empty() &&
+           (blocks(smem_bytes(staged_.size())) < want || smem_bytes(staged_.size()) > 227 * 1024))
+      staged_.pop_back();
   }
 
   int mw_ = 1, vsplit_ = 1;
@@ -374,9 +436,23 @@ class Sm80Writer {
     }
     return reads;
   }
+  // The score code's read of a staged tile (param at index dims `dims`, which are the block's
+  // parallel dims, m and n: find_staged), or "" when that read is not staged.
+  std::string staged_read(int param, const std::vector<int>& dims) const {
+    for (size_t t = 0; t < staged_.size(); ++t) {
+      const Staged& st = staged_[t];
+      if (st.param != param || st.arg_dims != dims) continue;
+      const DType ty = p_.params[param].type;
+      return load_element(ty, "fg::staged_at<" + storage_ctype(ty) + ">(tv.p[" + S(t) +
+                                  "], fg::staged_pitch(" + S(st.elem_bytes) + ", kBlockN), " +
+                                  (st.rows ? "m - tv.m0" : "0") + ", n - tv.n0)");
+    }
+    return "";
+  }
+  // `staged`: the score code, where tv (fg::TileView) locates the staged tiles.
   ElementContext context(std::function<std::string(int)> idx,
                          std::function<std::string(int)> acc, int assume_true,
-                         ElementContext* self, bool hoist = true) const {
+                         ElementContext* self, bool hoist = true, bool staged = false) const {
     ElementContext c;
     c.assume_true = assume_true;
     c.err = "ctx.err";
@@ -403,13 +479,21 @@ class Sm80Writer {
       }
       return "(" + em_.compute(node, *self) + ")";
     };
-    c.param = [this](int param, const std::vector<std::string>& idx) {
+    c.param = [this, staged](int param, const std::vector<std::string>& idx) {
+      if (staged) {
+        std::string st = staged_read(param, p_.params[param].dims);
+        if (!st.empty()) return st;
+      }
       int b = buffer_of_param(param);
       std::string off = "0";
       for (size_t i = 0; i < idx.size(); ++i) off += " + (" + idx[i] + ") * " + stride(b, i);
       return load_element(plan_.buffers[b].type, buf(b) + "[" + off + "]");
     };
-    c.gather = [this](int param, const std::vector<std::string>& idx) {
+    c.gather = [this, staged](int node, int param, const std::vector<std::string>& idx) {
+      if (staged) {
+        std::string st = staged_read(param, arg_dims(node));
+        if (!st.empty()) return st;
+      }
       std::string a;
       for (const auto& e : idx) a += ", " + e;
       return "G" + S(buffer_of_param(param)) + "(ctx" + a + ")";
@@ -543,10 +627,25 @@ class Sm80Writer {
     os << "  static constexpr int kNumScores = " << Sn << ", kNumGroups = " << G
        << ", kNumV = " << V << ", kNumAcc = " << A << ";\n";
     os << "  static constexpr int kHeadDim = " << D_ << ", kValueDim = " << DVc_
-       << ", kWarps = 4, kWarpMBlocks = " << mw_ << ", kBlockN = 64, kMinBlocks = " << launch_.min_blocks
+       << ", kWarps = 4, kWarpMBlocks = " << mw_ << ", kBlockN = " << launch_.block_n
+       << ", kMinBlocks = " << launch_.min_blocks
        << ";\n";
     os << "  static constexpr bool kReverseM = " << (k_.tiles.mask >= 0 ? "true" : "false")
        << ", kSkipRescale = " << (skip_ ? "true" : "false") << ";\n";
+    if (!staged_.empty()) {
+      const int T = static_cast<int>(staged_.size());
+      os << "  // staged gathers (fg::load_staged):";
+      for (size_t t = 0; t < staged_.size(); ++t)
+        os << (t ? "; " : " ") << node_text(p_, staged_[t].node);
+      os << "\n  static constexpr int kNumStaged = " << T << ";\n";
+      os << "  static constexpr __host__ __device__ int staged_elem_bytes(int t) { return ";
+      for (int t = 0; t < T - 1; ++t) os << "t == " << t << " ? " << staged_[t].elem_bytes << " : ";
+      os << staged_[T - 1].elem_bytes << "; }\n";
+      os << "  static constexpr __host__ __device__ bool staged_rows(int t) { return ";
+      for (int t = 0; t < T - 1; ++t)
+        os << "t == " << t << " ? " << (staged_[t].rows ? "true" : "false") << " : ";
+      os << (staged_[T - 1].rows ? "true" : "false") << "; }\n";
+    }
     os << "  static constexpr __device__ int acc_group(int a) { return ";
     for (int a = 0; a < A - 1; ++a) os << "a == " << a << " ? " << pv_[a].group << " : ";
     os << pv_[A - 1].group << "; }\n";
@@ -590,8 +689,9 @@ class Sm80Writer {
       };
       auto noacc = [](int) { return std::string(); };
       ElementContext cm, cf;
-      cm = context(idx, noacc, -1, &cm);
-      cf = context(idx, noacc, k_.tiles.unmasked_full ? k_.tiles.mask : -1, &cf);
+      cm = context(idx, noacc, -1, &cm, true, /*staged=*/true);
+      cf = context(idx, noacc, k_.tiles.unmasked_full ? k_.tiles.mask : -1, &cf, true,
+                   /*staged=*/true);
       std::string sc1 = "", sc2 = "";
       masked[g] = scaled(groups_[g].arg, cm, &sc1);
       plain[g] = scaled(groups_[g].arg, cf, &sc2);
@@ -603,7 +703,8 @@ class Sm80Writer {
       bd << "    if (g == " << g << ") return fg::kLog2e" << scale[g] << ";\n";
     bd << "    return fg::kLog2e;\n  }\n";
     bd << "  template <int g, bool kMasked>\n  static __device__ float score(const float (&c)["
-       << Sn << "], int m, int n, const Ctx& ctx) {\n    (void)c; (void)m; (void)n; (void)ctx;\n";
+       << Sn << "], int m, int n, const Ctx& ctx,\n                                 "
+          "const fg::TileView& tv) {\n    (void)c; (void)m; (void)n; (void)ctx; (void)tv;\n";
     for (int g = 0; g < G; ++g) {
       bd << "    if (g == " << g << ") {\n      if (kMasked) return " << masked[g]
          << ";\n      return " << plain[g] << ";\n    }\n";
@@ -674,6 +775,7 @@ class Sm80Writer {
       for (size_t i = 0; i < B.dims.size(); ++i) os << "    int64_t s" << b << "_" << i << ";\n";
     }
     for (int h : hoisted_) os << "    " << em_.ctype(N(h).type) << " h" << h << ";  // " << node_text(p_, h) << "\n";
+    if (!staged_.empty()) os << "    fg::StagedSrc staged[" << staged_.size() << "];\n";
     os << "    int64_t* err;\n  };\n";
     // num_parallel, make_ctx
     os << "  static __device__ int num_parallel(const Params& p) {\n    return (int)(" << vsplit_;
@@ -723,8 +825,24 @@ class Sm80Writer {
       operand("k", s, scores_[s].kbuf, k_.red_dim);
     }
     for (int i = 0; i < V; ++i) operand("v", i, vbufs_[i], k_.red_dim);
+    for (size_t t = 0; t < staged_.size(); ++t) {
+      const Staged& st = staged_[t];
+      std::string off = "0", rs = "0", cs = "0";
+      for (size_t i = 0; i < st.arg_dims.size(); ++i) {
+        const int d = st.arg_dims[i];
+        const std::string s = "ctx.s" + S(st.buffer) + "_" + S(i);
+        if (d == k_.row_dim) rs = s + " * " + S(st.elem_bytes);
+        else if (d == k_.red_dim) cs = s + " * " + S(st.elem_bytes);
+        else off += " + ctx.g" + S(d) + " * " + s;
+      }
+      os << "    ctx.staged[" << t << "].base = (const unsigned char*)(ctx.B" << st.buffer << " + ("
+         << off << "));\n    ctx.staged[" << t << "].row_stride = " << rs << ";\n    ctx.staged["
+         << t << "].col_stride = " << cs << ";\n";
+    }
     os << "  }\n";
     os << bd.str() << "};\n\n";
+    os << "static_assert(fg::AttnSm80<Spec>::kSmemBytes == " << launch_.smem_bytes
+       << ", \"the host launches with the emitter's shared-memory size\");\n";
     os << "extern \"C\" __global__ void __launch_bounds__(32 * Spec::kWarps, Spec::kMinBlocks)\n"
        << k_.name << "(const Params p) { fg::attn_fwd_sm80<Spec>(p); }\n";
     return os.str();

@@ -47,6 +47,7 @@ struct Sm80Launch {
   // per block (node text).
   int rows_per_warp = 16, block_n = 64;
   std::vector<std::string> hoisted;
+  std::vector<std::string> staged;  // gathers staged through shared memory (node text)
   // Gathers whose indices are plain dim indices (pair[b, h, m, n], doc[m]) run unchecked on the
   // device; the host checks ext(index dim) <= ext(parameter dim) before the launch instead.
   struct GatherCheck { int param, pos, index_dim; };

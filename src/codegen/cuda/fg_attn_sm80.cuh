@@ -15,6 +15,8 @@
 //   straight into A operands of P.V; row sums stay per thread until the end.
 //   Tiles the Spec classifies EMPTY are never loaded; FULL tiles skip mask code; PARTIAL tiles and
 //   the last, ragged key tile evaluate it.
+//   Gathers the score code reads per (row, key) or per key (a pair bias, a key mask) can be
+//   staged: their tiles ride along with K/V into shared memory a tile ahead.
 // Preconditions: sm_80+; q/k/v innermost stride 1, row strides multiples of 8 elements, base
 //   pointers 16-byte aligned; the Spec as documented below.
 // Test: tests/gpu/cuda_examples_test.cpp (generated Specs of every example and of random
@@ -42,6 +44,11 @@
 //     static constexpr bool kReverseM;   // visit m-tiles last-first (balances causal work)
 //     static constexpr bool kSkipRescale;  // optional (default false): skip the accumulator
 //                                          // rescale in warps whose row maxima did not grow
+//     // optional (default 0): staged gathers, tiles of a parameter over (rows, keys) or (keys)
+//     // that travel to shared memory with K/V a tile ahead (fg::load_staged); with it:
+//     static constexpr int kNumStaged;                               // T (0..fg::kMaxStaged)
+//     static constexpr __host__ __device__ int staged_elem_bytes(int t);  // 1, 2, 4 or 8
+//     static constexpr __host__ __device__ bool staged_rows(int t);  // over rows too (else keys)
 //     static constexpr __device__ int acc_group(int a);  // softmax group of accumulator a
 //     static constexpr __device__ int acc_v(int a);      // value tensor of accumulator a
 //
@@ -56,6 +63,8 @@
 //     //   const bf16raw* q[S]; i64 q_ld[S];      row (m) 0 of Q_s and its row stride (elements)
 //     //   const bf16raw* k[S]; i64 k_ld[S];      row (n) 0 of K_s, row stride (GQA: kv head map)
 //     //   const bf16raw* v[V]; i64 v_ld[V];      row (n) 0 of V_i, row stride
+//     //   fg::StagedSrc staged[T];               (when kNumStaged > 0) where each staged
+//     //                                          tile's elements live in global memory
 //     // plus anything the element code needs (offset pointers, slopes, ...).
 //     // make_ctx must be a pure function of (p, par): the kernel calls it again before the
 //     // epilogue so the output pointers do not occupy registers during the key loop.
@@ -75,9 +84,11 @@
 //     // score_scale = log2(e)), so the kernel's exp is one FFMA + MUFU. c[s] = raw contraction
 //     // value of score s at (m, n). kMasked = false means the element is known unmasked (skip
 //     // mask terms); a masked element returns -inf. m < M and n < N always hold (the kernel
-//     // clamps out-of-range rows/keys and masks the keys itself).
+//     // clamps out-of-range rows/keys and masks the keys itself). tv locates the current key
+//     // tile's staged tiles in shared memory (fg::staged_at; unused without staged gathers).
 //     template <int g, bool kMasked>
-//     static __device__ float score(const float (&c)[S], int m, int n, const Ctx& ctx);
+//     static __device__ float score(const float (&c)[S], int m, int n, const Ctx& ctx,
+//                                   const fg::TileView& tv);
 //     template <int g>
 //     static __device__ float score_scale(const Ctx& ctx);  // > 0, finite
 //
@@ -135,9 +146,25 @@ struct SkipRescaleOf<T, decltype(void(T::kSkipRescale))> {
   static constexpr bool value = T::kSkipRescale;
 };
 
+// Optional Spec member kNumStaged (default 0) and its layout functions.
+template <class T, class = void>
+struct StagedOf {
+  static constexpr int kNum = 0;
+  static constexpr __host__ __device__ int elem_bytes(int) { return 1; }
+  static constexpr __host__ __device__ bool rows(int) { return false; }
+};
+template <class T>
+struct StagedOf<T, decltype(void(T::kNumStaged))> {
+  static constexpr int kNum = T::kNumStaged;
+  static constexpr __host__ __device__ int elem_bytes(int t) { return T::staged_elem_bytes(t); }
+  static constexpr __host__ __device__ bool rows(int t) { return T::staged_rows(t); }
+};
+
 template <class Spec>
 struct AttnSm80 {
   static constexpr bool kSkipRescale = SkipRescaleOf<Spec>::value;
+  using Staged = StagedOf<Spec>;
+  static constexpr int T = Staged::kNum;
   static constexpr int S = Spec::kNumScores, G = Spec::kNumGroups, V = Spec::kNumV,
                        A = Spec::kNumAcc;
   static constexpr int D = Spec::kHeadDim, DV = Spec::kValueDim;
@@ -151,13 +178,23 @@ struct AttnSm80 {
   static constexpr int kQBytes = SmemTile<BM, D>::kBytes;
   static constexpr int kKBytes = SmemTile<BN, D>::kBytes;
   static constexpr int kVBytes = SmemTile<BN, DV>::kBytes;
-  static constexpr int kStageBytes = S * kKBytes + V * kVBytes;
+  // Staged tiles follow K and V in each stage; their total is rounded up to 1 KiB so the
+  // second stage's K/V tiles keep the swizzle's 1 KiB alignment.
+  static constexpr __host__ __device__ int staged_bytes(int t) {
+    return (Staged::rows(t) ? BM : 1) * staged_pitch(Staged::elem_bytes(t), BN);
+  }
+  static constexpr __host__ __device__ int staged_off(int t) {  // from the stage's staged area
+    return t == 0 ? 0 : staged_off(t - 1) + staged_bytes(t - 1);
+  }
+  static constexpr int kStagedBytes = (staged_off(T) + 1023) / 1024 * 1024;
+  static constexpr int kStageBytes = S * kKBytes + V * kVBytes + kStagedBytes;
   static constexpr int kSmemBytes = S * kQBytes + 2 * kStageBytes;
   static_assert(S >= 1 && S <= 2 && G >= 1 && G <= 2 && V >= 1 && V <= 2 && A >= 1 && A <= 4,
                 "unsupported numbers of scores / groups / values / accumulators");
   static_assert(MW == 1 || MW == 2, "a warp owns 16 or 32 query rows");
   static_assert(D % 32 == 0 && D <= 256 && DV % 32 == 0 && DV <= 256, "head dims");
   static_assert(BN % 32 == 0 && BN <= 128, "key tile");
+  static_assert(T >= 0 && T <= kMaxStaged, "staged gathers");
 };
 
 // S[b] (16 x BN per m-block b) = Q[b] K^T: Q from registers or from the shared Q tile.
@@ -189,6 +226,16 @@ FG_DEV void scores_mma(float (&c)[K::MW][K::BN / 8][4], const u32 (&qa)[K::MW][Q
       }
     }
   }
+}
+
+// Staged tiles t, t+1, ... of key tile [n0, n0 + BN) into a stage's staged area.
+template <class K, int t, class Ctx>
+FG_DEV void issue_staged(unsigned char* area, const Ctx& ctx, int m0, int M, int n0, int N,
+                         int tid) {
+  constexpr bool kRows = K::Staged::rows(t);
+  load_staged<kRows ? K::BM : 1, K::BN, K::Staged::elem_bytes(t), K::NT>(
+      area + K::staged_off(t), ctx.staged[t], m0, M, n0, N, tid);
+  if constexpr (t + 1 < K::T) issue_staged<K, t + 1>(area, ctx, m0, M, n0, N, tid);
 }
 
 template <class Spec>
@@ -242,6 +289,10 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     return j;
   };
   const u32 s_kv = s_base + S * K::kQBytes;
+  // generic pointer to a stage's staged tiles (the score code reads them as plain loads)
+  auto staged_area = [&](int stg) {
+    return fg_smem + S * K::kQBytes + stg * K::kStageBytes + S * K::kKBytes + V * K::kVBytes;
+  };
   auto issue_kv = [&](int j, int stage) {
     const u32 st = s_kv + stage * K::kStageBytes;
 #pragma unroll
@@ -251,6 +302,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     for (int i = 0; i < V; ++i)
       load_tile_async<BN, DV, NT>(st + S * K::kKBytes + i * K::kVBytes, ctx.v[i], ctx.v_ld[i],
                                   j * BN, N, tid);
+    if constexpr (K::T > 0)
+      issue_staged<K, 0>(staged_area(stage), ctx, m0, M, j * BN, N, tid);
   };
 
   int j = next_tile(0);
@@ -321,6 +374,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     }
     // ---- element code (score expressions, masks) ----
     const int n0 = j * BN;
+    TileView tv;
+    tv.m0 = m0;
+    tv.n0 = n0;
+#pragma unroll
+    for (int t = 0; t < K::T; ++t) tv.p[t] = staged_area(stage) + K::staged_off(t);
     float x[G][MW][NT8][4];
     if (cls == kTileFull && n0 + BN <= N) {
 #pragma unroll
@@ -333,9 +391,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #pragma unroll
             for (int s = 0; s < S; ++s) cv[s] = c[s][b][t][i];
             const int n = n0 + t * 8 + col_t + (i & 1);
-            x[0][b][t][i] = Spec::template score<0, false>(cv, rm[b][i >> 1], n, ctx);
+            x[0][b][t][i] = Spec::template score<0, false>(cv, rm[b][i >> 1], n, ctx, tv);
             if constexpr (G > 1)
-              x[G - 1][b][t][i] = Spec::template score<G - 1, false>(cv, rm[b][i >> 1], n, ctx);
+              x[G - 1][b][t][i] = Spec::template score<G - 1, false>(cv, rm[b][i >> 1], n, ctx, tv);
           }
     } else {
 #pragma unroll
@@ -350,10 +408,10 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             const int n = n0 + t * 8 + col_t + (i & 1);
             const int nc = min(n, N - 1);
             x[0][b][t][i] =
-                n < N ? Spec::template score<0, true>(cv, rm[b][i >> 1], nc, ctx) : neg_inf();
+                n < N ? Spec::template score<0, true>(cv, rm[b][i >> 1], nc, ctx, tv) : neg_inf();
             if constexpr (G > 1)
               x[G - 1][b][t][i] =
-                  n < N ? Spec::template score<G - 1, true>(cv, rm[b][i >> 1], nc, ctx)
+                  n < N ? Spec::template score<G - 1, true>(cv, rm[b][i >> 1], nc, ctx, tv)
                         : neg_inf();
           }
     }

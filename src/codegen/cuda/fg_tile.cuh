@@ -152,6 +152,79 @@ FG_DEV void load_tile_async(u32 sdst, const bf16raw* g, i64 ld, int row0, int ro
   }
 }
 
+// ---- staged gathers: a parameter's elements at (row, key) read by the score code ----
+// A gather over the rows and keys of a tile (pair[b, h, m, n]; ROWS = 1 for key-only ones such
+// as keep[b, n]) reads ROWS x BN elements per key tile. Read one by one from L2 inside the score
+// code, they stall the key loop on long-latency loads; staged, they travel to shared memory a
+// tile ahead with K and V (cp.async) and the score code reads them there. Rows are padded by 16
+// bytes, so the accumulator layout's reads (8 rows x 4 lanes) fall in distinct banks.
+struct StagedSrc {
+  const unsigned char* base;   // the element at row 0, key 0 (the block's parallel indices)
+  i64 row_stride, col_stride;  // in bytes (row_stride unused for key-only tiles)
+};
+constexpr __host__ __device__ int staged_pitch(int elem_bytes, int bn) { return bn * elem_bytes + 16; }
+constexpr int kMaxStaged = 4;
+// Where the score code of the current key tile finds staged tile t: element (m, n) is
+// staged_at<T>(tv.p[t], pitch, m - tv.m0, n - tv.n0) (row 0 for key-only tiles).
+struct TileView {
+  const unsigned char* p[kMaxStaged];
+  int m0, n0;
+};
+template <class T>
+FG_DEV T staged_at(const unsigned char* tile, int pitch, int r, int c) {
+  return *reinterpret_cast<const T*>(tile + r * pitch + c * (int)sizeof(T));
+}
+
+// One ES-byte element from global to shared memory, or a zero when !ok.
+template <int ES>
+FG_DEV void copy_element(unsigned char* d, const unsigned char* g, bool ok) {
+  if constexpr (ES == 1) *d = ok ? *g : 0;
+  if constexpr (ES == 2)
+    *reinterpret_cast<unsigned short*>(d) = ok ? *reinterpret_cast<const unsigned short*>(g) : 0;
+  if constexpr (ES == 4) *reinterpret_cast<u32*>(d) = ok ? *reinterpret_cast<const u32*>(g) : 0u;
+  if constexpr (ES == 8) *reinterpret_cast<u64*>(d) = ok ? *reinterpret_cast<const u64*>(g) : 0ull;
+}
+
+// Copy rows [m0, m0 + ROWS) x keys [n0, n0 + BN) of `src` (ES-byte elements) to the shared
+// tile `dst` (row pitch staged_pitch(ES, BN)); elements past M or N are zero and never read.
+// Contiguous, 16-byte aligned rows go as 16-byte cp.async chunks (the chunk that N cuts is
+// copied element by element: cp.async would read past the row); any other layout element by
+// element (synchronous: correct for every stride, slower).
+template <int ROWS, int BN, int ES, int NT>
+FG_DEV void load_staged(unsigned char* dst, const StagedSrc& s, int m0, int M, int n0, int N,
+                        int tid) {
+  static_assert(ES == 1 || ES == 2 || ES == 4 || ES == 8, "element size");
+  constexpr int P = staged_pitch(ES, BN);
+  const bool fast = s.col_stride == ES && ((unsigned long long)s.base & 15) == 0 &&
+                    (ROWS == 1 || (s.row_stride & 15) == 0);
+  if (fast) {
+    constexpr int EPC = 16 / ES, CPR = BN / EPC;  // elements per chunk, chunks per row
+    const u32 d0 = smem_u32(dst);
+#pragma unroll
+    for (int k = 0; k < (ROWS * CPR + NT - 1) / NT; ++k) {
+      const int i = k * NT + tid;
+      if ((ROWS * CPR) % NT != 0 && i >= ROWS * CPR) break;
+      const int r = i / CPR, c = (i % CPR) * EPC, m = m0 + r, n = n0 + c;
+      const int left = (ROWS == 1 || m < M) ? N - n : 0;  // valid elements from n on
+      const unsigned char* g = s.base + (ROWS == 1 ? 0 : (i64)m * s.row_stride) + (i64)n * ES;
+      if (left >= EPC || left <= 0) {
+        cp_async16(d0 + r * P + c * ES, left > 0 ? g : s.base, left > 0 ? 16 : 0);
+      } else {
+        for (int e = 0; e < EPC; ++e)
+          copy_element<ES>(dst + r * P + (c + e) * ES, g + e * ES, e < left);
+      }
+    }
+  } else {
+    for (int i = tid; i < ROWS * BN; i += NT) {
+      const int r = i / BN, c = i % BN, m = m0 + r, n = n0 + c;
+      const bool ok = (ROWS == 1 || m < M) && n < N;
+      copy_element<ES>(dst + r * P + c * ES,
+                       s.base + (ROWS == 1 ? 0 : (i64)m * s.row_stride) + (i64)n * s.col_stride,
+                       ok);
+    }
+  }
+}
+
 // ---- per-warp fragment helpers (a warp owns 16 rows; each thread 2 of them: g and g+8) ----
 
 // ldmatrix addressing with few registers: for lane-dependent parts (lr, lc) of (row, col) and
