@@ -249,32 +249,34 @@ const char* kStaged =
     "  s = sum(q * k, d) / sqrt(size(d)) + bias[h, m, n] + kb\n"
     "  out o: bf16[h, m, e] = sum(softmax(where(keep[n] and n <= m + 40, s, -inf), n) * v, n)\n"
     "}\n"
-    "program transposed(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e],\n"
-    "                   w: bf16[h, j, i], rel: bf16[h, m, n]) {\n"
-    "  s = sum(q * k, d) / sqrt(size(d)) + w[h, n, m] - 0.5 * rel\n"
-    "  out o: bf16[h, m, e] = sum(softmax(s, n) * v, n)\n"
+    "program transposed(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], w: bf16[h, j, i]) {\n"
+    "  out o: bf16[h, m, e] = sum(softmax(sum(q * k, d) / sqrt(size(d)) + w[h, n, m], n) * v, n)\n"
+    "}\n"
+    "program plain(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], rel: bf16[h, m, n]) {\n"
+    "  out o: bf16[h, m, e] = sum(softmax(sum(q * k, d) - 0.5 * rel, n) * v, n)\n"
     "}\n";
 
 TEST(CudaBackend, StagedTilesMatchTheReference) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   std::vector<Program> ps = parse_source(kStaged, "staged.attn");
-  const Extents heads[2] = {{{"d", 64}, {"e", 64}}, {{"d", 32}, {"e", 32}}};
-  const char* count[2] = {"kNumStaged = 3", "kNumStaged = 2"};
-  for (int i = 0; i < 2; ++i)
+  const Extents heads[3] = {{{"d", 64}, {"e", 64}}, {{"d", 32}, {"e", 32}}, {{"d", 32}, {"e", 32}}};
+  const char* count[3] = {"kNumStaged = 3", "kNumStaged = 1", "kNumStaged = 1"};
+  for (int i = 0; i < 3; ++i)  // (emission only: checked without a GPU too)
     ASSERT_NE(emit_cuda(ps[i], Target::cuda_sm80, heads[i]).find(count[i]), std::string::npos)
         << ps[i].name;
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   // {m, n, i, j}: j = 104 (208-byte rows: cp.async, partial chunk at n = 100), j = 101
-  // (202-byte rows: element by element), several row blocks and ragged key tiles.
+  // (202-byte rows: element by element), several row blocks and ragged key tiles; the
+  // transposed w[h, n, m] always goes element by element.
   const int64_t sizes[][4] = {{77, 100, 80, 104}, {77, 100, 77, 101}, {333, 1000, 333, 1000},
                               {130, 64, 131, 72}};
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < 3; ++i)
     for (const auto& z : sizes) {
       Extents ext = heads[i];
       ext["h"] = 3;
       ext["m"] = z[0];
       ext["n"] = z[1];
-      ext["i"] = i == 0 ? z[2] : z[0] + 1;  // transposed: w[h, n, m] needs j >= n, i >= m
-      ext["j"] = i == 0 ? z[3] : z[1] + 3;
+      if (i == 0) ext["i"] = z[2], ext["j"] = z[3];
+      if (i == 1) ext["i"] = z[0] + 1, ext["j"] = z[1] + 3;  // w[h, n, m]: j >= n, i >= m
       TensorMap in = random_inputs(ps[i], ext, 21 + i);
       SCOPED_TRACE(ps[i].name + " m=" + std::to_string(z[0]) + " n=" + std::to_string(z[1]));
       check_inputs(ps[i], in, ext);

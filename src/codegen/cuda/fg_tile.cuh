@@ -162,7 +162,9 @@ struct StagedSrc {
   const unsigned char* base;   // the element at row 0, key 0 (the block's parallel indices)
   i64 row_stride, col_stride;  // in bytes (row_stride unused for key-only tiles)
 };
-constexpr __host__ __device__ int staged_pitch(int elem_bytes, int bn) { return bn * elem_bytes + 16; }
+constexpr __host__ __device__ int staged_pitch(int elem_bytes, int bn) {
+  return bn * elem_bytes + 16;  // bytes per shared-memory row
+}
 constexpr int kMaxStaged = 4;
 // Where the score code of the current key tile finds staged tile t: element (m, n) is
 // staged_at<T>(tv.p[t], pitch, m - tv.m0, n - tv.n0) (row 0 for key-only tiles).
