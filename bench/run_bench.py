@@ -218,7 +218,10 @@ def bench_std(args, variant, B, H, N, D, dev="cuda"):
     if variant == "alibi":
         slopes = torch.tensor([2 ** (-8 * (h + 1) / H) for h in range(H)], device=dev)
         idx = torch.arange(N, device=dev)
-        bias = (slopes.view(H, 1, 1) * (idx.view(1, 1, N) - idx.view(1, N, 1))).to(dt)
+        # The reference adds the bias in f32: rounded to bf16, slope * (n - m) (up to ~2K) is
+        # off by up to 8 and the reference by up to ~4 in the output. SDPA needs the bf16 one.
+        bias_f32 = slopes.view(H, 1, 1) * (idx.view(1, 1, N) - idx.view(1, N, 1)).float()
+        bias = bias_f32.to(dt)
         score_mod = lambda s, b, h, qi, ki: s + slopes[h] * (ki - qi)
     if variant == "softcap":
         cap = 30.0
@@ -226,7 +229,7 @@ def bench_std(args, variant, B, H, N, D, dev="cuda"):
     flashgen_row(args, variant, B, H, N, D)
     dens = mask.float().mean().item() if mask is not None else 1.0
     flops = 4 * B * H * N * N * D * dens
-    ref = ref_attn(q, k, v, scale, mask, bias, cap)
+    ref = ref_attn(q, k, v, scale, mask, bias_f32 if variant == "alibi" else bias, cap)
     first = lambda o: o[:1]
     parts = args.parts
     if "sdpa" in parts and variant in ("vanilla", "causal"):
