@@ -85,6 +85,7 @@ class Sm80Writer {
   int64_t D_ = 0, DV_ = 0;
   std::set<int> gathered_;   // buffers read by gathers
   mutable std::set<int> ranged_;  // mask gathers bounded by their data over the tile (data_ranges)
+  mutable std::set<int> row_ranged_;  // those over the row dim: bounded once per block
   std::set<int> unchecked_;  // parameters whose every gather indexes by plain dim indices
   // Gathers the score code reads by (parallel dims..., [row dim,] key dim): staged through
   // shared memory with the K/V tiles (fg::load_staged). arg_dims: the index dim per position.
@@ -534,9 +535,10 @@ class Sm80Writer {
 
   // Data in the mask (doc[m] == doc[n]; which gathers: data_range_gathers, shared with the CPU)
   // is bounded over the tile by the min and max of the values it reads there (fg::warp_range:
-  // one warp-strided pass over <= 1024 elements per classify call), so tiles between different
-  // documents are skipped and tiles inside one document skip the mask, for any data (sorted ids
-  // only make it effective). Everything else stays unknown.
+  // one warp-strided pass), so tiles between different documents are skipped and tiles inside
+  // one document skip the mask, for any data (sorted ids only make it effective). Everything
+  // else stays unknown. Over the keys: a pass over <= 1024 elements per classify call; over the
+  // rows, which are the block's for every call, one pass per block (block_rows, into Ctx).
   std::string data_ranges(const std::string& indent) const {
     std::ostringstream os;
     auto par = [this](int d) { return is_par(d); };
@@ -548,12 +550,16 @@ class Sm80Writer {
         int d = N(a).dim;
         args += d == over ? ", (int64_t)i" : ", (int64_t)ctx.g" + S(d);
       }
+      ranged_.insert(id);
+      if (over == k_.row_dim) {
+        row_ranged_.insert(id);
+        continue;
+      }
       os << indent << "double r" << id << "lo, r" << id << "hi;  // " << node_text(p_, id)
          << " over the tile\n"
          << indent << "fg::warp_range([&](int i) { return (double)G" << buffer_of_param(n.param)
          << "(ctx" << args << "); }, " << v << "0, " << v << "1, r" << id << "lo, r" << id
          << "hi);\n";
-      ranged_.insert(id);
     }
     return os.str();
   }
@@ -589,7 +595,10 @@ class Sm80Writer {
           return std::make_pair(std::string("0.0"), "(double)(" + extent(d) + " - 1)");
         }
         case Op::Gather:
-          if (ranged_.count(id)) return std::make_pair("r" + S(id) + "lo", "r" + S(id) + "hi");
+          if (ranged_.count(id)) {
+            const std::string r = (row_ranged_.count(id) ? "ctx.r" : "r") + S(id);
+            return std::make_pair(r + "lo", r + "hi");
+          }
           return std::nullopt;
         default: return std::nullopt;
       }
@@ -679,6 +688,19 @@ class Sm80Writer {
       bd << "    return " << load_element(P.type, "ctx.B" + S(b) + "[" + off + "]") << ";\n  }\n";
     }
     bd << classify_code();
+    if (!row_ranged_.empty()) {  // the rows' data ranges, once per block
+      bd << "  static constexpr bool kBlockRows = true;\n"
+            "  static __device__ void block_rows(Ctx& ctx, int m0, int m1) {\n";
+      for (int id : row_ranged_) {
+        const Node& n = N(id);
+        std::string args;
+        for (int a : n.args)
+          args += N(a).dim == k_.row_dim ? ", (int64_t)i" : ", (int64_t)ctx.g" + S(N(a).dim);
+        bd << "    fg::warp_range([&](int i) { return (double)G" << buffer_of_param(n.param)
+           << "(ctx" << args << "); }, m0, m1, ctx.r" << id << "lo, ctx.r" << id << "hi);\n";
+      }
+      bd << "  }\n";
+    }
     // scores
     std::vector<std::string> scale(G), masked(G), plain(G);
     for (int g = 0; g < G; ++g) {
@@ -776,6 +798,9 @@ class Sm80Writer {
     }
     for (int h : hoisted_) os << "    " << em_.ctype(N(h).type) << " h" << h << ";  // " << node_text(p_, h) << "\n";
     if (!staged_.empty()) os << "    fg::StagedSrc staged[" << staged_.size() << "];\n";
+    for (int id : row_ranged_)
+      os << "    double r" << id << "lo, r" << id << "hi;  // " << node_text(p_, id)
+         << " over the block's rows (block_rows)\n";
     os << "    int64_t* err;\n  };\n";
     // num_parallel, make_ctx
     os << "  static __device__ int num_parallel(const Params& p) {\n    return (int)(" << vsplit_;

@@ -76,6 +76,10 @@
 //     // masked: score<.., false> is used), fg::kTilePartial (score<.., true>). Must be
 //     // conservative: answer PARTIAL when unsure. Generated from interval analysis of the mask.
 //     static __device__ int classify(const Ctx& ctx, int m0, int m1, int n0, int n1);
+//     // optional, with static constexpr bool kBlockRows = true: once per block after make_ctx,
+//     // with the block's rows (classify is only ever called with these m0, m1), e.g. to bound
+//     // the row data of the mask once instead of at every classify call.
+//     static __device__ void block_rows(Ctx& ctx, int m0, int m1);
 //
 //     // Element code of softmax group g in SCORE UNITS: returns h with x_g = h * score_scale<g>
 //     // where x_g is the softmax logit in base 2 (log2(e) times the natural logit). The emitter
@@ -144,6 +148,17 @@ struct SkipRescaleOf {
 template <class T>
 struct SkipRescaleOf<T, decltype(void(T::kSkipRescale))> {
   static constexpr bool value = T::kSkipRescale;
+};
+
+// Optional Spec member kBlockRows (default false): Spec::block_rows(ctx, m0, m1) runs once per
+// block after make_ctx (per-block values of the classifier, such as the range of row data).
+template <class T, class = void>
+struct BlockRowsOf {
+  static constexpr bool value = false;
+};
+template <class T>
+struct BlockRowsOf<T, decltype(void(T::kBlockRows))> {
+  static constexpr bool value = T::kBlockRows;
 };
 
 // Optional Spec member kNumStaged (default 0) and its layout functions.
@@ -261,6 +276,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   const int m0 = mt * BM;
   if (m0 >= M || M <= 0) return;
   const int m1 = min(m0 + BM, M);
+  if constexpr (BlockRowsOf<Spec>::value) Spec::block_rows(ctx, m0, m1);
 
   // ---- Q tiles -> shared (cp.async group 0) ----
 #pragma unroll
