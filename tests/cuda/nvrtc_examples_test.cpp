@@ -144,7 +144,7 @@ TEST(CudaEmit, MaskDataIsBoundedPerTile) {
   // doc[m] and doc[n] in the mask: bounded by the values the tile reads (one warp pass each),
   // the rows' once per block (block_rows), the keys' at every classify call.
   std::string doc = emit_cuda(example("document"), Target::cuda_sm80, {{"d", 64}, {"e", 64}});
-  EXPECT_NE(doc.find("fg::warp_range([&](int i) { return (double)G"), std::string::npos);
+  EXPECT_NE(doc.find("fg::warp_range<int>([&](int i) { return (int)G"), std::string::npos);
   EXPECT_NE(doc.find(", m0, m1, ctx.r"), std::string::npos);
   EXPECT_NE(doc.find("static constexpr bool kBlockRows = true;"), std::string::npos);
   EXPECT_NE(doc.find(", n0, n1, r"), std::string::npos);

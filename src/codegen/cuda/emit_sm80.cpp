@@ -533,6 +533,15 @@ class Sm80Writer {
     return "((float)(" + em_.value(id, c) + "))";
   }
 
+  // The type fg::warp_range bounds a parameter's values in: its own, exactly (bool and i32 as
+  // int, bf16/f16/f8/f32 as float, i64/f64 as double).
+  std::string range_type(int param) const {
+    switch (p_.params[param].type) {
+      case DType::boolean: case DType::i32: return "int";
+      case DType::i64: case DType::f64: return "double";
+      default: return "float";
+    }
+  }
   // Data in the mask (doc[m] == doc[n]; which gathers: data_range_gathers, shared with the CPU)
   // is bounded over the tile by the min and max of the values it reads there (fg::warp_range:
   // one warp-strided pass), so tiles between different documents are skipped and tiles inside
@@ -557,7 +566,8 @@ class Sm80Writer {
       }
       os << indent << "double r" << id << "lo, r" << id << "hi;  // " << node_text(p_, id)
          << " over the tile\n"
-         << indent << "fg::warp_range([&](int i) { return (double)G" << buffer_of_param(n.param)
+         << indent << "fg::warp_range<" << range_type(n.param) << ">([&](int i) { return ("
+         << range_type(n.param) << ")G" << buffer_of_param(n.param)
          << "(ctx" << args << "); }, " << v << "0, " << v << "1, r" << id << "lo, r" << id
          << "hi);\n";
     }
@@ -696,7 +706,8 @@ class Sm80Writer {
         std::string args;
         for (int a : n.args)
           args += N(a).dim == k_.row_dim ? ", (int64_t)i" : ", (int64_t)ctx.g" + S(N(a).dim);
-        bd << "    fg::warp_range([&](int i) { return (double)G" << buffer_of_param(n.param)
+        bd << "    fg::warp_range<" << range_type(n.param) << ">([&](int i) { return ("
+           << range_type(n.param) << ")G" << buffer_of_param(n.param)
            << "(ctx" << args << "); }, m0, m1, ctx.r" << id << "lo, ctx.r" << id << "hi);\n";
       }
       bd << "  }\n";

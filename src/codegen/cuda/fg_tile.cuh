@@ -258,27 +258,34 @@ FG_DEV void load_a_frags(u32 (&a)[K / 16][4], u32 stile, int row0, int lane) {
 
 // Bounds [lo, hi] of value(i) over i in [i0, i1) (i0 < i1), computed by a whole warp: every
 // lane calls it with the same arguments and reads every 32nd element. For tile classifiers over
-// data (doc[n] over a key tile). A NaN anywhere gives NaN bounds ("unknown, maybe NaN":
-// codegen/interval_code.h).
-template <class F>
+// data (doc[n] over a key tile). T is the data's own type (int, float or double: min and max are
+// exact in it, and 32-bit types take one shuffle per step); a NaN anywhere gives NaN bounds
+// ("unknown, maybe NaN": codegen/interval_code.h).
+FG_DEV int range_min(int a, int b) { return min(a, b); }
+FG_DEV int range_max(int a, int b) { return max(a, b); }
+FG_DEV float range_min(float a, float b) { return fminf(a, b); }
+FG_DEV float range_max(float a, float b) { return fmaxf(a, b); }
+FG_DEV double range_min(double a, double b) { return fmin(a, b); }
+FG_DEV double range_max(double a, double b) { return fmax(a, b); }
+template <class T = double, class F>
 FG_DEV void warp_range(F value, int i0, int i1, double& lo, double& hi) {
-  double l = 1e300, h = -1e300;
-  bool nan = false;
+  T l = value(i0), h = l;  // element i0 exists; every lane starts from it
+  bool nan = l != l;
   for (int i = i0 + (int)(threadIdx.x & 31); i < i1; i += 32) {
-    const double v = value(i);
+    const T v = value(i);
     nan = nan || v != v;
-    l = fmin(l, v);
-    h = fmax(h, v);
+    l = range_min(l, v);
+    h = range_max(h, v);
   }
 #pragma unroll
   for (int s = 16; s > 0; s >>= 1) {
-    l = fmin(l, __shfl_xor_sync(0xffffffffu, l, s));
-    h = fmax(h, __shfl_xor_sync(0xffffffffu, h, s));
+    l = range_min(l, __shfl_xor_sync(0xffffffffu, l, s));
+    h = range_max(h, __shfl_xor_sync(0xffffffffu, h, s));
   }
   nan = __any_sync(0xffffffffu, nan);
   const double unknown = __longlong_as_double(0x7ff8000000000000LL);  // NaN
-  lo = nan ? unknown : l;
-  hi = nan ? unknown : h;
+  lo = nan ? unknown : (double)l;
+  hi = nan ? unknown : (double)h;
 }
 
 // Convert accumulator fragments (16 x 16*KB, f32) into A operands (bf16) for the next mma.
