@@ -552,26 +552,28 @@ class Sm80Writer {
     std::ostringstream os;
     auto par = [this](int d) { return is_par(d); };
     for (const DataRange& dr : data_range_gathers(p_, k_.tiles.mask, k_.row_dim, k_.red_dim, par)) {
-      const int id = dr.node, over = dr.over;
-      const Node& n = N(id);
-      std::string args, v = over == k_.row_dim ? "m" : "n";
-      for (int a : n.args) {
-        int d = N(a).dim;
-        args += d == over ? ", (int64_t)i" : ", (int64_t)ctx.g" + S(d);
-      }
-      ranged_.insert(id);
-      if (over == k_.row_dim) {
-        row_ranged_.insert(id);
+      ranged_.insert(dr.node);
+      if (dr.over == k_.row_dim) {
+        row_ranged_.insert(dr.node);
         continue;
       }
-      os << indent << "double r" << id << "lo, r" << id << "hi;  // " << node_text(p_, id)
-         << " over the tile\n"
-         << indent << "fg::warp_range<" << range_type(n.param) << ">([&](int i) { return ("
-         << range_type(n.param) << ")G" << buffer_of_param(n.param)
-         << "(ctx" << args << "); }, " << v << "0, " << v << "1, r" << id << "lo, r" << id
-         << "hi);\n";
+      os << indent << "double r" << dr.node << "lo, r" << dr.node << "hi;  // "
+         << node_text(p_, dr.node) << " over the tile\n"
+         << indent << range_pass(dr.node, dr.over, "n0", "n1", "r" + S(dr.node)) << "\n";
     }
     return os.str();
+  }
+  // One fg::warp_range call: gather `id` over [i0, i1) of dim `over` into <out>lo, <out>hi.
+  std::string range_pass(int id, int over, const std::string& i0, const std::string& i1,
+                         const std::string& out) const {
+    const Node& n = N(id);
+    std::string args;
+    for (int a : n.args)
+      args += N(a).dim == over ? ", (int64_t)i" : ", (int64_t)ctx.g" + S(N(a).dim);
+    const std::string T = range_type(n.param);
+    return "fg::warp_range<" + T + ">([&](int i) { return (" + T + ")G" +
+           S(buffer_of_param(n.param)) + "(ctx" + args + "); }, " + i0 + ", " + i1 + ", " + out +
+           "lo, " + out + "hi);";
   }
 
   std::string classify_code() const {
@@ -701,15 +703,8 @@ class Sm80Writer {
     if (!row_ranged_.empty()) {  // the rows' data ranges, once per block
       bd << "  static constexpr bool kBlockRows = true;\n"
             "  static __device__ void block_rows(Ctx& ctx, int m0, int m1) {\n";
-      for (int id : row_ranged_) {
-        const Node& n = N(id);
-        std::string args;
-        for (int a : n.args)
-          args += N(a).dim == k_.row_dim ? ", (int64_t)i" : ", (int64_t)ctx.g" + S(N(a).dim);
-        bd << "    fg::warp_range<" << range_type(n.param) << ">([&](int i) { return ("
-           << range_type(n.param) << ")G" << buffer_of_param(n.param)
-           << "(ctx" << args << "); }, m0, m1, ctx.r" << id << "lo, ctx.r" << id << "hi);\n";
-      }
+      for (int id : row_ranged_)
+        bd << "    " << range_pass(id, k_.row_dim, "m0", "m1", "ctx.r" + S(id)) << "\n";
       bd << "  }\n";
     }
     // scores
