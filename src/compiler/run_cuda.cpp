@@ -71,7 +71,10 @@ std::shared_ptr<const Loaded> load_for(const Program& p, const Extents& ext) {
   const std::string arch = cuda_device_arch();
   Plan plan = cuda_plan(p, Target::cuda_sm80, {});
   Extents heads = head_sizes(plan, ext);
-  std::string key = p.str() + "\n" + arch;
+  const CudaDeviceInfo& dev = cuda_device_info();
+  const SmemBudget budget{dev.max_smem_per_sm, dev.max_smem_per_block_optin};
+  std::string key = p.str() + "\n" + arch + " smem " + std::to_string(budget.per_sm) + "/" +
+                    std::to_string(budget.per_block);
   for (const auto& [n, e] : heads) key += "\n" + n + "=" + std::to_string(e);
   {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -80,7 +83,7 @@ std::shared_ptr<const Loaded> load_for(const Program& p, const Extents& ext) {
   }
   auto L = std::make_shared<Loaded>();
   L->plan = std::move(plan);
-  L->src = emit_sm80_kernel(L->plan, 0, Target::cuda_sm80, heads);
+  L->src = emit_sm80_kernel(L->plan, 0, Target::cuda_sm80, heads, budget);
   Cubin cubin = nvrtc_compile(L->src.source, nvrtc_options(arch, L->src.launch.entry));
   CudaModule mod(cubin.bytes);
   L->kernel = mod.kernel(L->src.launch.entry);

@@ -259,11 +259,12 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
                                                        const Accumulator& b) {
       return (a.op == Op::Sum) < (b.op == Op::Sum);
     });
-    // Row dim: in the streamed values, in no parameter read beside R together with a whole
-    // (eliminated) dim -- the operands streamed per key tile (k[h, n, d], v[h, n, e]) carry the
-    // batch and head dims, not the query rows; an element tile such as bias[h, m, n] may.
-    int row = -1;
-    std::vector<int> pref;
+    // Row dim: a grid dim in the streamed values and in no parameter read beside R (the last
+    // such in the output's order: m). Failing that, in no parameter read beside R together with
+    // a whole (eliminated) dim: the operands streamed per key tile (k[h, n, d], v[h, n, e])
+    // carry the batch and head dims, while an element tile such as bias[h, m, n] may hold the
+    // rows (then m is the only grid dim that k and v lack).
+    std::vector<int> pref;  // the output's dim order, else the grid's
     for (int r : roots) {
       bool is_out = false;
       for (const Output& o : p.outputs)
@@ -275,17 +276,24 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
       if (is_out) break;
     }
     if (pref.empty()) pref = k.grid;
-    for (int x : pref) {
-      if (!dimset_contains(k.grid, x)) continue;
-      bool in_body = false, beside = false;
-      for (int id : k.members) {
-        const Node& n = p.nodes[id];
-        if (!dimset_contains(n.dims, R) || !dimset_contains(n.dims, x)) continue;
-        in_body = true;
-        if (n.op == Op::Param && dimset_minus(n.dims, elim) != n.dims) beside = true;
+    auto pick_row = [&](bool strict) {
+      int found = -1;
+      for (int x : pref) {
+        if (!dimset_contains(k.grid, x)) continue;
+        bool in_body = false, beside = false;
+        for (int id : k.members) {
+          const Node& n = p.nodes[id];
+          if (!dimset_contains(n.dims, R) || !dimset_contains(n.dims, x)) continue;
+          in_body = true;
+          if (n.op == Op::Param && (strict || dimset_minus(n.dims, elim) != n.dims))
+            beside = true;
+        }
+        if (in_body && !beside) found = x;
       }
-      if (in_body && !beside) row = x;
-    }
+      return found;
+    };
+    int row = pick_row(true);
+    if (row < 0) row = pick_row(false);
     k.row = row;
     at.ok = true;
     at.group = k;

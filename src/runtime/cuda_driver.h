@@ -33,6 +33,7 @@ struct CudaDeviceInfo {
   int sm_count = 0;
   int max_threads_per_block = 0;
   int max_smem_per_block_optin = 0;  // bytes a block may get after raising its dynamic limit
+  int max_smem_per_sm = 0;           // bytes of shared memory per multiprocessor
   int l2_bytes = 0;
   std::size_t total_memory = 0;
   int driver_version = 0;  // e.g. 13000

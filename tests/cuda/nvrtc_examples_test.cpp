@@ -13,6 +13,8 @@
 #include "flashgen/compile.h"
 #include "flashgen/error.h"
 #include "flashgen/frontend.h"
+#include "codegen/cuda/emit_sm80.h"
+#include "compiler/pipeline.h"
 #include "runtime/nvrtc.h"
 #include "support/support.h"
 
@@ -126,13 +128,18 @@ TEST(CudaEmit, ExplainReportsTheLaunchShapeOrWhyNot) {
 
 TEST(CudaEmit, SmallHeadsTakeMoreBlocksPerSM) {
   // d = 32: 16 rows per warp and 5 blocks per SM (the element code dominates; measured in
-  // bench/RESULTS.md, session 3); d = 64 keeps 32 rows per warp and 2 blocks.
-  std::string evo = emit_cuda(example("evoformer_row"), Target::cuda_sm80, {{"d", 32}});
+  // bench/RESULTS.md, sessions 3-4) where the staged tiles fit 5 blocks (H100/H200's 228 KiB
+  // per SM), else 4 blocks with them (an A100's 164 KiB: staging is worth more than a fifth
+  // block); d = 64 keeps 32 rows per warp and 2 blocks.
+  std::string evo = emit_cuda(example("evoformer_row"), Target::cuda_sm90, {{"d", 32}});
   EXPECT_NE(evo.find("kWarpMBlocks = 1, kBlockN = 64, kMinBlocks = 5"), std::string::npos);
   CompileOptions opt;
-  opt.target = Target::cuda_sm80;
+  opt.target = Target::cuda_sm90;
   opt.sizes = {{"d", 32}};
   EXPECT_NE(explain(example("evoformer_row"), opt).find("5 blocks per SM"), std::string::npos);
+  std::string a100 = emit_cuda(example("evoformer_row"), Target::cuda_sm80, {{"d", 32}});
+  EXPECT_NE(a100.find("kMinBlocks = 4"), std::string::npos);
+  EXPECT_NE(a100.find("kNumStaged = 2"), std::string::npos);
   std::string doc = emit_cuda(example("document"), Target::cuda_sm80, {{"d", 64}, {"e", 64}});
   EXPECT_NE(doc.find("kWarpMBlocks = 2, kBlockN = 64, kMinBlocks = 2"), std::string::npos);
   // The block's parallel index splits in 32-bit arithmetic (the host bounds P by INT32_MAX).
@@ -168,9 +175,10 @@ TEST(CudaEmit, MaskDataIsBoundedPerTile) {
 
 TEST(CudaEmit, RowAndKeyGathersAreStagedWhileSharedMemoryAllows) {
   // evoformer_row: the pair bias pair[b, h, m, n] (a rows x keys tile) and the key mask
-  // keep[b, s, n] (a keys tile) travel with K/V through shared memory.
+  // keep[b, s, n] (a keys tile) travel with K/V through shared memory. (cuda-sm90: an
+  // H100/H200's shared memory; run_cuda uses the running device's.)
   CompileOptions opt;
-  opt.target = Target::cuda_sm80;
+  opt.target = Target::cuda_sm90;
   opt.sizes = {{"d", 32}};
   nlohmann::json j = nlohmann::json::parse(explain_json(example("evoformer_row"), opt));
   ASSERT_EQ(j["kernels"][0]["cuda"]["staged_gathers"].size(), 2u) << j.dump(2);
@@ -178,11 +186,11 @@ TEST(CudaEmit, RowAndKeyGathersAreStagedWhileSharedMemoryAllows) {
             std::string::npos);
   EXPECT_NE(explain(example("evoformer_row"), opt).find("staged through shared memory"),
             std::string::npos);
-  std::string evo = emit_cuda(example("evoformer_row"), Target::cuda_sm80, {{"d", 32}});
+  std::string evo = emit_cuda(example("evoformer_row"), Target::cuda_sm90, {{"d", 32}});
   EXPECT_NE(evo.find("kNumStaged = 2"), std::string::npos);
   EXPECT_NE(evo.find("fg::staged_at<uint16_t>(tv.p[0]"), std::string::npos);
   // document: doc[n] is staged, doc[m] (one value per row) and the classifier's reads are not.
-  std::string doc = emit_cuda(example("document"), Target::cuda_sm80, {{"d", 64}, {"e", 64}});
+  std::string doc = emit_cuda(example("document"), Target::cuda_sm90, {{"d", 64}, {"e", 64}});
   EXPECT_NE(doc.find("kNumStaged = 1"), std::string::npos);
   EXPECT_NE(doc.find("fg::staged_at<int>(tv.p[0], fg::staged_pitch(4, kBlockN), 0, n - tv.n0)"),
             std::string::npos);
@@ -194,17 +202,57 @@ TEST(CudaEmit, RowAndKeyGathersAreStagedWhileSharedMemoryAllows) {
       "          w: bf16[j, i]) {\n"
       "  s = sum(q * k, d) + bias[h, m, clamp(n - 1, 0, size(n) - 1)] + w[n, m]\n"
       "  out o: f32[h, m, e] = sum(softmax(s, n) * v, n)\n}\n", "g.attn").at(0);
-  std::string g64 = emit_cuda(p, Target::cuda_sm80, {{"d", 64}, {"e", 64}});
+  std::string g64 = emit_cuda(p, Target::cuda_sm90, {{"d", 64}, {"e", 64}});
   EXPECT_NE(g64.find("kNumStaged = 1"), std::string::npos) << g64;
   EXPECT_NE(g64.find("staged_at<uint16_t>(tv.p[0]"), std::string::npos);
+  // On an A100 (cuda-sm80: 164 KiB per SM) the 128 x 64 tile would cost a block: not staged.
+  EXPECT_EQ(emit_cuda(p, Target::cuda_sm80, {{"d", 64}, {"e", 64}}).find("kNumStaged"),
+            std::string::npos);
   Program b = parse_source(
       "program b(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], bias: bf16[h, m, n]) {\n"
       "  out o: f32[h, m, e] = sum(softmax(sum(q * k, d) + bias, n) * v, n)\n}\n",
       "b.attn").at(0);
-  EXPECT_NE(emit_cuda(b, Target::cuda_sm80, {{"d", 64}, {"e", 64}}).find("kNumStaged = 1"),
+  EXPECT_NE(emit_cuda(b, Target::cuda_sm90, {{"d", 64}, {"e", 64}}).find("kNumStaged = 1"),
             std::string::npos);
-  EXPECT_EQ(emit_cuda(b, Target::cuda_sm80, {{"d", 128}, {"e", 128}}).find("kNumStaged"),
+  EXPECT_EQ(emit_cuda(b, Target::cuda_sm90, {{"d", 128}, {"e", 128}}).find("kNumStaged"),
             std::string::npos);
+  // The same tile read through a gather by a non-plain index (size(n): out of range) is not
+  // the staged tile: it stays a checked gather that reports the index.
+  Program oob = parse_source(
+      "program oob(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], bias: bf16[h, m, n]) {\n"
+      "  s = sum(q * k, d) + bias + bias[h, m, size(n)]\n"
+      "  out o: f32[h, m, e] = sum(softmax(s, n) * v, n)\n}\n", "oob.attn").at(0);
+  std::string o = emit_cuda(oob, Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+  EXPECT_NE(o.find("kNumStaged = 1"), std::string::npos) << o;
+  EXPECT_NE(o.find("fg_gather_error(ctx.err"), std::string::npos);
+  EXPECT_NE(o.find("+ ((float)((G3(ctx, "), std::string::npos) << o;
+}
+
+TEST(CudaEmit, StagedTilesFitTheDevicesSharedMemory) {
+  // Staged tiles fit the shared memory of the device the kernel is for (run_cuda passes the
+  // running device's; SmemBudget): at d = 96 the pair tile (2 x 18 KiB) fits an H100 but not
+  // an sm_86 (99 KiB per block); at d = 256 not an A100 (163 KiB per block).
+  Program b = parse_source(
+      "program b(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], pair: bf16[h, i, j]) {\n"
+      "  out o: f32[h, m, e] = sum(softmax(sum(q * k, d) + pair[h, m, n], n) * v, n)\n}\n",
+      "b.attn").at(0);
+  CompileOptions copt;
+  copt.target = Target::cuda_sm80;
+  Plan plan = compile_program(b, copt).plan;
+  const SmemBudget sm86{100 * 1024, 99 * 1024}, a100{164 * 1024, 163 * 1024},
+      h100{228 * 1024, 227 * 1024};
+  auto emit = [&](int64_t d, const SmemBudget& budget) {
+    return emit_sm80_kernel(plan, 0, Target::cuda_sm80, {{"d", d}, {"e", d}}, budget).launch;
+  };
+  Sm80Launch l = emit(96, h100);
+  EXPECT_EQ(l.staged.size(), 1u);
+  EXPECT_LE(l.smem_bytes, h100.per_block);
+  l = emit(96, sm86);
+  EXPECT_TRUE(l.staged.empty());
+  EXPECT_LE(l.smem_bytes, sm86.per_block);
+  l = emit(256, a100);
+  EXPECT_TRUE(l.staged.empty());
+  EXPECT_LE(l.smem_bytes, a100.per_block);
 }
 
 TEST(CudaEmit, SourceDependsOnHeadDimsOnly) {

@@ -68,6 +68,7 @@ TEST(CudaDriver, DeviceInfoIsSane) {
   EXPECT_GE(info.cc_major, 7);
   EXPECT_GT(info.sm_count, 0);
   EXPECT_GE(info.max_smem_per_block_optin, 48 * 1024);
+  EXPECT_GE(info.max_smem_per_sm, info.max_smem_per_block_optin);
   EXPECT_GT(info.total_memory, std::size_t{1} << 30);
   std::size_t free_bytes = 0, total = 0;
   cuda_memory_info(&free_bytes, &total);

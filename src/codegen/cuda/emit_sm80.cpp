@@ -51,9 +51,10 @@ const TargetTable& cuda_table(Target t) {
 
 class Sm80Writer {
  public:
-  Sm80Writer(const Plan& plan, int kernel, Target target, const Extents& sizes)
+  Sm80Writer(const Plan& plan, int kernel, Target target, const Extents& sizes,
+             const SmemBudget& budget)
       : plan_(plan), p_(plan.program), k_(plan.kernels[kernel]), T_(cuda_table(target)),
-        em_(plan, k_, T_), sizes_(sizes) {}
+        em_(plan, k_, T_), sizes_(sizes), budget_(budget) {}
 
   CudaKernelSource write() {
     analyse();
@@ -72,6 +73,7 @@ class Sm80Writer {
   const TargetTable& T_;
   ElementEmitter em_;
   const Extents& sizes_;
+  const SmemBudget budget_;
   Sm80Launch launch_;
 
   struct Score { int node, qbuf, kbuf; };
@@ -90,7 +92,7 @@ class Sm80Writer {
   // Gathers the score code reads by (parallel dims..., [row dim,] key dim): staged through
   // shared memory with the K/V tiles (fg::load_staged). arg_dims: the index dim per position.
   struct Staged { int param, buffer, elem_bytes; bool rows; std::vector<int> arg_dims; int node; };
-  std::vector<Staged> staged_;
+  std::vector<Staged> candidates_, staged_;
 
   [[noreturn]] void fail(const std::string& why) const {
     throw BackendError("kernel " + k_.name + " does not fit the CUDA sm80 attention template: " +
@@ -322,8 +324,14 @@ class Sm80Writer {
     launch_.entry = k_.name;
     launch_.warps = 4;
     launch_.block_m = 16 * mw_ * 4;
-    fit_staged();
-    launch_.smem_bytes = smem_bytes(staged_.size());
+    staged_ = fit_staged(launch_.min_blocks);
+    // Small heads: staged tiles are worth more than a fifth block (H200: 4 blocks with the
+    // pair bias and key mask staged 0.099 ms, 4 without 0.132, 5 with 0.094).
+    if (small_heads && fit_staged(4).size() > staged_.size()) {
+      launch_.min_blocks = 4;
+      staged_ = fit_staged(4);
+    }
+    launch_.smem_bytes = smem_bytes(staged_);
     for (const Staged& t : staged_) launch_.staged.push_back(node_text(p_, t.node));
     launch_.row_dim = k_.row_dim;
     for (int d : k_.grid)
@@ -370,37 +378,47 @@ class Sm80Writer {
         keys += d == k_.red_dim;
         ok = ok && (d == k_.row_dim || d == k_.red_dim || is_par(d));
       }
-      if (!ok || rows > 1 || keys != 1 || staged_.size() == kMaxStaged) continue;
+      if (!ok || rows > 1 || keys != 1) continue;
       bool seen = false;  // the same tile read twice (pair[b, h, m, n] in two places)
-      for (const Staged& t : staged_) seen = seen || (t.param == n.param && t.arg_dims == dims);
+      for (const Staged& t : candidates_)
+        seen = seen || (t.param == n.param && t.arg_dims == dims);
       if (seen) continue;
       const DType t = p_.params[n.param].type;
-      staged_.push_back({n.param, buffer_of_param(n.param), dtype_bytes(t), rows == 1, dims, id});
+      candidates_.push_back(
+          {n.param, buffer_of_param(n.param), dtype_bytes(t), rows == 1, dims, id});
     }
+    // (row, key) tiles first: they replace a load per score element, key tiles one per column
+    std::stable_sort(candidates_.begin(), candidates_.end(),
+                     [](const Staged& a, const Staged& b) { return a.rows > b.rows; });
   }
   static constexpr size_t kMaxStaged = 4;  // fg::kMaxStaged
 
-  // Shared memory of the launch with the first `staged` staged tiles (the layout of
-  // fg::AttnSm80: Q tiles, then two stages of K, V and the staged tiles rounded up to 1 KiB;
-  // the generated source static_asserts that both agree).
-  int smem_bytes(size_t staged) const {
+  // Shared memory of the launch with staged tiles `st` (the layout of fg::AttnSm80: Q tiles,
+  // then two stages of K, V and the staged tiles rounded up to 1 KiB; the generated source
+  // static_asserts that both agree).
+  int smem_bytes(const std::vector<Staged>& staged) const {
     const int BM = launch_.block_m, BN = launch_.block_n, Sn = static_cast<int>(scores_.size());
     int st = 0;
-    for (size_t t = 0; t < staged; ++t)
-      st += (staged_[t].rows ? BM : 1) * (BN * staged_[t].elem_bytes + 16);
+    for (const Staged& t : staged) st += (t.rows ? BM : 1) * (BN * t.elem_bytes + 16);
     st = (st + 1023) / 1024 * 1024;
     return static_cast<int>(Sn * BM * D_ * 2 +
                             2 * (Sn * BN * D_ * 2 + vbufs_.size() * BN * DVc_ * 2 + st));
   }
-  // Staged tiles cost shared memory: keep only as many as leave the blocks per SM that shared
-  // memory allows (H100/H200: 228 KiB per SM, 1 KiB reserved per block) at the launch's
-  // kMinBlocks (at least 2), or more if it allowed fewer.
-  void fit_staged() {
-    auto blocks = [](int bytes) { return std::min(32, 228 * 1024 / (bytes + 1024)); };
-    const int want = std::min(blocks(smem_bytes(0)), std::max(launch_.min_blocks, 2));
-    while (!staged_.empty() &&
-           (blocks(smem_bytes(staged_.size())) < want || smem_bytes(staged_.size()) > 227 * 1024))
-      staged_.pop_back();
+  // Staged tiles cost shared memory: of the candidates (in order), the ones that still leave
+  // the blocks per SM that shared memory allows (budget_.per_sm, 1 KiB reserved per block) at
+  // `min_blocks` (at least 2; or as many as without staged tiles, if fewer) and fit one block's
+  // limit (budget_.per_block); at most kMaxStaged.
+  std::vector<Staged> fit_staged(int min_blocks) const {
+    auto blocks = [this](int bytes) { return std::min(32, budget_.per_sm / (bytes + 1024)); };
+    const int want = std::min(blocks(smem_bytes({})), std::max(min_blocks, 2));
+    std::vector<Staged> kept;
+    for (const Staged& c : candidates_) {
+      if (kept.size() == kMaxStaged) break;
+      kept.push_back(c);
+      const int bytes = smem_bytes(kept);
+      if (blocks(bytes) < want || bytes > budget_.per_block) kept.pop_back();
+    }
+    return kept;
   }
 
   int mw_ = 1, vsplit_ = 1;
@@ -491,7 +509,9 @@ class Sm80Writer {
       return load_element(plan_.buffers[b].type, buf(b) + "[" + off + "]");
     };
     c.gather = [this, staged](int node, int param, const std::vector<std::string>& idx) {
-      if (staged) {
+      bool plain = true;  // staged reads stand for gathers by plain dim indices only
+      for (int a : N(node).args) plain = plain && N(a).op == Op::Index;
+      if (staged && plain) {
         std::string st = staged_read(param, arg_dims(node));
         if (!st.empty()) return st;
       }
@@ -882,12 +902,22 @@ class Sm80Writer {
 
 }  // namespace
 
+SmemBudget smem_budget(Target target) {
+  if (target == Target::cuda_sm90) return {228 * 1024, 227 * 1024};
+  return {164 * 1024, 163 * 1024};
+}
+
 CudaKernelSource emit_sm80_kernel(const Plan& plan, int kernel, Target target,
-                                  const Extents& sizes) {
+                                  const Extents& sizes, const SmemBudget& budget) {
   if (target == Target::cpu) throw BackendError("emit_sm80_kernel: target cpu is not CUDA");
   if (kernel < 0 || kernel >= plan.kernel_count())
     throw BackendError("emit_sm80_kernel: no kernel " + std::to_string(kernel));
-  return Sm80Writer(plan, kernel, target, sizes).write();
+  return Sm80Writer(plan, kernel, target, sizes, budget).write();
+}
+
+CudaKernelSource emit_sm80_kernel(const Plan& plan, int kernel, Target target,
+                                  const Extents& sizes) {
+  return emit_sm80_kernel(plan, kernel, target, sizes, smem_budget(target));
 }
 
 std::vector<std::string> cuda_head_dims(const Plan& plan) {

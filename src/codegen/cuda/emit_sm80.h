@@ -54,6 +54,14 @@ struct Sm80Launch {
   std::vector<GatherCheck> gather_checks;
 };
 
+// Shared memory of the GPU a kernel is for: staged tiles are kept only while they fit it
+// (fit_staged). Without a device at hand, the target's: cuda-sm80 an A100 (164 KiB per SM,
+// 163 per block), cuda-sm90 an H100/H200 (228, 227); run_cuda passes the running device's.
+struct SmemBudget {
+  int per_sm = 0, per_block = 0;  // bytes
+};
+SmemBudget smem_budget(Target target);
+
 struct CudaKernelSource {
   std::string source;
   Sm80Launch launch;
@@ -63,7 +71,9 @@ struct CudaKernelSource {
 // it compiled for sm_90a). `sizes` must give the extent of every eliminated (head) dim; other
 // entries are ignored. BackendError when the kernel does not fit the template.
 CudaKernelSource emit_sm80_kernel(const Plan& plan, int kernel, Target target,
-                                  const Extents& sizes);
+                                  const Extents& sizes, const SmemBudget& budget);
+CudaKernelSource emit_sm80_kernel(const Plan& plan, int kernel, Target target,
+                                  const Extents& sizes);  // smem_budget(target)
 
 // The head dims (eliminated dims) of a plan's kernels, by name: what `sizes` must give.
 std::vector<std::string> cuda_head_dims(const Plan& plan);
