@@ -283,6 +283,25 @@ TEST(CudaBackend, StagedTilesMatchTheReference) {
     }
 }
 
+// A gather of a staged tile's parameter by an index that is not a plain dim index (here
+// size(n), out of range) stays a checked gather: a CallError naming the parameter, as the
+// reference raises (the staged read would have returned bias[h, m, n] silently).
+TEST(CudaBackend, CheckedGathersOfAStagedParameterStayChecked) {
+  Program p = parse_source(
+      "program oob(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], bias: bf16[h, m, n]) {\n"
+      "  s = sum(q * k, d) + bias + bias[h, m, size(n)]\n"
+      "  out o: f32[h, m, e] = sum(softmax(s, n) * v, n)\n}\n", "oob.attn").at(0);
+  const Extents ext = {{"h", 2}, {"m", 9}, {"n", 30}, {"d", 64}, {"e", 64}};
+  ASSERT_NE(emit_cuda(p, Target::cuda_sm90, ext).find("kNumStaged = 1"), std::string::npos);
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  try {
+    run_cuda(p, random_inputs(p, ext, 3), {});
+    FAIL() << "expected a CallError";
+  } catch (const CallError& e) {
+    EXPECT_NE(std::string(e.what()).find("'bias'"), std::string::npos) << e.what();
+  }
+}
+
 // Random template-shaped programs (tests/support/random_program.h; the NVRTC property test in
 // tests/cuda checks that they emit or say why): those that fit run against the reference.
 TEST(CudaProperty, RandomProgramsMatchTheReference) {
