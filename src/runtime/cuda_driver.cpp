@@ -1,5 +1,5 @@
 // The CUDA driver API through dlopen: see cuda_driver.h.
-// Tests: tests/runtime/cuda_driver_test.cpp.
+// Tests: tests/gpu/cuda_driver_test.cpp.
 #include "runtime/cuda_driver.h"
 
 #include <algorithm>

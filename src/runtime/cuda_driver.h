@@ -7,7 +7,7 @@
 // carry the CUresult's name and text and what was being done. Device 0 (as CUDA_VISIBLE_DEVICES
 // orders them) with its primary context, made current on whichever thread calls in.
 // Not usable without FLASHGEN_HAVE_CUDA (CMake found no toolkit): cuda_available() is false.
-// Tests: tests/runtime/cuda_driver_test.cpp (SKIPs the GPU parts when no GPU is present).
+// Tests: tests/gpu/cuda_driver_test.cpp (SKIPs the GPU parts when no GPU is present).
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,7 @@
 // The CUDA driver layer. Without a GPU: cuda_available() says why and every call is a clear
 // BackendError. With one (else SKIP): NVRTC -> module -> launch at odd sizes with poisoned
 // outputs, dynamic shared memory above 48 KB, out-of-memory and wrong-arch errors, timing.
+// In the GPU test binary, so scripts/gpu_check runs it on the GPU machine.
 #include "runtime/cuda_driver.h"
 
 #include <gtest/gtest.h>
