@@ -356,15 +356,17 @@ class Sm80Writer {
     launch_.int32_dims.assign(narrow.begin(), narrow.end());
   }
 
-  // Gathers of the score code whose indices are the block's parallel dims, at most once the row
-  // dim and exactly once the key dim, the same at every use: each key tile needs a rows x keys
-  // (or 1 x keys) tile of them, which can travel with K/V (unchecked_: the host checked the
-  // extents, so every element of the tile inside M x N is in range).
+  // The dim of each index of a gather (meaningful when they are plain dim indices).
   std::vector<int> arg_dims(int gather) const {
     std::vector<int> dims;
     for (int a : N(gather).args) dims.push_back(N(a).dim);
     return dims;
   }
+  // Candidates for staging: reads of the score code -- plain parameter reads, or gathers whose
+  // every index is a plain dim index (unchecked_: the host checked the extents, so every
+  // element of a tile inside M x N is in range) -- over the block's parallel dims, at most once
+  // the row dim and exactly once the key dim. Each key tile needs a rows x keys (or 1 x keys)
+  // tile of them, which can travel with K/V.
   void find_staged(const std::set<int>& score_code) {
     for (int id : score_code) {
       const Node& n = N(id);
