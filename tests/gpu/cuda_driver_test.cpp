@@ -17,17 +17,8 @@
 namespace flashgen {
 namespace {
 
+using testing_runtime::message_of;
 using testing_runtime::TempCacheDir;
-
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const BackendError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a BackendError";
-  return {};
-}
 
 #define SKIP_WITHOUT_GPU()                                                  \
   do {                                                                      \

@@ -25,6 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing_runtime::ScopedEnv;
+using testing_runtime::message_of;
 using testing_runtime::TempCacheDir;
 
 // An OpenMP reduction and a scalar function; SCALE comes from -DSCALE=... so flags matter.
@@ -38,16 +39,6 @@ extern "C" double weighted_sum(const double* x, std::int64_t n) {
 }
 extern "C" int add3(int a, int b, int c) { return a + b + c; }
 )";
-
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const BackendError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a BackendError";
-  return {};
-}
 
 TEST(HostCompiler, CompilesLoadsAndCallsAtOddSizes) {
   TempCacheDir dir;

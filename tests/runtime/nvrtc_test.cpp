@@ -16,6 +16,7 @@ namespace flashgen {
 namespace {
 
 namespace fs = std::filesystem;
+using testing_runtime::message_of;
 using testing_runtime::TempCacheDir;
 
 const char* kKernel = R"(
@@ -25,16 +26,6 @@ extern "C" __global__ void saxpy(float a, const float* x, float* y, long long n)
   if (i < n) y[i] = a * x[i] * kScale + y[i];
 }
 )";
-
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const BackendError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a BackendError";
-  return {};
-}
 
 bool is_cuda_elf(const std::string& bytes) {
   // ELF magic, and e_machine (offset 18, little endian) == EM_CUDA (190).

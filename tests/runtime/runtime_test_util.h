@@ -1,13 +1,18 @@
-// Helpers for the runtime tests: a private cache folder per test and scoped environment edits.
+// Helpers for the runtime tests: a private cache folder per test, scoped environment edits, and
+// the message of an expected BackendError.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
+
+#include "flashgen/error.h"
 
 namespace flashgen::testing_runtime {
 
@@ -56,5 +61,16 @@ class TempCacheDir {
   std::string path_;
   ScopedEnv env_;
 };
+
+// The message of the BackendError fn throws (a test failure, and "", if it throws none).
+inline std::string message_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const BackendError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a BackendError";
+  return {};
+}
 
 }  // namespace flashgen::testing_runtime
