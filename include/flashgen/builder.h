@@ -26,6 +26,12 @@ namespace flashgen {
 
 class ProgramBuilder;
 
+// The longest chain of operations a program may contain (a value computed from a value computed
+// from ... ): `x + x + ... + x` with more terms, or more chained statements `a = a * x`, is a
+// ProgramError at the operation that crosses it. The compiler's stages walk values recursively,
+// so the limit keeps their stack use (and the generated code) bounded.
+inline constexpr int kMaxValueDepth = 1000;
+
 // A handle to a node under construction. Cheap to copy; valid while its builder lives.
 struct Value {
   ProgramBuilder* builder = nullptr;
@@ -91,6 +97,8 @@ class ProgramBuilder {
   void own(Value v) const;  // throws unless v is a node of this builder
   int dim_or_throw(const std::string& name, SourceLoc loc) const;
   Program prog_;
+  std::vector<int> depth_;  // per node: the longest chain of operations ending at it
+  int depth_limit_ = kMaxValueDepth;
   std::map<std::tuple<int, int, int, int, std::vector<int>, std::vector<int>, uint64_t>, int>
       cse_;
 };

@@ -52,6 +52,10 @@ ProgramBuilder::ProgramBuilder(std::string name, SourceLoc loc) {
 
 ProgramBuilder ProgramBuilder::with_declarations_of(const Program& p) {
   ProgramBuilder b(p.name, p.loc);
+  // Passes rebuild programs that were within the limit and add a few levels per operation
+  // (softmax lowering, the online rewrite); the stages after them recurse over values, so
+  // the limit stays finite.
+  b.depth_limit_ = 4 * kMaxValueDepth;
   b.prog_.dims = p.dims;
   b.prog_.params = p.params;
   for (size_t i = 0; i < p.params.size(); ++i) {
@@ -73,8 +77,17 @@ int ProgramBuilder::add_node(Node n) {
                              n.args, n.reduce, bits);
   auto it = cse_.find(key);
   if (it != cse_.end()) return it->second;
+  int depth = 1;
+  for (int a : n.args) depth = std::max(depth, depth_[a] + 1);
+  if (depth > depth_limit_) {
+    throw ProgramError(n.loc, "this value is the end of a chain of more than " +
+                                  std::to_string(kMaxValueDepth) +
+                                  " operations (the limit on a program's depth, which keeps "
+                                  "compilation bounded)");
+  }
   int id = static_cast<int>(prog_.nodes.size());
   prog_.nodes.push_back(std::move(n));
+  depth_.push_back(depth);
   cse_.emplace(std::move(key), id);
   return id;
 }

@@ -3,12 +3,16 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,14 +30,17 @@ namespace flashgen {
 namespace {
 
 struct ProcessResult {
-  int spawn_errno = 0;  // non-zero: the program could not be started
-  int exit_code = -1;   // the exit status, or -1 if killed by a signal
-  std::string output;   // stdout and stderr, interleaved
+  int spawn_errno = 0;     // non-zero: the program could not be started
+  int exit_code = -1;      // the exit status, or -1 if killed by a signal
+  bool timed_out = false;  // killed after the time limit
+  std::string output;      // stdout and stderr, interleaved
 };
 
 // Runs argv[0] (searched in PATH) with stdout and stderr captured. posix_spawn is safe to use
-// from a multi-threaded process, unlike fork + arbitrary code.
-ProcessResult run_process(const std::vector<std::string>& argv) {
+// from a multi-threaded process, unlike fork + arbitrary code. The child leads its own process
+// group, so that when it runs longer than `limit_s` seconds (0: no limit) the whole group (the
+// compiler driver and the cc1plus/as/ld it started) is killed.
+ProcessResult run_process(const std::vector<std::string>& argv, double limit_s = 0) {
   ProcessResult r;
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
@@ -45,20 +52,42 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
-  int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  int rc = ::posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   ::close(fds[1]);
   if (rc != 0) {
     ::close(fds[0]);
     r.spawn_errno = rc;
     return r;
   }
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(limit_s));
   char buf[4096];
   for (;;) {
+    int wait_ms = -1;
+    if (limit_s > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        r.timed_out = true;
+        ::kill(-pid, SIGKILL);
+        break;
+      }
+      wait_ms = static_cast<int>(std::min<int64_t>(left.count(), 1000));
+    }
+    pollfd pfd{fds[0], POLLIN, 0};
+    int pr = ::poll(&pfd, 1, wait_ms);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) continue;  // no output yet: check the deadline again
     ssize_t n = ::read(fds[0], buf, sizeof buf);
     if (n > 0) {
       r.output.append(buf, static_cast<size_t>(n));
@@ -70,6 +99,7 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  if (r.timed_out) ::kill(-pid, SIGKILL);  // anything of the group still running
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
@@ -195,6 +225,19 @@ std::vector<std::string> host_compiler_command() {
 
 std::string host_compiler_version() { return compiler_version(host_compiler_command(), {}, {}); }
 
+double host_compile_time_limit() {
+  const char* text = std::getenv("FLASHGEN_COMPILE_TIMEOUT");
+  if (!text || !*text) return kDefaultHostCompileTimeLimit;
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(text, &end);
+  if (errno != 0 || end == text || *end != '\0' || !(v >= 0) || !std::isfinite(v)) {
+    throw CallError("FLASHGEN_COMPILE_TIMEOUT must be a number of seconds >= 0 (0: no limit), "
+                    "got '" + std::string(text) + "'");
+  }
+  return v;
+}
+
 std::vector<std::string> host_default_flags() {
   // -fwrapv: integer arithmetic in generated code wraps (the reference's i64 semantics).
   return {"-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c++17", "-fwrapv"};
@@ -245,7 +288,18 @@ std::shared_ptr<const HostLibrary> host_compile(std::string_view source,
     std::vector<std::string> argv = cmd;
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.insert(argv.end(), {src_path, "-o", tmp});
-    ProcessResult r = run_process(argv);
+    const double limit_s = host_compile_time_limit();
+    ProcessResult r = run_process(argv, limit_s);
+    if (r.timed_out) {
+      std::remove(tmp.c_str());
+      char limit[32];
+      std::snprintf(limit, sizeof limit, "%g", limit_s);
+      throw BackendError("host compilation took longer than " + std::string(limit) +
+                         " s and was stopped (the limit is $FLASHGEN_COMPILE_TIMEOUT seconds; " +
+                         "0 means none)\ncommand: " + describe_command(argv) +
+                         "\ngenerated source saved at " + src_path + " (" +
+                         std::to_string(source.size()) + " bytes)");
+    }
     if (r.spawn_errno) {
       std::remove(tmp.c_str());
       throw_cannot_run(argv, r, src_path);

@@ -59,6 +59,10 @@ std::shared_ptr<const HostLibrary> host_compile(std::string_view source,
 std::vector<std::string> host_compiler_command();
 // The compiler's `--version` output (BackendError if it cannot be run), memoized per command.
 std::string host_compiler_version();
+// The longest a host compile may run before it is stopped with a BackendError, in seconds:
+// $FLASHGEN_COMPILE_TIMEOUT (0: no limit; not a number: CallError), else the default.
+inline constexpr double kDefaultHostCompileTimeLimit = 300;
+double host_compile_time_limit();
 // -O3 -march=native -fopenmp -fPIC -shared -std=c++17
 std::vector<std::string> host_default_flags();
 

@@ -4,6 +4,8 @@
 #include <string>
 
 #include "error/diagnose.h"
+#include "flashgen/builder.h"
+#include "flashgen/compile.h"
 #include "frontend/parser.h"
 
 namespace flashgen::testing {
@@ -74,6 +76,50 @@ TEST(SpecialError, NulCharacter) {
             "t.attn:2:24: error: unexpected character '\\x00'\n"
             "  out o: f32[m, d] = q ? + 1\n"
             "                       ^");
+}
+
+
+// A program deeper than kMaxValueDepth is a diagnostic at the operation that crosses the limit,
+// never a stack overflow in a later stage: a long sum on one line, and chained statements.
+std::string depth_message() {
+  return "error: this value is the end of a chain of more than " +
+         std::to_string(kMaxValueDepth) +
+         " operations (the limit on a program's depth, which keeps compilation bounded)";
+}
+
+TEST(DepthError, LongSumOnOneLine) {
+  const int terms = 160000;
+  std::string line = "  out z: f32[m, d] = q";
+  for (int i = 1; i < terms; ++i) line += " + q";
+  // q is depth 1; the k-th '+' (1-based, at column 20 + 4k) makes depth k + 1.
+  int col = 20 + 4 * kMaxValueDepth;
+  EXPECT_EQ(diagnose(kHeader + line + "\n}\n"),
+            "t.attn:2:" + std::to_string(col) + ": " + depth_message() + "\n" + line + "\n" +
+                std::string(col - 1, ' ') + "^");
+}
+
+TEST(DepthError, ChainedStatements) {
+  std::string src = kHeader + "  a = q\n";
+  for (int i = 0; i < 200000; ++i) src += "  a = a * q\n";
+  src += "  out z: f32[m, d] = a\n}\n";
+  // Statement k (line k + 2) makes depth k + 1.
+  EXPECT_EQ(diagnose(src), "t.attn:" + std::to_string(kMaxValueDepth + 2) + ":9: " +
+                               depth_message() + "\n  a = a * q\n        ^");
+}
+
+// At the limit every stage runs: the passes, the plan and both emitters walk the whole chain.
+TEST(DepthError, AtTheLimitEveryStageRuns) {
+  std::string src = "program p(x: f32[m], k: f32[n, d], q: f32[m, d]) {\n  a = x\n";
+  // Each statement adds two levels; leave room for the score and the softmax.
+  const int stmts = (kMaxValueDepth - 12) / 2;
+  for (int i = 0; i < stmts; ++i) src += "  a = a * 1.5 + x\n";
+  src += "  s = where(n <= m, sum(q * k, d) + a, -inf)\n";
+  src += "  out z: f32[m, d] = sum(softmax(s, n) * k, n)\n}\n";
+  Program p = parse_source(src, "t.attn").at(0);
+  CompileOptions opt;
+  EXPECT_NO_THROW(explain(p, opt));
+  for (const std::string& stage : pipeline_stage_names()) EXPECT_NO_THROW(dump_after(p, stage, opt));
+  EXPECT_NE(emit_source(p, opt).find("1.5f"), std::string::npos);
 }
 
 }  // namespace

@@ -3,11 +3,13 @@
 #include "runtime/host_compiler.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -128,6 +130,65 @@ TEST(HostCompiler, MissingCompilerIsAClearError) {
   ScopedEnv cxx2("FLASHGEN_CXX", "false");
   std::string msg2 = message_of([] { host_compile("extern \"C\" int h() { return 2; }\n"); });
   EXPECT_NE(msg2.find("exited with status 1"), std::string::npos) << msg2;
+}
+
+// A compile that runs past $FLASHGEN_COMPILE_TIMEOUT is stopped with a clear error, and the
+// processes the compiler started are stopped with it. The "compiler" is a script that answers
+// --version and otherwise starts a long sleep, records its pid and waits for it.
+TEST(HostCompiler, CompileTimeLimitStopsTheCompilerAndItsChildren) {
+  TempCacheDir dir;
+  const std::string script = dir.path() + "/slow-cxx";
+  const std::string pid_file = dir.path() + "/child.pid";
+  fs::create_directories(dir.path());
+  {
+    FILE* f = std::fopen(script.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fprintf(f,
+                 "#!/bin/sh\n"
+                 "if [ \"$1\" = --version ]; then echo slow-cxx 1.0; exit 0; fi\n"
+                 "sleep 60 &\n"
+                 "echo $! > %s\n"
+                 "wait\n",
+                 pid_file.c_str());
+    std::fclose(f);
+    ASSERT_EQ(::chmod(script.c_str(), 0755), 0);
+  }
+  ScopedEnv cxx("FLASHGEN_CXX", script.c_str());
+  ScopedEnv limit("FLASHGEN_COMPILE_TIMEOUT", "1.5");
+  auto t0 = std::chrono::steady_clock::now();
+  std::string msg = message_of([] { host_compile("extern \"C\" int slow() { return 3; }\n"); });
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(msg.find("host compilation took longer than 1.5 s and was stopped"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("FLASHGEN_COMPILE_TIMEOUT"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("generated source saved at " + dir.path()), std::string::npos) << msg;
+  EXPECT_LT(seconds, 20.0);
+  std::optional<std::string> pid_text = read_file_bytes(pid_file);
+  ASSERT_TRUE(pid_text.has_value());
+  pid_t child = static_cast<pid_t>(std::stol(*pid_text));
+  // The sleep was in the compiler's process group: it is gone (or a zombie of init, reaped soon).
+  bool gone = false;
+  for (int i = 0; i < 50 && !gone; ++i) {
+    std::optional<std::string> stat =
+        read_file_bytes("/proc/" + std::to_string(child) + "/stat");
+    gone = !stat || stat->find(") Z") != std::string::npos;
+    if (!gone) ::usleep(100000);
+  }
+  EXPECT_TRUE(gone) << "the compiler's child " << child << " still runs";
+}
+
+TEST(HostCompiler, CompileTimeLimitMustBeANumber) {
+  ScopedEnv limit("FLASHGEN_COMPILE_TIMEOUT", "soon");
+  try {
+    host_compile_time_limit();
+    FAIL() << "no error";
+  } catch (const CallError& e) {
+    EXPECT_NE(std::string(e.what()).find("FLASHGEN_COMPILE_TIMEOUT must be a number of seconds"),
+              std::string::npos) << e.what();
+  }
+  ScopedEnv none("FLASHGEN_COMPILE_TIMEOUT", "0");
+  EXPECT_EQ(host_compile_time_limit(), 0.0);
 }
 
 // Run only as a child of DiskCacheServesOtherProcessesAndConcurrentBuilds: compiles kSource
