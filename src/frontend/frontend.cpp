@@ -9,6 +9,9 @@
 // Tests: tests/error/*_test.cpp (exact texts), tests/frontend/frontend_test.cpp.
 #include "flashgen/frontend.h"
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -33,6 +36,21 @@ std::string source_line(const std::string& source, int n) {
   return line;
 }
 
+// The length of the valid UTF-8 sequence starting at s[i] (a byte >= 0x80), or 0 when it is
+// not one (stray continuation byte, overlong form, surrogate, beyond U+10FFFF, cut short).
+size_t utf8_length(const std::string& s, size_t i) {
+  unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+  if (len == 0 || i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k)
+    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
+  unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+  if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0) || (c == 0xf0 && c1 < 0x90) ||
+      (c == 0xf4 && c1 >= 0x90))
+    return 0;
+  return len;
+}
+
 }  // namespace
 
 std::string format_diagnostic(const std::string& file, const std::string& source, SourceLoc loc,
@@ -41,9 +59,22 @@ std::string format_diagnostic(const std::string& file, const std::string& source
   std::string out = file + ":" + std::to_string(loc.line) + ":" + std::to_string(loc.col) +
                     ": error: " + message + "\n";
   std::string line = source_line(source, loc.line);
-  // Control characters (a NUL would even cut what() short) are shown as '?'; tabs are kept.
-  for (char& c : line)
-    if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) c = '?';
+  // Control characters (a NUL would even cut what() short) and bytes that are not part of
+  // valid UTF-8 are shown as '?'; tabs are kept.
+  for (size_t i = 0; i < line.size();) {
+    unsigned char c = static_cast<unsigned char>(line[i]);
+    if (c < 0x80) {
+      if ((c < 0x20 && c != '\t') || c == 0x7f) line[i] = '?';
+      ++i;
+      continue;
+    }
+    size_t len = utf8_length(line, i);
+    if (len == 0) {
+      line[i++] = '?';
+    } else {
+      i += len;
+    }
+  }
   out += line + "\n";
   // The caret lines up under the column: tabs are copied, UTF-8 continuation bytes take no
   // column on screen.
@@ -66,12 +97,21 @@ std::vector<Program> parse_source(const std::string& source, const std::string& 
   }
 }
 
+// Reading a file is a call error (exit 2 in the CLI) whatever goes wrong: a missing file, a
+// folder (which an ifstream opens and reads as empty on Linux), a file without read permission.
 std::vector<Program> parse_file(const std::string& path) {
+  auto fail = [&](const std::string& why) { throw CallError("cannot read " + path + ": " + why); };
+  std::error_code ec;
+  std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (st.type() == std::filesystem::file_type::not_found) fail("no such file");
+  if (st.type() == std::filesystem::file_type::directory) fail("is a directory");
+  if (ec) fail(ec.message());
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw CallError("cannot read '" + path + "': no such file or not readable");
+  if (!in) fail(errno ? std::strerror(errno) : "cannot open it");
   std::ostringstream ss;
   ss << in.rdbuf();
-  if (in.bad()) throw CallError("cannot read '" + path + "'");
+  if (in.bad()) fail(errno ? std::strerror(errno) : "read error");
   return parse_source(ss.str(), path);
 }
 

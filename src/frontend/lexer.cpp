@@ -58,6 +58,39 @@ constexpr Keyword kKeywords[] = {
 
 constexpr uint64_t kMaxExactInt = uint64_t{1} << 53;
 
+// The decimal exponent of the first nonzero digit of a decimal literal (DIGITS[.DIGITS][e[+-]N]):
+// 0 for "1.5", -3 for "0.0012", 2 for "1e2". Used only to tell overflow from underflow when
+// the value is outside the range of a double, so a saturated exponent is fine.
+int64_t decimal_exponent(std::string_view text) {
+  int64_t exp10 = 0;
+  size_t e = text.find_first_of("eE");
+  std::string_view mant = text.substr(0, e);
+  if (e != std::string_view::npos) {
+    size_t j = e + 1;
+    bool neg = j < text.size() && text[j] == '-';
+    if (j < text.size() && (text[j] == '+' || text[j] == '-')) ++j;
+    for (; j < text.size(); ++j) {
+      if (exp10 < (int64_t{1} << 40)) exp10 = exp10 * 10 + (text[j] - '0');
+    }
+    if (neg) exp10 = -exp10;
+  }
+  size_t dot = mant.find('.');
+  size_t int_digits = dot == std::string_view::npos ? mant.size() : dot;
+  // Position of the first nonzero digit relative to the decimal point.
+  int64_t pos = 0;
+  bool found = false;
+  for (size_t k = 0; k < mant.size(); ++k) {
+    if (mant[k] == '.') continue;
+    if (mant[k] != '0') {
+      found = true;
+      pos = k < int_digits ? static_cast<int64_t>(int_digits - k - 1)
+                           : -static_cast<int64_t>(k - int_digits);
+      break;
+    }
+  }
+  return found ? exp10 + pos : INT64_MIN;
+}
+
 }  // namespace
 
 const char* tok_spelling(Tok t) {
@@ -192,9 +225,17 @@ std::vector<Token> lex(std::string_view s) {
         double v = 0;
         // from_chars follows strtod's syntax ("3." included) and ignores the locale.
         auto r = std::from_chars(text.data(), text.data() + text.size(), v);
-        if (r.ec == std::errc::result_out_of_range || (r.ec == std::errc() && v > FLT_MAX)) {
+        const bool out_of_range = r.ec == std::errc::result_out_of_range;
+        if (out_of_range ? decimal_exponent(text) >= 0 : (r.ec == std::errc() && v > FLT_MAX)) {
           throw ProgramError(loc_at(b), "decimal literal " + std::string(text) +
                                             " is too large for f32 (write inf for infinity)");
+        }
+        // A nonzero literal that rounds to 0 in f32 (below half the smallest subnormal, 2^-150)
+        // would silently become 0. Subnormal f32 values are accepted.
+        if (out_of_range || (r.ec == std::errc() && v != 0 && static_cast<float>(v) == 0.0f)) {
+          throw ProgramError(loc_at(b), "decimal literal " + std::string(text) +
+                                            " underflows f32 (the smallest positive f32 is "
+                                            "~1.4e-45); write 0");
         }
         if (r.ec != std::errc() || r.ptr != text.data() + text.size())
           throw ProgramError(loc_at(b), "malformed number '" + std::string(text) + "'");

@@ -2,6 +2,7 @@
 // and caret placement after tabs and UTF-8.
 // Each case asserts the exact diagnostic: FILE:LINE:COL, message, source line and caret.
 #include "error/diagnose.h"
+#include "frontend/lexer.h"
 
 namespace flashgen::testing {
 namespace {
@@ -93,6 +94,40 @@ const DiagnosticCase kCases[] = {
      "t.attn:2:26: error: decimal literal 1e39 is too large for f32 (write inf for infinity)\n"
      "  out o: f32[m, d] = q * 1e39\n"
      "                         ^"},
+    {"DecimalLiteralTooLargeForF64",
+     "program p(q: f32[m, d], k: f32[n, d], t: i32[m], c: bool[m, n]) {\n"
+     "  out o: f32[m, d] = q * 12.5e400\n"
+     "}\n",
+     "t.attn:2:26: error: decimal literal 12.5e400 is too large for f32 (write inf for infinity)\n"
+     "  out o: f32[m, d] = q * 12.5e400\n"
+     "                         ^"},
+    // Below the range of a double: from_chars reports it out of range, like an overflow.
+    {"DecimalLiteralUnderflowsF64",
+     "program p(q: f32[m, d], k: f32[n, d], t: i32[m], c: bool[m, n]) {\n"
+     "  out o: f32[m, d] = q * 1e-400\n"
+     "}\n",
+     "t.attn:2:26: error: decimal literal 1e-400 underflows f32 (the smallest positive f32 is "
+     "~1.4e-45); write 0\n"
+     "  out o: f32[m, d] = q * 1e-400\n"
+     "                         ^"},
+    // A tiny mantissa with a huge positive exponent is still tiny.
+    {"DecimalLiteralUnderflowsDespiteExponent",
+     "program p(q: f32[m, d], k: f32[n, d], t: i32[m], c: bool[m, n]) {\n"
+     "  out o: f32[m, d] = q * 0.00000000001e-320\n"
+     "}\n",
+     "t.attn:2:26: error: decimal literal 0.00000000001e-320 underflows f32 (the smallest "
+     "positive f32 is ~1.4e-45); write 0\n"
+     "  out o: f32[m, d] = q * 0.00000000001e-320\n"
+     "                         ^"},
+    // Representable as a double, but rounds to 0 in f32 (below 2^-150).
+    {"DecimalLiteralUnderflowsF32",
+     "program p(q: f32[m, d], k: f32[n, d], t: i32[m], c: bool[m, n]) {\n"
+     "  out o: f32[m, d] = q * 1e-50\n"
+     "}\n",
+     "t.attn:2:26: error: decimal literal 1e-50 underflows f32 (the smallest positive f32 is "
+     "~1.4e-45); write 0\n"
+     "  out o: f32[m, d] = q * 1e-50\n"
+     "                         ^"},
     {"CaretAfterTabs",
      "program p(q: f32[m, d], k: f32[n, d], t: i32[m], c: bool[m, n]) {\n"
      "\tout o: f32[m, d] = q\t$\n"
@@ -112,6 +147,29 @@ class LexerError : public ::testing::TestWithParam<DiagnosticCase> {};
 
 TEST_P(LexerError, ExactDiagnostic) {
   EXPECT_EQ(diagnose(GetParam().source), GetParam().expected);
+}
+
+// Decimal literals at the edges of f32's range that are accepted: zero with any exponent, f32
+// subnormals (down to the smallest, ~1.4e-45, and what rounds up to it), and the largest
+// finite f32. The literal keeps the value written.
+TEST(LexerNumbers, F32RangeEdgesAreAccepted) {
+  const struct {
+    const char* text;
+    double value;
+  } cases[] = {
+      {"0.0", 0.0},          {"0e-999", 0.0},          {"1e-40", 1e-40},
+      {"1.4e-45", 1.4e-45},  {"8e-46", 8e-46},         {"1.1754943e-38", 1.1754943e-38},
+      {"3.4028234e38", 3.4028234e38},
+  };
+  for (const auto& c : cases) {
+    std::string src = std::string("program p(q: f32[m]) {\n  out o: f32[m] = q * ") + c.text +
+                      "\n}\n";
+    EXPECT_EQ(diagnose(src), "<no error>") << c.text;
+    std::vector<frontend::Token> toks = frontend::lex(c.text);
+    ASSERT_EQ(toks.size(), 2u) << c.text;
+    EXPECT_EQ(toks[0].kind, frontend::Tok::Float) << c.text;
+    EXPECT_EQ(toks[0].value, c.value) << c.text;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Diagnostics, LexerError, ::testing::ValuesIn(kCases), case_name);

@@ -2,7 +2,10 @@
 // fields, parse_file and select_program.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+
+#include <unistd.h>
 
 #include "flashgen/frontend.h"
 #include "support/support.h"
@@ -29,6 +32,10 @@ TEST(FormatDiagnostic, EdgeCases) {
   // Control characters are shown as '?' (a NUL would cut what() short); DEL too.
   EXPECT_EQ(format_diagnostic("f", std::string("a\0b\x01\x7f", 5), {1, 2}, "m"),
             "f:1:2: error: m\na?b??\n ^");
+  // Bytes that are not valid UTF-8 (a stray continuation byte, a truncated sequence, 0xff)
+  // are shown as '?' and take one column each.
+  EXPECT_EQ(format_diagnostic("f", "a\x80" "b\xe2\x82" "c\xff" "d!", {1, 8}, "m"),
+            "f:1:8: error: m\na?b??c?d!\n       ^");
   // A multi-byte UTF-8 character takes one column on screen.
   EXPECT_EQ(format_diagnostic("f", "\xc3\xa9x!", {1, 4}, "m"), "f:1:4: error: m\n\xc3\xa9x!\n  ^");
 }
@@ -77,6 +84,31 @@ TEST(ParseFile, ReadsAndNamesTheFile) {
         << e.what();
   }
   EXPECT_THROW(parse_file(dir.file("missing.attn")), CallError);
+}
+
+// What cannot be read is a CallError naming the path and the reason, never a diagnostic about
+// an empty program.
+TEST(ParseFile, UnreadablePathsAreCallErrors) {
+  testing::TempDir dir;
+  auto message = [](const std::string& path) -> std::string {
+    try {
+      parse_file(path);
+    } catch (const CallError& e) {
+      return e.what();
+    } catch (const std::exception& e) {
+      return std::string("not a CallError: ") + e.what();
+    }
+    return "<no error>";
+  };
+  EXPECT_EQ(message(dir.path()), "cannot read " + dir.path() + ": is a directory");
+  EXPECT_EQ(message(dir.file("missing.attn")),
+            "cannot read " + dir.file("missing.attn") + ": no such file");
+  std::string locked = dir.file("locked.attn");
+  std::ofstream(locked) << "program p(q: f32[m]) {\n  out o: f32[m] = q\n}\n";
+  std::filesystem::permissions(locked, std::filesystem::perms::none);
+  if (::access(locked.c_str(), R_OK) == 0)
+    GTEST_SKIP() << "file permissions do not apply to this user (root)";
+  EXPECT_EQ(message(locked), "cannot read " + locked + ": Permission denied");
 }
 
 TEST(SelectProgram, ByNameOrTheOnlyOne) {
