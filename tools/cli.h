@@ -33,6 +33,9 @@ const Program& pick(const Loaded& file, const std::string& name);
 
 // Parses "b=2,h=4,m=n=512,d=e=64" (CallError on malformed text or conflicting values).
 Extents parse_sizes(const std::string& text);
+// Parses a --seed value: decimal digits only, at most 2^64 - 1 (CallError otherwise, so that
+// "-1" or 2^64 never wrap around).
+uint64_t parse_seed(const std::string& text);
 // CallError if `sizes` names a dimension that `p` does not declare.
 void check_sizes_known(const Program& p, const Extents& sizes);
 

@@ -16,9 +16,8 @@ namespace flashgen::cli {
 
 void add_bench(CLI::App& app, int& exit_code) {
   struct Options {
-    std::string file, program, sizes, backend = "cuda";
+    std::string file, program, sizes, backend = "cuda", seed = "1";
     int warmup = 5, iters = 30;
-    uint64_t seed = 1;
     std::vector<std::string> inputs;
   };
   auto o = std::make_shared<Options>();
@@ -34,7 +33,7 @@ void add_bench(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"cuda"}));
   cmd->add_option("--warmup", o->warmup, "untimed runs first (default 5)");
   cmd->add_option("--iters", o->iters, "timed runs (default 30)");
-  cmd->add_option("--seed", o->seed, "seed of the random inputs");
+  cmd->add_option("--seed", o->seed, "seed of the random inputs, 0 to 2^64 - 1 (default 1)");
   cmd->add_option("--input", o->inputs,
                   "NAME=FILE.npy: use this array for parameter NAME instead of random data "
                   "(e.g. sorted document ids); repeatable");
@@ -42,6 +41,7 @@ void add_bench(CLI::App& app, int& exit_code) {
     exit_code = guarded(o->file, [&] {
       Loaded f = load(o->file);
       const Program& p = pick(f, o->program);
+      const uint64_t seed = parse_seed(o->seed);
       Extents sizes = parse_sizes(o->sizes);
       check_sizes_known(p, sizes);
       TensorMap given;
@@ -51,7 +51,7 @@ void add_bench(CLI::App& app, int& exit_code) {
           throw CallError("--input wants NAME=FILE.npy, got '" + kv + "'");
         given[kv.substr(0, eq)] = read_npy(kv.substr(eq + 1)).tensor;
       }
-      CudaBenchResult r = bench_cuda(p, sizes, o->warmup, o->iters, o->seed, given);
+      CudaBenchResult r = bench_cuda(p, sizes, o->warmup, o->iters, seed, given);
       std::printf("program %s on %s, sizes %s\n", p.name.c_str(), r.device.c_str(),
                   o->sizes.c_str());
       std::printf("median %.4f ms (min %.4f ms) over %d warm runs\n", r.median_ms, r.min_ms,

@@ -1,18 +1,44 @@
 // `flashgen emit FILE [--program NAME] --target cpu|cuda-sm80|cuda-sm90 [--sizes SIZES]
 //                     [--dump-after STAGE] [--cubin PATH]`: the generated kernel source for a
 // target, or the program/plan text after one stage of the compiler pipeline. For cuda-* targets
-// --sizes gives the head dims to specialize (default 128, said in the source) and --cubin
-// compiles with NVRTC (no GPU needed) and writes the cubin. cuda-sm90 emits the sm80-path
-// kernel (mma.sync) compiled for sm_90a; Hopper-native kernels (wgmma/TMA) are a later issue.
+// the source (and `--dump-after emit`) needs the head dims in --sizes (a CallError names the
+// missing ones), and --cubin compiles with NVRTC (no GPU needed) and writes the cubin.
+// cuda-sm90 emits the sm80-path kernel (mma.sync) compiled for sm_90a; Hopper-native kernels
+// (wgmma/TMA) are a later issue.
 // Tests: tests/cli/cli_test.cpp, tests/cuda/nvrtc_examples_test.cpp.
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
 #include "cli.h"
+#include "codegen/cuda/emit_sm80.h"
+#include "compiler/pipeline.h"
 #include "flashgen/compile.h"
 #include "flashgen/error.h"
 
 namespace flashgen::cli {
+
+namespace {
+
+// The CUDA kernel is compiled for fixed head dims (the dims its plan eliminates, e.g. d and e):
+// a CallError naming every one that --sizes does not give.
+void require_head_dims(const Program& p, const CompileOptions& opt) {
+  std::vector<std::string> heads = cuda_head_dims(compile_program(p, opt).plan);
+  std::string missing, example;
+  for (const std::string& d : heads) {
+    example += (example.empty() ? "" : ",") + d + "=" + (opt.sizes.count(d)
+                                                          ? std::to_string(opt.sizes.at(d))
+                                                          : std::string("N"));
+    if (!opt.sizes.count(d)) missing += (missing.empty() ? "" : ", ") + d;
+  }
+  if (missing.empty()) return;
+  throw CallError("the CUDA kernel is specialized to its head dims: give --sizes " + example +
+                  " (missing: " + missing + ")");
+}
+
+}  // namespace
 
 void add_emit(CLI::App& app, int& exit_code) {
   struct Options {
@@ -32,7 +58,7 @@ void add_emit(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"cpu", "cuda-sm80", "cuda-sm90"}));
   cmd->add_option("--sizes", o->sizes,
                   "extents known at compile time, e.g. d=e=64 (only head dimensions may "
-                  "specialize a kernel)")
+                  "specialize a kernel; cuda-* targets need every head dim)")
       ->type_name("SIZES");
   cmd->add_option("--dump-after", o->dump_after,
                   "print the program or plan after this stage instead of the source")
@@ -52,18 +78,26 @@ void add_emit(CLI::App& app, int& exit_code) {
         check_sizes_known(p, opt.sizes);
       }
       const bool cuda = opt.target != Target::cpu;
+      if (!o->cubin.empty() && !cuda)
+        throw CallError("--cubin needs a cuda-sm80 or cuda-sm90 target");
+      const bool source = o->dump_after.empty() || o->dump_after == "emit";
+      if (cuda && source) require_head_dims(p, opt);
       if (!o->cubin.empty()) {
-        if (!cuda) throw CallError("--cubin needs a cuda-sm80 or cuda-sm90 target");
+        std::error_code ec;
+        if (std::filesystem::is_directory(o->cubin, ec))
+          throw CallError("--cubin: cannot write " + o->cubin + ": it is a folder");
         std::string bin = compile_cuda_cubin(p, opt.target, opt.sizes);
+        errno = 0;
         std::ofstream f(o->cubin, std::ios::binary);
-        if (!f || !f.write(bin.data(), static_cast<std::streamsize>(bin.size())))
-          throw CallError("cannot write " + o->cubin);
+        if (!f || !f.write(bin.data(), static_cast<std::streamsize>(bin.size())) || !f.flush())
+          throw CallError("--cubin: cannot write " + o->cubin + ": " +
+                          (errno ? std::strerror(errno) : "write error"));
         std::cerr << "wrote " << o->cubin << " (" << bin.size() << " bytes)\n";
         return kOk;
       }
-      std::string text = !o->dump_after.empty() ? dump_after(p, o->dump_after, opt)
-                         : cuda && !opt.sizes.empty() ? emit_cuda(p, opt.target, opt.sizes)
-                                                      : emit_source(p, opt);
+      std::string text = !source ? dump_after(p, o->dump_after, opt)
+                         : cuda      ? emit_cuda(p, opt.target, opt.sizes)
+                                     : emit_source(p, opt);
       std::cout << text;
       if (!text.empty() && text.back() != '\n') std::cout << '\n';
       return kOk;

@@ -1,14 +1,17 @@
 // `flashgen run FILE [--program NAME] (--inputs DIR | --random SIZES [--seed S])
 //                    [--outputs DIR] [--backend ref|cpu|cuda] [--check]`
 //
-// Every call-time check (inputs, SIZES, extents, the output folder) happens before the backend
-// runs, and output files are written only after everything succeeded (to temporary names, then
-// renamed), so a failing call leaves nothing behind. Tests: tests/cli/cli_test.cpp.
+// Every call-time check (inputs, SIZES, extents, the output folder and every output's path)
+// happens before the backend runs, and output files are written only after everything
+// succeeded, all or nothing (write_npy_files), so a failing call leaves nothing behind.
+// Tests: tests/cli/cli_test.cpp.
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 
@@ -22,8 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Options {
-  std::string file, program, inputs, random, outputs, backend = "ref";
-  uint64_t seed = 0;
+  std::string file, program, inputs, random, outputs, backend = "ref", seed_text = "0";
   bool check = false, has_inputs = false, has_random = false;
 };
 
@@ -31,6 +33,16 @@ std::string fmt(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", x);
   return buf;
+}
+
+// Element i of an integer or bool tensor, exactly (get() goes through a double).
+int64_t int_at(const Tensor& t, int64_t i) {
+  const Tensor c = t.contiguous();
+  switch (c.dtype()) {
+    case DType::i64: return static_cast<const int64_t*>(c.data())[i];
+    case DType::i32: return static_cast<const int32_t*>(c.data())[i];
+    default: return static_cast<int64_t>(c.get(i));
+  }
 }
 
 std::string describe(const Program& p, const Parameter& par) {
@@ -46,7 +58,18 @@ TensorMap load_inputs(const Program& p, const std::string& dir) {
     if (!fs::exists(path))
       throw CallError("missing input for parameter '" + par.name + "': expected " + path +
                       " holding " + describe(p, par));
-    inputs[par.name] = read_npy(path).tensor;
+    NpyArray a = read_npy(path);
+    // Checked here, where the file's numpy dtype is known: the tensor has already been widened
+    // (every integer width becomes i32 or i64), so a later message could not name it.
+    const char want = is_float(par.type) ? 'f' : par.type == DType::boolean ? 'b' : 'i';
+    const char have = a.descr.size() >= 2 ? (a.descr[1] == 'u' ? 'i' : a.descr[1]) : '?';
+    if (want != have)
+      throw CallError("parameter '" + par.name + "' is " + describe(p, par) + " but " + path +
+                      " holds " + npy_dtype_name(a.descr) + " ('" + a.descr + "'); " +
+                      (want == 'f'   ? "float parameters need a float array (float16/32/64)"
+                       : want == 'b' ? "bool parameters need a bool array"
+                                     : "integer parameters need an integer array"));
+    inputs[par.name] = std::move(a.tensor);
   }
   for (const auto& entry : fs::directory_iterator(dir)) {
     const fs::path& f = entry.path();
@@ -90,16 +113,28 @@ void print_summary(const Program& p, const Output& out, const Tensor& t) {
       hi = std::max(hi, v);
     }
   }
+  // Integer and bool outputs: minimum, maximum and values printed exactly, as integers.
+  const bool exact = !is_float(t.dtype());
+  const Tensor c = exact ? t.contiguous() : t;
+  int64_t ilo = 0, ihi = 0;
+  if (exact)
+    for (int64_t i = 0; i < c.numel(); ++i) {
+      int64_t v = int_at(c, i);
+      ilo = i == 0 ? v : std::min(ilo, v);
+      ihi = i == 0 ? v : std::max(ihi, v);
+    }
   if (finite > 0) {
     double mean = sum / finite, var = std::max(0.0, sum2 / finite - mean * mean);
-    std::cout << "  mean " << fmt(mean) << "  std " << fmt(std::sqrt(var)) << "  min " << fmt(lo)
-              << "  max " << fmt(hi) << '\n';
+    std::cout << "  mean " << fmt(mean) << "  std " << fmt(std::sqrt(var)) << "  min "
+              << (exact ? std::to_string(ilo) : fmt(lo)) << "  max "
+              << (exact ? std::to_string(ihi) : fmt(hi)) << '\n';
   }
   if (nan + pinf + ninf > 0)
     std::cout << "  non-finite: " << nan << " nan, " << pinf << " +inf, " << ninf << " -inf\n";
   std::cout << "  values:";
   const int64_t shown = std::min<int64_t>(t.numel(), 6);
-  for (int64_t i = 0; i < shown; ++i) std::cout << ' ' << fmt(t.get(i));
+  for (int64_t i = 0; i < shown; ++i)
+    std::cout << ' ' << (exact ? std::to_string(int_at(c, i)) : fmt(t.get(i)));
   std::cout << (t.numel() > shown ? " ...\n" : "\n");
 }
 
@@ -122,29 +157,78 @@ int64_t print_error(const Output& out, const Tensor& got, const Tensor& ref) {
   return mismatched;
 }
 
+// The path output `out` is written to.
+std::string output_path(const std::string& dir, const Output& out) {
+  return (fs::path(dir) / (out.name + ".npy")).string();
+}
+
+// Checks before anything runs that every output can be written: the folder (or the nearest
+// existing folder above it, when it is to be created) is a writable folder, and no target path
+// is a folder or something that cannot be inspected.
+void check_output_targets(const Program& p, const std::string& dir) {
+  std::error_code ec;
+  fs::path existing = fs::absolute(fs::path(dir), ec);
+  if (ec) throw CallError("--outputs: '" + dir + "': " + ec.message());
+  while (!fs::exists(existing, ec)) {
+    if (ec) throw CallError("--outputs: cannot inspect '" + existing.string() + "': " + ec.message());
+    if (!existing.has_relative_path()) break;
+    existing = existing.parent_path();
+  }
+  if (!fs::is_directory(existing, ec)) {
+    if (existing == fs::absolute(fs::path(dir), ec))
+      throw CallError("--outputs: '" + dir + "' exists and is not a folder");
+    throw CallError("--outputs: cannot create folder '" + dir + "': '" + existing.string() +
+                    "' is not a folder");
+  }
+  if (::access(existing.c_str(), W_OK | X_OK) != 0)
+    throw CallError("--outputs: cannot write to folder '" + existing.string() + "': " +
+                    std::strerror(errno));
+  for (const auto& out : p.outputs) {
+    const std::string target = output_path(dir, out);
+    fs::file_status st = fs::status(target, ec);
+    if (st.type() == fs::file_type::not_found) continue;
+    if (ec)
+      throw CallError("--outputs: cannot write output '" + out.name + "' to " + target + ": " +
+                      ec.message());
+    if (st.type() == fs::file_type::directory)
+      throw CallError("--outputs: cannot write output '" + out.name + "' to " + target +
+                      ": it is a folder");
+    if (st.type() != fs::file_type::regular)
+      throw CallError("--outputs: cannot write output '" + out.name + "' to " + target +
+                      ": it is not a regular file");
+  }
+}
+
+// Writes every output, all or nothing (write_npy_files): on failure no output file is created
+// or replaced, no temporary file remains, and folders this call created are removed again.
 void write_outputs(const Program& p, const TensorMap& outs, const std::string& dir) {
   std::error_code ec;
+  std::vector<fs::path> created;  // the folders this call creates, outermost first
+  for (fs::path d = fs::absolute(fs::path(dir), ec); !ec && !fs::exists(d, ec) &&
+                                                     d.has_relative_path();
+       d = d.parent_path())
+    created.insert(created.begin(), d);
+  auto remove_created = [&] {
+    std::error_code ignored;
+    for (auto it = created.rbegin(); it != created.rend(); ++it) fs::remove(*it, ignored);
+  };
   fs::create_directories(dir, ec);
-  if (ec) throw CallError("--outputs: cannot create folder '" + dir + "': " + ec.message());
-  // Write every file under a temporary name first, so a failure leaves no partial result.
-  std::vector<std::pair<std::string, std::string>> staged;
+  if (ec) {
+    remove_created();
+    throw CallError("--outputs: cannot create folder '" + dir + "': " + ec.message());
+  }
+  std::vector<std::pair<std::string, Tensor>> files;
+  for (const auto& out : p.outputs) {
+    const Tensor& t = outs.at(out.name);
+    files.emplace_back(output_path(dir, out), is_float(t.dtype()) ? t.to(DType::f32) : t);
+  }
   try {
-    for (const auto& out : p.outputs) {
-      const Tensor& t = outs.at(out.name);
-      const std::string final_path = dir + "/" + out.name + ".npy";
-      const std::string tmp = dir + "/." + out.name + ".npy.tmp" + std::to_string(getpid());
-      staged.emplace_back(tmp, final_path);
-      write_npy(tmp, is_float(t.dtype()) ? t.to(DType::f32) : t);
-    }
+    write_npy_files(files);
   } catch (...) {
-    for (const auto& [tmp, final_path] : staged) fs::remove(tmp, ec);
+    remove_created();
     throw;
   }
-  for (const auto& [tmp, final_path] : staged) {
-    fs::rename(tmp, final_path, ec);
-    if (ec) throw CallError("--outputs: cannot write '" + final_path + "': " + ec.message());
-    std::cout << "wrote " << final_path << '\n';
-  }
+  for (const auto& f : files) std::cout << "wrote " << f.first << '\n';
 }
 
 int run_command(const Options& o) {
@@ -154,10 +238,10 @@ int run_command(const Options& o) {
   if (!backend) throw CallError("--backend: unknown backend '" + o.backend + "'");
   if (o.has_inputs == o.has_random)
     throw CallError("give exactly one of --inputs DIR and --random SIZES");
-  if (!o.outputs.empty() && fs::exists(o.outputs) && !fs::is_directory(o.outputs))
-    throw CallError("--outputs: '" + o.outputs + "' exists and is not a folder");
+  const uint64_t seed = parse_seed(o.seed_text);
+  if (!o.outputs.empty()) check_output_targets(p, o.outputs);
 
-  TensorMap inputs = o.has_random ? make_random_inputs(p, o.random, o.seed)
+  TensorMap inputs = o.has_random ? make_random_inputs(p, o.random, seed)
                                    : load_inputs(p, o.inputs);
   Extents extents = bind_extents(p, inputs);
 
@@ -173,7 +257,7 @@ int run_command(const Options& o) {
   std::cout << "program " << p.name << " on the " << backend_name(*backend) << " backend: ";
   for (size_t i = 0; i < p.dims.size(); ++i)
     std::cout << (i ? ", " : "") << p.dims[i] << "=" << extents.at(p.dims[i]);
-  if (o.has_random) std::cout << " (random inputs, seed " << o.seed << ")";
+  if (o.has_random) std::cout << " (random inputs, seed " << seed << ")";
   std::cout << "; " << fmt(ms) << " ms";
   if (*backend != Backend::ref) std::cout << " (includes compiling, unless cached)";
   std::cout << '\n';
@@ -185,15 +269,16 @@ int run_command(const Options& o) {
     for (const auto& out : p.outputs)
       mismatched += print_error(out, outs.at(out.name), ref.at(out.name));
   }
-  if (!o.outputs.empty()) write_outputs(p, outs, o.outputs);
   if (mismatched) {
     // Finite errors are a matter of precision; a NaN/inf that the reference does not have (or
-    // the reverse) is a wrong result.
+    // the reverse) is a wrong result, so no output is written.
     std::cerr << "error: --check: " << mismatched << " non-finite value"
               << (mismatched == 1 ? "" : "s") << " of the " << backend_name(*backend)
-              << " backend differ from the reference\n";
+              << " backend differ from the reference"
+              << (o.outputs.empty() ? "" : "; no output was written") << '\n';
     return kBackendError;
   }
+  if (!o.outputs.empty()) write_outputs(p, outs, o.outputs);
   return kOk;
 }
 
@@ -215,7 +300,7 @@ void add_run(CLI::App& app, int& exit_code) {
                               "random inputs of these extents, e.g. b=2,h=4,m=n=512,d=e=64");
   rnd->type_name("SIZES");
   in->excludes(rnd);
-  cmd->add_option("--seed", o->seed, "seed of --random (default 0)")
+  cmd->add_option("--seed", o->seed_text, "seed of --random, 0 to 2^64 - 1 (default 0)")
       ->needs(rnd)
       ->type_name("S");
   cmd->add_option("--outputs", o->outputs,

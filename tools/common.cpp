@@ -1,7 +1,10 @@
 // Shared pieces of the `flashgen` tool (see cli.h).
 #include "cli.h"
 
+#include "flashgen/npy.h"
+
 #include <cctype>
+#include <charconv>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -71,6 +74,17 @@ Extents parse_sizes(const std::string& text) {
   return sizes;
 }
 
+uint64_t parse_seed(const std::string& text) {
+  uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto r = std::from_chars(text.data(), end, v);
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) || r.ptr != end ||
+      r.ec != std::errc())
+    throw CallError("--seed: '" + text + "' is not an integer from 0 to 18446744073709551615 " +
+                    "(2^64 - 1)");
+  return v;
+}
+
 void check_sizes_known(const Program& p, const Extents& sizes) {
   for (const auto& [name, value] : sizes) {
     if (p.find_dim(name) >= 0) continue;
@@ -85,23 +99,26 @@ int guarded(const std::string& file, const std::function<int()>& body) {
   try {
     return body();
   } catch (const SourceError& e) {
-    std::cerr << e.what();
-    if (std::string(e.what()).empty() || std::string(e.what()).back() != '\n') std::cerr << '\n';
+    // The source line is already made printable by format_diagnostic; the file name is not.
+    std::string text = escape_bytes(e.what(), true);
+    std::cerr << text;
+    if (text.empty() || text.back() != '\n') std::cerr << '\n';
     return kProgramError;
   } catch (const ProgramError& e) {
     if (e.loc.line > 0)
-      std::cerr << format_diagnostic(file, read_source(file), e.loc, e.what());
+      std::cerr << escape_bytes(format_diagnostic(file, read_source(file), e.loc, e.what()), true)
+                << '\n';
     else
-      std::cerr << file << ": error: " << e.what() << '\n';
+      std::cerr << escape_bytes(file) << ": error: " << escape_bytes(e.what(), true) << '\n';
     return kProgramError;
   } catch (const CallError& e) {
-    std::cerr << "error: " << e.what() << '\n';
+    std::cerr << "error: " << escape_bytes(e.what(), true) << '\n';
     return kCallError;
   } catch (const BackendError& e) {
-    std::cerr << "error: " << e.what() << '\n';
+    std::cerr << "error: " << escape_bytes(e.what(), true) << '\n';
     return kBackendError;
   } catch (const std::exception& e) {
-    std::cerr << "internal error: " << e.what() << '\n';
+    std::cerr << "internal error: " << escape_bytes(e.what(), true) << '\n';
     return kInternalError;
   }
 }

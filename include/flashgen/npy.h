@@ -4,6 +4,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "flashgen/tensor.h"
 
@@ -20,5 +22,22 @@ NpyArray read_npy(const std::string& path);
 // Writes a contiguous copy. f64 tensors as <f8, f32 as <f4, f16 as <f2, bf16/f8 as <f4 values,
 // bool as |b1, i32 as <i4, i64 as <i8.
 void write_npy(const std::string& path, const Tensor& t);
+
+// Writes several .npy files, all or nothing: each is first written to a temporary file next to
+// its target (".NAME.tmpPID"), then every temporary is renamed over its target. If any write or
+// rename fails, every temporary is removed, targets that did not exist before are removed, and
+// targets that did exist get their previous file back (it is kept under a hard link,
+// ".NAME.bakPID", until every rename succeeded), then a CallError names the failing file.
+// A process killed during the renames can leave a mix of new and previous files and the
+// temporary and backup files. The folders must exist.
+void write_npy_files(const std::vector<std::pair<std::string, Tensor>>& files);
+
+// numpy's name of a dtype descr ("<f4" -> "float32", "|u1" -> "uint8", "|b1" -> "bool"), or
+// the descr itself when it is not one of the supported ones.
+std::string npy_dtype_name(const std::string& descr);
+
+// `s` with control bytes (except tab and newline when keep_newlines), DEL and bytes that are
+// not part of valid UTF-8 written as \xNN, so a message never echoes raw bytes to a terminal.
+std::string escape_bytes(const std::string& s, bool keep_newlines = false);
 
 }  // namespace flashgen

@@ -9,7 +9,11 @@
 // Tests: tests/npy/npy_test.cpp (round trips; hand-made numpy byte images; malformed files).
 #include "flashgen/npy.h"
 
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,8 +27,9 @@
 namespace flashgen {
 namespace {
 
+// Messages echo the path and header bytes of untrusted files: escape_bytes keeps them printable.
 [[noreturn]] void fail(const std::string& path, const std::string& msg) {
-  throw CallError(path + ": " + msg);
+  throw CallError(escape_bytes(path + ": " + msg));
 }
 
 // A tiny parser for the header's Python literal.
@@ -164,8 +169,9 @@ uint64_t read_le(const uint8_t* p, int n) {
 NpyArray read_npy(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not a .npy file");
+  errno = 0;
   std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) fail(path, "cannot open file");
+  if (!f) fail(path, std::string("cannot open file: ") + (errno ? std::strerror(errno) : "unknown error"));
   std::streamoff size = f.tellg();
   if (size < 0) fail(path, "cannot read file");
   std::vector<uint8_t> buf(static_cast<size_t>(size));
@@ -296,6 +302,114 @@ void write_npy(const std::string& path, const Tensor& t) {
   f.write(out_bytes.data(), static_cast<std::streamsize>(out_bytes.size()));
   f.write(static_cast<const char*>(c.data()), static_cast<std::streamsize>(c.nbytes()));
   if (!f) fail(path, "write failed");
+}
+
+std::string npy_dtype_name(const std::string& descr) {
+  static const std::map<std::string, std::string> names = {
+      {"f2", "float16"}, {"f4", "float32"}, {"f8", "float64"}, {"b1", "bool"},
+      {"i1", "int8"},    {"u1", "uint8"},   {"i2", "int16"},   {"u2", "uint16"},
+      {"i4", "int32"},   {"u4", "uint32"},  {"i8", "int64"},   {"u8", "uint64"},
+  };
+  if (descr.size() >= 2) {
+    auto it = names.find(descr.substr(1));
+    if (it != names.end()) return it->second;
+  }
+  return descr;
+}
+
+std::string escape_bytes(const std::string& s, bool keep_newlines) {
+  std::string out;
+  out.reserve(s.size());
+  auto hex = [&](unsigned char c) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02x", c);
+    out += buf;
+  };
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      bool ok = (c >= 0x20 && c != 0x7f) || (keep_newlines && (c == '\n' || c == '\t'));
+      if (ok) out += static_cast<char>(c);
+      else hex(c);
+      ++i;
+      continue;
+    }
+    // A valid UTF-8 sequence (no overlong forms, no surrogates, at most U+10FFFF) is kept.
+    int len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    for (int k = 1; ok && k < len; ++k)
+      ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+    if (ok && len >= 3) {
+      unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+      if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0) || (c == 0xf0 && c1 < 0x90) ||
+          (c == 0xf4 && c1 >= 0x90))
+        ok = false;
+    }
+    if (!ok) {
+      hex(c);
+      ++i;
+      continue;
+    }
+    out.append(s, i, len);
+    i += len;
+  }
+  return out;
+}
+
+void write_npy_files(const std::vector<std::pair<std::string, Tensor>>& files) {
+  namespace fs = std::filesystem;
+  const std::string pid = std::to_string(::getpid());
+  auto sibling = [&](const std::string& path, const char* kind) {
+    fs::path p(path);
+    return (p.parent_path() / ("." + p.filename().string() + kind + pid)).string();
+  };
+  struct Entry {
+    std::string target, tmp, backup;
+    bool tmp_written = false, backed_up = false, renamed = false;
+  };
+  std::vector<Entry> entries;
+  for (const auto& [path, t] : files) entries.push_back({path, sibling(path, ".tmp"), sibling(path, ".bak")});
+  std::error_code ec;
+  // Undo everything done so far; returns nothing and never throws.
+  auto roll_back = [&] {
+    for (Entry& e : entries) {
+      if (e.tmp_written && !e.renamed) fs::remove(e.tmp, ec);
+      if (e.renamed) {
+        if (e.backed_up) fs::rename(e.backup, e.target, ec);
+        else fs::remove(e.target, ec);
+      } else if (e.backed_up) {
+        fs::remove(e.backup, ec);
+      }
+    }
+  };
+  try {
+    for (size_t i = 0; i < entries.size(); ++i) {
+      entries[i].tmp_written = true;  // a failing write may leave a partial file
+      write_npy(entries[i].tmp, files[i].second);
+    }
+    for (Entry& e : entries) {
+      if (fs::is_directory(e.target, ec)) fail(e.target, "cannot write: it is a directory");
+      // Keep the previous file under a second name (a hard link, else a copy), so a later
+      // failure can restore it.
+      if (::link(e.target.c_str(), e.backup.c_str()) == 0) {
+        e.backed_up = true;
+      } else if (errno != ENOENT) {
+        const int link_errno = errno;
+        e.backed_up = true;  // a failing copy may leave a partial backup: roll_back removes it
+        if (!fs::copy_file(e.target, e.backup, fs::copy_options::overwrite_existing, ec))
+          fail(e.target, std::string("cannot keep the previous file while replacing it: ") +
+                             std::strerror(link_errno) + ", " + ec.message());
+      }
+      fs::rename(e.tmp, e.target, ec);
+      if (ec) fail(e.target, "cannot write: " + ec.message());
+      e.renamed = true;
+    }
+  } catch (...) {
+    roll_back();
+    throw;
+  }
+  for (Entry& e : entries)
+    if (e.backed_up) fs::remove(e.backup, ec);
 }
 
 }  // namespace flashgen

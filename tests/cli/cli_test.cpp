@@ -4,7 +4,10 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <random>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -254,6 +257,179 @@ TEST(Cli, Emit) {
   EXPECT_EQ(run_flashgen({"emit", kCausal}).exit_code, 2);  // --target is required
 }
 
+// A program with two outputs, for the all-or-nothing writes of --outputs.
+const char* kTwoOutputs = R"(program two(x: f32[m]) {
+  out y: f32[m] = x + 1
+  out z: f32[m] = x * 2
+}
+)";
+
+// No output file is created or replaced, and no temporary file remains, when one output's
+// path is a folder: the call fails before anything runs.
+TEST(Cli, OutputsAreAllOrNothingWhenATargetIsAFolder) {
+  TempDir dir;
+  const std::string prog = dir.file("two.attn"), od = dir.file("od");
+  testing::write_text_file(prog, kTwoOutputs);
+  std::filesystem::create_directories(od + "/z.npy");
+  ProcessResult r = run_flashgen({"run", prog, "--random", "m=5", "--outputs", od});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_TRUE(contains(r.err, "'z'") && contains(r.err, od + "/z.npy") &&
+              contains(r.err, "it is a folder"))
+      << dump(r);
+  EXPECT_EQ(testing::list_dir(od), std::vector<std::string>{"z.npy"});
+  EXPECT_TRUE(testing::list_dir(od + "/z.npy").empty());
+
+  // A previous y.npy is left as it was.
+  testing::write_text_file(od + "/y.npy", "previous");
+  r = run_flashgen({"run", prog, "--random", "m=5", "--outputs", od});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_EQ(testing::list_dir(od), (std::vector<std::string>{"y.npy", "z.npy"}));
+  EXPECT_EQ(testing::read_text_file(od + "/y.npy"), "previous");
+
+  // Once the path is free, both are written (y.npy replaced) and nothing else is left.
+  std::filesystem::remove(od + "/z.npy");
+  r = run_flashgen({"run", prog, "--random", "m=5", "--outputs", od});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_EQ(testing::list_dir(od), (std::vector<std::string>{"y.npy", "z.npy"}));
+  EXPECT_EQ(read_npy(od + "/y.npy").tensor.numel(), 5);
+}
+
+// --outputs under a file: the folder cannot be created; nothing is created.
+TEST(Cli, OutputsUnderAFile) {
+  TempDir dir;
+  const std::string prog = dir.file("two.attn");
+  testing::write_text_file(prog, kTwoOutputs);
+  testing::write_text_file(dir.file("f"), "x");
+  ProcessResult r = run_flashgen({"run", prog, "--random", "m=5", "--outputs",
+                                  dir.file("f") + "/sub/out"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_TRUE(contains(r.err, "is not a folder")) << dump(r);
+  EXPECT_EQ(testing::list_dir(dir.path()), (std::vector<std::string>{"f", "two.attn"}));
+}
+
+// An --outputs folder that cannot be written is found before the program runs.
+TEST(Cli, OutputsInAnUnwritableFolder) {
+  TempDir dir;
+  const std::string prog = dir.file("two.attn"), od = dir.file("od");
+  testing::write_text_file(prog, kTwoOutputs);
+  std::filesystem::create_directory(od);
+  std::filesystem::permissions(od, std::filesystem::perms::owner_read |
+                                       std::filesystem::perms::owner_exec);
+  if (::access(od.c_str(), W_OK) == 0) {
+    std::filesystem::permissions(od, std::filesystem::perms::owner_all);
+    GTEST_SKIP() << "file permissions do not apply to this user (root)";
+  }
+  ProcessResult r = run_flashgen({"run", prog, "--random", "m=5", "--outputs", od + "/sub"});
+  std::filesystem::permissions(od, std::filesystem::perms::owner_all);
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_TRUE(contains(r.err, "cannot write to folder '" + od + "'")) << dump(r);
+  EXPECT_FALSE(contains(r.out, "program two")) << "the program ran\n" << dump(r);
+  EXPECT_TRUE(testing::list_dir(od).empty());
+}
+
+// A FILE argument that is a folder is a call error naming it, for every command.
+TEST(Cli, FileArgumentIsAFolder) {
+  TempDir dir;
+  const std::vector<std::vector<std::string>> calls = {
+      {"check", dir.path()},
+      {"print", dir.path()},
+      {"run", dir.path(), "--random", "m=1"},
+      {"explain", dir.path()},
+      {"emit", dir.path(), "--target", "cpu"},
+  };
+  for (const auto& args : calls) {
+    ProcessResult r = run_flashgen(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << "\n" << dump(r);
+    EXPECT_EQ(r.err, "error: cannot read " + dir.path() + ": is a directory\n") << dump(r);
+  }
+}
+
+TEST(Cli, UnknownCommandIsNamed) {
+  ProcessResult r = run_flashgen({"bogus", "x.attn"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_TRUE(contains(r.err, "unknown command 'bogus'")) << dump(r);
+  EXPECT_TRUE(contains(r.err, "check, print, run, emit, explain, bench")) << dump(r);
+  // Raw bytes of the command line are escaped.
+  ProcessResult raw = run_flashgen({"\xff\x1b"});
+  EXPECT_EQ(raw.exit_code, 2) << dump(raw);
+  EXPECT_TRUE(contains(raw.err, "unknown command '\\xff\\x1b'")) << dump(raw);
+}
+
+// --seed takes 0 .. 2^64 - 1; anything else is an error, never a wrapped value.
+TEST(Cli, SeedRange) {
+  TempDir dir;
+  const std::string prog = dir.file("two.attn");
+  testing::write_text_file(prog, kTwoOutputs);
+  for (const std::string seed : {"-1", "18446744073709551616", "99999999999999999999999", "1x",
+                                 "+3", " 3"}) {
+    ProcessResult r = run_flashgen({"run", prog, "--random", "m=2", "--seed", seed});
+    EXPECT_EQ(r.exit_code, 2) << seed << "\n" << dump(r);
+    EXPECT_TRUE(contains(r.err, "--seed: '" + seed + "' is not an integer from 0 to "
+                                "18446744073709551615"))
+        << dump(r);
+  }
+  ProcessResult ok = run_flashgen({"run", prog, "--random", "m=2", "--seed",
+                                   "18446744073709551615"});
+  EXPECT_EQ(ok.exit_code, 0) << dump(ok);
+  EXPECT_TRUE(contains(ok.out, "seed 18446744073709551615")) << dump(ok);
+}
+
+// Integer outputs are summarized exactly (not as -9.22337e+18).
+TEST(Cli, IntegerOutputsPrintedExactly) {
+  TempDir dir;
+  const std::string prog = dir.file("ints.attn"), in = dir.file("in");
+  testing::write_text_file(prog, "program ints(a: i64[m]) {\n  out b: i64[m] = a + 0\n}\n");
+  std::filesystem::create_directory(in);
+  Tensor a(DType::i64, {3});
+  int64_t* v = static_cast<int64_t*>(a.data());
+  v[0] = 123456789;
+  v[1] = std::numeric_limits<int64_t>::min();
+  v[2] = int64_t{1} << 62;
+  write_npy(in + "/a.npy", a);
+  ProcessResult r = run_flashgen({"run", prog, "--inputs", in});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_TRUE(contains(r.out, "min -9223372036854775808  max 4611686018427387904")) << dump(r);
+  EXPECT_TRUE(contains(r.out, "values: 123456789 -9223372036854775808 4611686018427387904\n"))
+      << dump(r);
+}
+
+// The CUDA kernel is compiled for its head dims: without them, emit is a call error that names
+// them (no default extent), and no cubin is written.
+TEST(Cli, EmitCudaNeedsTheHeadDims) {
+  TempDir dir;
+  const std::string vanilla = testing::source_path("examples/vanilla.attn");
+  for (const std::string target : {"cuda-sm80", "cuda-sm90"}) {
+    ProcessResult r = run_flashgen({"emit", vanilla, "--target", target, "--cubin",
+                                    dir.file("x.cubin")});
+    EXPECT_EQ(r.exit_code, 2) << dump(r);
+    EXPECT_EQ(r.err, "error: the CUDA kernel is specialized to its head dims: give --sizes "
+                     "d=N,e=N (missing: d, e)\n")
+        << dump(r);
+    EXPECT_FALSE(testing::file_exists(dir.file("x.cubin")));
+    ProcessResult src = run_flashgen({"emit", vanilla, "--target", target});
+    EXPECT_EQ(src.exit_code, 2) << dump(src);
+    EXPECT_EQ(src.err, r.err);
+  }
+  ProcessResult half = run_flashgen({"emit", vanilla, "--target", "cuda-sm80", "--sizes", "d=64"});
+  EXPECT_EQ(half.exit_code, 2) << dump(half);
+  EXPECT_TRUE(contains(half.err, "give --sizes d=64,e=N (missing: e)")) << dump(half);
+  ProcessResult full = run_flashgen({"emit", vanilla, "--target", "cuda-sm80", "--sizes",
+                                     "d=64,e=32"});
+  EXPECT_EQ(full.exit_code, 0) << dump(full);
+  EXPECT_TRUE(contains(full.out, "d=64 e=32")) << dump(full);
+  // --dump-after emit is the same source; earlier stages need no extents.
+  ProcessResult dumped = run_flashgen({"emit", vanilla, "--target", "cuda-sm80", "--sizes",
+                                       "d=64,e=32", "--dump-after", "emit"});
+  EXPECT_EQ(dumped.exit_code, 0) << dump(dumped);
+  EXPECT_EQ(dumped.out, full.out);
+  EXPECT_EQ(run_flashgen({"emit", vanilla, "--target", "cuda-sm80", "--dump-after", "emit"})
+                .exit_code,
+            2);
+  EXPECT_EQ(run_flashgen({"emit", vanilla, "--target", "cuda-sm80", "--dump-after", "fuse"})
+                .exit_code,
+            0);
+}
+
 // Call-time errors: exit 2, a message naming the parameter and the dimension, nothing written.
 class CallErrors : public ::testing::Test {
  protected:
@@ -306,6 +482,39 @@ TEST_F(CallErrors, IntegerParameterGivenFloats) {
   put("v", f64({1, 2, 5, 4}));
   put("doc", f64({5}));
   expect_error({"--inputs", in_}, {"doc", "i32"});
+}
+
+// The message names the file's numpy dtype (a uint8 array is not reported as the i64 it is
+// widened to).
+TEST_F(CallErrors, BoolParameterGivenUint8) {
+  prog_ = dir_.file("mask.attn");
+  testing::write_text_file(prog_, "program mask(x: f32[n], keep: bool[n]) {\n"
+                                  "  out o: f32[n] = where(keep, x, 0.0)\n}\n");
+  put("x", f64({4}));
+  // numpy's np.save of np.ones(4, np.uint8): '|u1' data.
+  std::string dict = "{'descr': '|u1', 'fortran_order': False, 'shape': (4,), }";
+  std::string header = dict + std::string(128 - 10 - dict.size() - 1, ' ') + "\n";
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) +
+                      '\0' + header + std::string(4, '\x01');
+  testing::write_text_file(in_ + "/keep.npy", bytes);
+  expect_error({"--inputs", in_}, {"'keep'", "bool[n]", "uint8 ('|u1')",
+                                   "bool parameters need a bool array"});
+  ProcessResult r = run_flashgen({"run", prog_, "--inputs", in_});
+  EXPECT_FALSE(contains(r.err, "i64")) << dump(r);
+}
+
+// Raw bytes from an input file (here a malformed header) are escaped in the message.
+TEST_F(CallErrors, RawBytesOfAnInputAreEscaped) {
+  put("yvec", f64({5}));
+  std::string dict = "{'descr': '<f8', 'fortran_order': \xff\x1b[2J, 'shape': (4, 5), }";
+  std::string header = dict + std::string(128 - 10 - dict.size() - 1, ' ') + "\n";
+  testing::write_text_file(in_ + "/xin.npy", std::string("\x93NUMPY\x01\x00", 8) +
+                                                 static_cast<char>(header.size()) + '\0' +
+                                                 header + std::string(160, '\0'));
+  expect_error({"--inputs", in_}, {"xin.npy", "\\xff\\x1b[2J"});
+  ProcessResult r = run_flashgen({"run", prog_, "--inputs", in_});
+  EXPECT_FALSE(contains(r.err, "\xff")) << dump(r);
+  EXPECT_FALSE(contains(r.err, "\x1b")) << dump(r);
 }
 
 TEST_F(CallErrors, InputsDisagreeOnADimension) {

@@ -3,6 +3,7 @@
 // versions, Fortran order, and malformed files (each error names the file).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -217,6 +218,91 @@ TEST_F(Npy, MalformedFilesNameTheFile) {
   std::string huge = raw(std::vector<uint64_t>{uint64_t{1} << 63});
   expect_error("u8.npy", image("{'descr': '<u8', 'fortran_order': False, 'shape': (1,), }", huge),
                "does not fit in i64");
+}
+
+// Bytes of a malformed header that are not printable are escaped in the message, so a message
+// never carries raw control or non-UTF-8 bytes to a terminal.
+TEST_F(Npy, MessagesEscapeRawBytes) {
+  std::string four = raw(std::vector<float>{1, 2, 3, 4});
+  std::string p = write_bytes(
+      "raw.npy", image("{'descr': '<f4', 'fortran_order': \xff\x1b[31m, 'shape': (4,), }", four));
+  try {
+    read_npy(p);
+    ADD_FAILURE() << "no error";
+  } catch (const CallError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("'fortran_order': \\xff\\x1b[31m,"), std::string::npos) << m;
+    for (char c : m) {
+      unsigned char u = static_cast<unsigned char>(c);
+      EXPECT_TRUE(u >= 0x20 && u < 0x7f) << "raw byte " << int(u) << " in: " << m;
+    }
+  }
+}
+
+TEST_F(Npy, EscapeBytes) {
+  EXPECT_EQ(escape_bytes("plain text"), "plain text");
+  EXPECT_EQ(escape_bytes(std::string("a\0b\x01\x7f", 5)), "a\\x00b\\x01\\x7f");
+  EXPECT_EQ(escape_bytes("l1\n\tl2"), "l1\\x0a\\x09l2");
+  EXPECT_EQ(escape_bytes("l1\n\tl2", true), "l1\n\tl2");
+  // Valid UTF-8 is kept; stray continuation bytes, truncated sequences, overlong forms and
+  // surrogates are escaped byte by byte.
+  EXPECT_EQ(escape_bytes("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
+            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(escape_bytes("\x80x\xe2\x82y\xc0\xaf\xed\xa0\x80\xff"),
+            "\\x80x\\xe2\\x82y\\xc0\\xaf\\xed\\xa0\\x80\\xff");
+}
+
+TEST_F(Npy, DtypeNames) {
+  EXPECT_EQ(npy_dtype_name("|u1"), "uint8");
+  EXPECT_EQ(npy_dtype_name("|b1"), "bool");
+  EXPECT_EQ(npy_dtype_name("<f4"), "float32");
+  EXPECT_EQ(npy_dtype_name("<i8"), "int64");
+  EXPECT_EQ(npy_dtype_name("<c8"), "<c8");
+}
+
+// All or nothing: a target that cannot be replaced (a folder) makes the call fail after the
+// other files were renamed into place; they are undone: the new file is removed, the previous
+// file is back with its content, and no temporary or backup file remains.
+TEST_F(Npy, WriteFilesIsAllOrNothing) {
+  Tensor t(DType::f32, {3});
+  for (int i = 0; i < 3; ++i) t.set(i, i + 0.5);
+  write_bytes("old.npy", "previous content");
+  fs::create_directory(path("dir.npy"));
+  try {
+    write_npy_files({{path("old.npy"), t}, {path("new.npy"), t}, {path("dir.npy"), t}});
+    ADD_FAILURE() << "no error";
+  } catch (const CallError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find(path("dir.npy")), std::string::npos) << m;
+    EXPECT_NE(m.find("directory"), std::string::npos) << m;
+  }
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir_)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"dir.npy", "old.npy"}));
+  EXPECT_EQ(read_bytes(path("old.npy")), "previous content");
+  EXPECT_TRUE(fs::is_empty(path("dir.npy")));
+
+  // When everything can be written, previous files are replaced and nothing else remains.
+  fs::remove(path("dir.npy"));
+  write_npy_files({{path("old.npy"), t}, {path("new.npy"), t}});
+  names.clear();
+  for (const auto& entry : fs::directory_iterator(dir_)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"new.npy", "old.npy"}));
+  for (const char* f : {"old.npy", "new.npy"}) {
+    NpyArray r = read_npy(path(f));
+    ASSERT_EQ(r.tensor.numel(), 3) << f;
+    EXPECT_EQ(r.tensor.get(2), 2.5) << f;
+  }
+}
+
+// A failing write (a target in a folder that does not exist) leaves no temporary file of the
+// files written before it.
+TEST_F(Npy, WriteFilesRemovesTemporariesWhenAWriteFails) {
+  Tensor t(DType::f32, {2});
+  EXPECT_THROW(write_npy_files({{path("a.npy"), t}, {path("missing/b.npy"), t}}), CallError);
+  EXPECT_TRUE(fs::is_empty(dir_));
 }
 
 TEST_F(Npy, StridedTensorIsWrittenInLogicalOrder) {
