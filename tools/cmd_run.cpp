@@ -35,9 +35,8 @@ std::string fmt(double x) {
   return buf;
 }
 
-// Element i of an integer or bool tensor, exactly (get() goes through a double).
-int64_t int_at(const Tensor& t, int64_t i) {
-  const Tensor c = t.contiguous();
+// Element i of a contiguous integer or bool tensor, exactly (get() goes through a double).
+int64_t int_at(const Tensor& c, int64_t i) {
   switch (c.dtype()) {
     case DType::i64: return static_cast<const int64_t*>(c.data())[i];
     case DType::i32: return static_cast<const int32_t*>(c.data())[i];
@@ -170,7 +169,8 @@ void check_output_targets(const Program& p, const std::string& dir) {
   fs::path existing = fs::absolute(fs::path(dir), ec);
   if (ec) throw CallError("--outputs: '" + dir + "': " + ec.message());
   while (!fs::exists(existing, ec)) {
-    if (ec) throw CallError("--outputs: cannot inspect '" + existing.string() + "': " + ec.message());
+    if (ec)
+      throw CallError("--outputs: cannot inspect '" + existing.string() + "': " + ec.message());
     if (!existing.has_relative_path()) break;
     existing = existing.parent_path();
   }

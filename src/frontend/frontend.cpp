@@ -40,7 +40,10 @@ std::string source_line(const std::string& source, int n) {
 // not one (stray continuation byte, overlong form, surrogate, beyond U+10FFFF, cut short).
 size_t utf8_length(const std::string& s, size_t i) {
   unsigned char c = static_cast<unsigned char>(s[i]);
-  size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+  size_t len = c >= 0xc2 && c <= 0xdf   ? 2
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4
+                                        : 0;
   if (len == 0 || i + len > s.size()) return 0;
   for (size_t k = 1; k < len; ++k)
     if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;

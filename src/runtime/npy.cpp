@@ -171,7 +171,9 @@ NpyArray read_npy(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not a .npy file");
   errno = 0;
   std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) fail(path, std::string("cannot open file: ") + (errno ? std::strerror(errno) : "unknown error"));
+  if (!f)
+    fail(path, std::string("cannot open file: ") +
+                   (errno ? std::strerror(errno) : "unknown error"));
   std::streamoff size = f.tellg();
   if (size < 0) fail(path, "cannot read file");
   std::vector<uint8_t> buf(static_cast<size_t>(size));
@@ -335,7 +337,10 @@ std::string escape_bytes(const std::string& s, bool keep_newlines) {
       continue;
     }
     // A valid UTF-8 sequence (no overlong forms, no surrogates, at most U+10FFFF) is kept.
-    int len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    int len = c >= 0xc2 && c <= 0xdf   ? 2
+              : c >= 0xe0 && c <= 0xef ? 3
+              : c >= 0xf0 && c <= 0xf4 ? 4
+                                       : 0;
     bool ok = len > 0 && i + len <= s.size();
     for (int k = 1; ok && k < len; ++k)
       ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
@@ -368,7 +373,8 @@ void write_npy_files(const std::vector<std::pair<std::string, Tensor>>& files) {
     bool tmp_written = false, backed_up = false, renamed = false;
   };
   std::vector<Entry> entries;
-  for (const auto& [path, t] : files) entries.push_back({path, sibling(path, ".tmp"), sibling(path, ".bak")});
+  for (const auto& [path, t] : files)
+    entries.push_back({path, sibling(path, ".tmp"), sibling(path, ".bak")});
   std::error_code ec;
   // Undo everything done so far; returns nothing and never throws.
   auto roll_back = [&] {
