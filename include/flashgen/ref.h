@@ -19,6 +19,10 @@ using Extents = std::map<std::string, int64_t>;
 // extents that disagree, an unbound dimension). Float inputs of any float dtype are accepted
 // and rounded to the declared dtype by prepare_inputs.
 Extents bind_extents(const Program& p, const TensorMap& inputs, const Extents& extra = {});
+// CallError unless every parameter and output has at most 2^kMaxElementsLog2 elements under
+// these extents (dimensions missing from `extents` count as 0); the message names the value and
+// the extents whose product is too large. bind_extents and random_inputs call it.
+void check_call_sizes(const Program& p, const Extents& extents);
 // Returns the inputs converted to each parameter's declared dtype (contiguous).
 TensorMap prepare_inputs(const Program& p, const TensorMap& inputs);
 
@@ -26,7 +30,8 @@ TensorMap prepare_inputs(const Program& p, const TensorMap& inputs);
 // holding values rounded to that dtype. Throws CallError on an out-of-range gather (naming the
 // parameter).
 TensorMap evaluate_reference(const Program& p, const TensorMap& inputs, const Extents& extra = {});
-// The same, but outputs kept as unrounded f64 (for error measurements of other backends).
+// The same, but float outputs kept as unrounded f64 (for error measurements of other
+// backends); integer and bool outputs are of their declared type, as above.
 TensorMap evaluate_reference_f64(const Program& p, const TensorMap& inputs,
                                  const Extents& extra = {});
 

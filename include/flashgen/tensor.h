@@ -26,10 +26,21 @@ double f8e5m2_bits_to_double(uint8_t b);
 // Rounds x to the nearest value representable in t (floats), or checks/casts for integers.
 double round_to_dtype(double x, DType t);
 
+// The most elements one tensor or value may have: 2^60, so that byte offsets of 8-byte elements
+// fit in int64.
+inline constexpr int kMaxElementsLog2 = 60;
+// The product of the extents, or -1 when it exceeds 2^kMaxElementsLog2 (or an extent is
+// negative). Never overflows.
+int64_t checked_element_count(const std::vector<int64_t>& shape);
+// "[2, 3, 4]"
+std::string shape_text(const std::vector<int64_t>& shape);
+
 class Tensor {
  public:
   Tensor() = default;
-  // Contiguous row-major tensor filled with zeros.
+  // Contiguous row-major tensor filled with zeros. A shape of more than 2^kMaxElementsLog2
+  // elements (or a negative extent) is a CallError; a failed allocation a BackendError that
+  // says "out of memory" and the size.
   Tensor(DType dtype, std::vector<int64_t> shape);
 
   DType dtype() const { return dtype_; }

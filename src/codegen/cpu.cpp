@@ -379,7 +379,7 @@ class KernelWriter {
       std::string f = first;
       if (!hoist.empty()) {  // a row-invariant rescale: one expf per row, not per element
         os_ << ind_ << "const " << ty << " fg_f = " << hoist << ";\n";
-        f = dst + " * fg_f";
+        f = "fg_mul0(" + dst + ", fg_f)";
       }
       os_ << ind_ << "#pragma omp simd\n";
       open_loops(inner);
@@ -439,7 +439,7 @@ class KernelWriter {
       std::string off = offset(layout(m));
       std::string r = "fg_rescale(O" + std::to_string(m) + "[" + off + "], A" +
                       std::to_string(m) + "[" + off + "])";
-      first = "(" + first + ") * " + r;
+      first = "fg_mul0(" + first + ", " + r + ")";
       hoist = hoist.empty() ? r : "(" + hoist + ") * " + r;
       for (int d : k_.value(m)->local_dims)
         invariant = invariant && d != v.local_dims.back();

@@ -250,7 +250,9 @@ std::string ElementEmitter::compute(int node, const ElementContext& c) const {
     }
     case Op::Add: return w(infix(" + "));
     case Op::Sub: return w(infix(" - "));
-    case Op::Mul: return w(infix(" * "));
+    case Op::Mul:  // floats: the strong zero of ir/scalar_semantics.h (0 * NaN = 0)
+      if (is_float(n.type)) return "fg_mul0(" + as(R, 0) + ", " + as(R, 1) + ")";
+      return w(infix(" * "));
     case Op::Div: return infix(" / ");
     case Op::DivOrZero: return "fg_div0(" + as(R, 0) + ", " + as(R, 1) + ")";
     case Op::Mod:  // x % 0 is reported through the kernel's err slot (fg_mod_e, every target)

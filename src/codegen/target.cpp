@@ -75,6 +75,8 @@ FG_FN int64_t fg_f2i64(double x) {
   return (int64_t)x;
 }
 FG_FN float fg_div0(float a, float b) { return b == 0.f ? 0.f : a / b; }
+/* Multiplication with a strong zero: 0 * x = 0 for every x, NaN and inf included. */
+FG_FN float fg_mul0(float a, float b) { return (a == 0.f || b == 0.f) ? 0.f : a * b; }
 FG_FN float fg_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 FG_FN float fg_rsqrt(float x) { return 1.f / sqrtf(x); }
 FG_FN float fg_safe(float m) { return m == -INFINITY ? 0.f : m; }

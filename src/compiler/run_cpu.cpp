@@ -77,6 +77,8 @@ void precompile_cpu(const std::vector<Program>& programs,
 
 TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extra) {
   Extents ext = bind_extents(p, inputs, extra);
+  // The one conversion of inputs to their declared types (integer values must fit).
+  const TensorMap prepared = prepare_inputs(p, inputs);
   std::shared_ptr<const CpuProgram> cp = compiled_for(p);
   const Plan& plan = cp->plan;
   std::vector<int64_t> extv;
@@ -91,19 +93,32 @@ TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extr
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
     const PlanBuffer& B = plan.buffers[b];
     if (B.kind == PlanBuffer::Input) {
-      const Tensor& given = inputs.at(B.name);
-      Tensor t = given.dtype() == B.type ? given : given.to(B.type);
-      held.push_back(t);
+      const Tensor& given = prepared.at(B.name);
+      held.push_back(given.dtype() == B.type ? given : given.to(B.type));
       bufs[b] = const_cast<void*>(held.back().data());
       for (int64_t s : held.back().strides()) strides.push_back(s);
     } else {
-      int64_t n = 1;
-      std::vector<int64_t> st(B.dims.size());
-      for (int i = static_cast<int>(B.dims.size()) - 1; i >= 0; --i) {
-        st[i] = n;
-        n *= extv[B.dims[i]];
+      std::vector<int64_t> shape;
+      for (int d : B.dims) shape.push_back(extv[d]);
+      const int64_t n = checked_element_count(shape);
+      if (n < 0) {
+        throw CallError("the CPU backend cannot hold intermediate '" + B.name + "' of shape " +
+                        shape_text(shape) + ": more than 2^" + std::to_string(kMaxElementsLog2) +
+                        " elements");
       }
-      owned[b].assign(static_cast<size_t>(n), 0);  // 0 and 0.0 share their bits
+      std::vector<int64_t> st(B.dims.size());
+      int64_t acc = 1;  // at most n: no overflow
+      for (int i = static_cast<int>(B.dims.size()) - 1; i >= 0; --i) {
+        st[i] = acc;
+        acc *= extv[B.dims[i]];
+      }
+      try {
+        owned[b].assign(static_cast<size_t>(n), 0);  // 0 and 0.0 share their bits
+      } catch (const std::bad_alloc&) {
+        throw BackendError("out of memory: the CPU backend needs " + std::to_string(8 * n) +
+                           " bytes for " + (B.kind == PlanBuffer::Output ? "output '" : "'") +
+                           B.name + "'");
+      }
       bufs[b] = owned[b].data();
       strides.insert(strides.end(), st.begin(), st.end());
     }

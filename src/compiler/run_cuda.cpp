@@ -106,6 +106,8 @@ struct Bound {
 Bound bind_call(const Loaded& L, const Program& p, const TensorMap& inputs, const Extents& ext) {
   const Plan& plan = L.plan;
   const Sm80Launch& la = L.src.launch;
+  // The one conversion of inputs to their declared types (integer values must fit).
+  const TensorMap prepared = prepare_inputs(p, inputs);
   Bound b;
   for (const std::string& d : p.dims) {
     auto it = ext.find(d);
@@ -123,16 +125,22 @@ Bound bind_call(const Loaded& L, const Program& p, const TensorMap& inputs, cons
     const PlanBuffer& B = plan.buffers[i];
     std::vector<int64_t> shape;
     for (int d : B.dims) shape.push_back(b.extv[d]);
-    int64_t n = 1;
+    const int64_t n = checked_element_count(shape);
+    if (n < 0) {
+      throw CallError("the CUDA backend cannot hold '" + B.name + "' of shape " +
+                      shape_text(shape) + ": more than 2^" + std::to_string(kMaxElementsLog2) +
+                      " elements");
+    }
     std::vector<int64_t> st(B.dims.size());
+    int64_t acc = 1;  // at most n: no overflow
     for (int j = static_cast<int>(B.dims.size()) - 1; j >= 0; --j) {
-      st[j] = n;
-      n *= shape[j];
+      st[j] = acc;
+      acc *= shape[j];
     }
     size_t bytes = static_cast<size_t>(n) * dtype_bytes(B.type);
     b.bufs.emplace_back(bytes);
     if (B.kind == PlanBuffer::Input) {
-      const Tensor& given = inputs.at(B.name);
+      const Tensor& given = prepared.at(B.name);
       Tensor t = given.dtype() == B.type && given.is_contiguous() ? given : given.to(B.type);
       if (bytes) b.bufs.back().upload(t.data(), bytes);
     } else if (bytes) {

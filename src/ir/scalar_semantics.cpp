@@ -40,7 +40,8 @@ double int_to_float(int64_t v, DType t) {
 
 int64_t int_constant(double v, DType t) { return wrap(t, float_to_int(v, DType::i64)); }
 
-Value eval(Op op, DType result, const std::vector<Value>& a, SourceLoc loc) {
+namespace {
+Value eval_exact(Op op, DType result, const std::vector<Value>& a, SourceLoc loc) {
   Value r;
   r.type = result;
   const bool ii = int_storage(result);
@@ -77,6 +78,13 @@ Value eval(Op op, DType result, const std::vector<Value>& a, SourceLoc loc) {
     return r;
   }
   throw_unsupported(op);
+}
+}  // namespace
+
+Value eval(Op op, DType result, const std::vector<Value>& a, SourceLoc loc) {
+  Value r = eval_exact(op, result, a, loc);
+  if (!int_storage(result)) r.f = round_to_dtype(r.f, result);  // a float value is of its type
+  return r;
 }
 
 }  // namespace flashgen::scalar

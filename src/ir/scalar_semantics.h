@@ -4,7 +4,11 @@
 //
 // - Integers compute in int64 with two's-complement wrap-around; i32 results wrap modulo 2^32
 //   after every op; bool is 0/1. `%` is the floor modulo; `x % 0` is a CallError.
-// - Floats compute in f64 without intermediate rounding; only casts round (round_to_dtype).
+// - A float op computes exactly (in f64) and its result is rounded to the op's type (f32 for
+//   arithmetic on any float type): f32 values are f32, as in the generated code.
+// - Multiplication has a strong zero: 0 * x is 0 for every x, NaN and +-inf included. So a
+//   weight of exactly 0 (a key masked to -inf, or a rescale that underflowed) removes a term,
+//   whatever the value it multiplies; skipping the term (a skipped tile) is the same.
 // - Float to integer casts truncate toward zero, saturate at the type's range, NaN gives 0.
 // The generated code follows the same rules (codegen/element_code.cpp, codegen/target.cpp).
 // Tests: tests/ref/evaluator_test.cpp, tests/passes/fold_test.cpp, tests/cpu/semantics_test.cpp.
@@ -98,12 +102,14 @@ inline double float_unary(Op op, double v) {
     default: throw_unsupported(op);
   }
 }
+// Multiplication with a strong zero (see above): +0 when either factor is 0.
+inline double mul0(double a, double b) { return a == 0 || b == 0 ? 0.0 : a * b; }
 // Float-typed binary arithmetic in f64 (max/min propagate NaN).
 inline double float_binary(Op op, double a, double b) {
   switch (op) {
     case Op::Add: return a + b;
     case Op::Sub: return a - b;
-    case Op::Mul: return a * b;
+    case Op::Mul: return mul0(a, b);
     case Op::Div: return a / b;
     case Op::DivOrZero: return b == 0 ? 0.0 : a / b;
     case Op::Mod: return a - b * std::floor(a / b);

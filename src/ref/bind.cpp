@@ -63,7 +63,30 @@ std::vector<const Tensor*> check_params(const Program& p, const TensorMap& input
   return out;
 }
 
+// CallError unless `dims` under `ext` (one extent per program dim) has at most
+// 2^kMaxElementsLog2 elements; names the value and every extent of the product.
+void check_size(const Program& p, const std::string& what, const std::vector<int>& dims,
+                const std::vector<int64_t>& ext) {
+  std::vector<int64_t> shape;
+  for (int d : dims) shape.push_back(ext[d]);
+  if (checked_element_count(shape) >= 0) return;
+  std::string product;
+  for (int d : dims) product += (product.empty() ? "" : " x ") + p.dims[d] + "=" + std::to_string(ext[d]);
+  throw CallError(what + " would have " + product + " elements, more than 2^" +
+                  std::to_string(kMaxElementsLog2) + " (the most one tensor may hold)");
+}
+
 }  // namespace
+
+void check_call_sizes(const Program& p, const Extents& extents) {
+  std::vector<int64_t> ext(p.dims.size(), 0);
+  for (size_t d = 0; d < p.dims.size(); ++d) {
+    auto it = extents.find(p.dims[d]);
+    if (it != extents.end()) ext[d] = it->second;
+  }
+  for (const Parameter& par : p.params) check_size(p, "parameter '" + par.name + "'", par.dims, ext);
+  for (const Output& o : p.outputs) check_size(p, "output '" + o.name + "'", o.dims, ext);
+}
 
 Extents bind_extents(const Program& p, const TensorMap& inputs, const Extents& extra) {
   std::vector<const Tensor*> ts = check_params(p, inputs);
@@ -106,6 +129,7 @@ Extents bind_extents(const Program& p, const TensorMap& inputs, const Extents& e
     }
     out[p.dims[d]] = ext[d];
   }
+  check_call_sizes(p, out);
   return out;
 }
 

@@ -10,9 +10,13 @@
 // when nothing else reads it (the contractions of attention are the largest tensors).
 //
 // Semantics, where LANGUAGE.md leaves a choice:
-// - Float-typed nodes (f32, and bf16/f16 arithmetic, which promotes to f32) compute in f64
-//   without intermediate rounding; only Cast nodes (`bf16(x)`, `f32(x)`, ...) round, and outputs
-//   round to their declared type (evaluate_reference_f64 skips that last rounding).
+// - Float-typed nodes (f32, and bf16/f16 arithmetic, which promotes to f32) compute exactly in
+//   f64 and round their result to their type, once per node: an f32 value is an f32 value, as
+//   in the compiled code (so `s + -1e9` absorbs s there too). Reductions and softmax accumulate
+//   in f64 and round their results. Outputs round to their declared type
+//   (evaluate_reference_f64 skips that last rounding).
+// - Multiplication has a strong zero (0 * NaN = 0 * inf = 0; ir/scalar_semantics.h), also in
+//   the products of a fused sum: a key whose weight is 0 contributes nothing.
 // - Integer-typed nodes compute exactly in int64 with two's-complement wrap-around; nodes typed
 //   i32 wrap modulo 2^32 after every op (what 32-bit arithmetic in compiled code does). `%` is
 //   the floor modulo (sign of the divisor); `x % 0` is a CallError.
@@ -152,6 +156,7 @@ class Evaluator {
     for (int i = 0; i < N; ++i) {
       if (!live[i] || fused_[i]) continue;
       vals_[i] = eval(i);
+      round_to_type(p_.nodes[i], vals_[i]);
       for (int a : p_.nodes[i].args) {
         if (fused_[a]) {
           for (int b : p_.nodes[a].args) release(b);
@@ -197,12 +202,33 @@ class Evaluator {
   }
 
   // A fresh contiguous value over `dims` of int or float storage.
+  // The reference materializes every value, so each must fit: more than 2^kMaxElementsLog2
+  // elements is a CallError, a failed allocation a BackendError (out of memory), both naming
+  // the value's dimensions and extents.
   Val fresh(const DimSet& dims, bool is_int, double fill = 0, int64_t ifill = 0) {
     Val v;
-    int64_t n = 1;
-    for (int d : dims) n *= ext_[d];
-    if (is_int) v.i = std::make_shared<std::vector<int64_t>>(n, ifill);
-    else v.f = std::make_shared<std::vector<double>>(n, fill);
+    const std::vector<int64_t> shape = extents_of(dims);
+    const int64_t n = checked_element_count(shape);
+    auto describe = [&] {
+      std::string r = "a value over [";
+      for (size_t k = 0; k < dims.size(); ++k)
+        r += (k ? ", " : "") + p_.dims[dims[k]] + "=" + std::to_string(shape[k]);
+      return r + "]";
+    };
+    if (n < 0) {
+      throw CallError("the reference evaluator cannot hold " + describe() + ": more than 2^" +
+                      std::to_string(kMaxElementsLog2) + " elements");
+    }
+    try {
+      if (is_int) v.i = std::make_shared<std::vector<int64_t>>(n, ifill);
+      else v.f = std::make_shared<std::vector<double>>(n, fill);
+    } catch (const std::bad_alloc&) {
+      throw BackendError("out of memory: the reference evaluator needs " +
+                         std::to_string(n * 8) + " bytes for " + describe());
+    } catch (const std::length_error&) {
+      throw BackendError("out of memory: the reference evaluator needs " +
+                         std::to_string(n * 8) + " bytes for " + describe());
+    }
     v.strides.assign(dims.size(), 0);
     int64_t acc = 1;
     for (size_t k = dims.size(); k-- > 0;) v.strides[k] = acc, acc *= ext_[dims[k]];
@@ -223,6 +249,12 @@ class Evaluator {
   }
 
   Val eval(int id);
+  // A float value holds values of its type: f32 results (arithmetic, reductions, softmax) are
+  // rounded once from their exact f64 value. Parameters, gathers and constants already are.
+  void round_to_type(const Node& n, Val& v) {
+    if (v.is_int() || n.op == Op::Param || n.op == Op::Gather || n.op == Op::Const) return;
+    for (double& x : *v.f) x = round_to_dtype(x, n.type);
+  }
   Val eval_unary(const Node& n);
   Val eval_binary(const Node& n);
   Val eval_reduce(const Node& n);
@@ -474,8 +506,10 @@ Val Evaluator::eval_fused_sum(const Node& n) {
   }
   Val o = fresh(n.dims, false);
   double* w = o.f->data();
-  loop(space, o, n.dims, args,
-       [&](const int64_t* off) { w[off[0]] += x.d(off[1]) * y.d(off[2]); });
+  const DType mt = mul.type;  // each product is a value of the product's type
+  loop(space, o, n.dims, args, [&](const int64_t* off) {
+    w[off[0]] += round_to_dtype(scalar::mul0(x.d(off[1]), y.d(off[2])), mt);
+  });
   return o;
 }
 
@@ -602,8 +636,8 @@ Tensor make_output(const Program& p, const Output& out, const Val& v, const Eval
   return t;
 }
 
-// f64: integer outputs still wrap to their declared type first (an i32 output that overflowed
-// holds the wrapped value, as the backends store it), then widen.
+// f64: float outputs keep their unrounded value; integer and bool outputs keep their declared
+// type (exact, also above 2^53).
 TensorMap evaluate(const Program& p, const TensorMap& inputs, const Extents& extra, bool f64) {
   Extents ext = bind_extents(p, inputs, extra);
   TensorMap prepared = prepare_inputs(p, inputs);
@@ -612,7 +646,7 @@ TensorMap evaluate(const Program& p, const TensorMap& inputs, const Extents& ext
   TensorMap out;
   for (size_t k = 0; k < p.outputs.size(); ++k) {
     const Output& o = p.outputs[k];
-    out[o.name] = make_output(p, o, vals[k], ev, f64 ? DType::f64 : o.type);
+    out[o.name] = make_output(p, o, vals[k], ev, f64 && is_float(o.type) ? DType::f64 : o.type);
   }
   return out;
 }

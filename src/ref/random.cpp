@@ -77,6 +77,7 @@ TensorMap random_inputs(const Program& p, const Extents& extents, uint64_t seed)
     }
     ext[d] = it->second;
   }
+  check_call_sizes(p, extents);
   // Upper bounds for integer parameters used as indices.
   std::vector<int64_t> bound(p.params.size(), 4);
   std::vector<bool> is_index(p.params.size(), false);
@@ -96,7 +97,12 @@ TensorMap random_inputs(const Program& p, const Extents& extents, uint64_t seed)
     const Parameter& par = p.params[i];
     std::vector<int64_t> shape;
     for (int d : par.dims) shape.push_back(ext[d]);
-    Tensor t(par.type, shape);
+    Tensor t;
+    try {
+      t = Tensor(par.type, shape);
+    } catch (const BackendError& e) {
+      throw BackendError("random input for parameter '" + par.name + "': " + e.what());
+    }
     const uint64_t s0 = seed * SplitMix::kGamma ^ name_hash(par.name);
     const int64_t n = t.numel();
     const uint64_t b = static_cast<uint64_t>(std::max<int64_t>(bound[i], 1));

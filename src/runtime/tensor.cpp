@@ -13,6 +13,8 @@
 // Tests: tests/tensor/tensor_test.cpp (all 65536 bf16/f16 patterns, RNE ties, f8 tables).
 #include "flashgen/tensor.h"
 
+#include "flashgen/error.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -229,11 +231,42 @@ void store_int(uint8_t* base, DType t, int64_t off, int64_t x) {
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
   for (int64_t e : shape_) {
-    if (e < 0) throw std::invalid_argument("Tensor: negative extent");
+    if (e < 0) throw CallError("a tensor of shape " + shape_text(shape_) + ": negative extent");
+  }
+  const int64_t n = checked_element_count(shape_);
+  if (n < 0) {
+    throw CallError("a tensor of shape " + shape_text(shape_) + " would hold more than 2^" +
+                    std::to_string(kMaxElementsLog2) + " elements");
   }
   strides_ = row_major_strides(shape_);
-  storage_ = std::make_shared<std::vector<uint8_t>>(
-      static_cast<size_t>(product(shape_)) * static_cast<size_t>(dtype_bytes(dtype_)), 0);
+  const size_t bytes = static_cast<size_t>(n) * static_cast<size_t>(dtype_bytes(dtype_));
+  try {
+    storage_ = std::make_shared<std::vector<uint8_t>>(bytes, 0);
+  } catch (const std::bad_alloc&) {
+    throw BackendError("out of memory: a " + std::string(dtype_name(dtype_)) + " tensor of shape " +
+                       shape_text(shape_) + " needs " + std::to_string(bytes) + " bytes");
+  } catch (const std::length_error&) {
+    throw BackendError("out of memory: a " + std::string(dtype_name(dtype_)) + " tensor of shape " +
+                       shape_text(shape_) + " needs " + std::to_string(bytes) + " bytes");
+  }
+}
+
+int64_t checked_element_count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  bool zero = false;
+  for (int64_t e : shape) zero = zero || e == 0;
+  if (zero) return 0;
+  for (int64_t e : shape) {
+    if (e < 0 || (e > 0 && n > (int64_t{1} << kMaxElementsLog2) / e)) return -1;
+    n *= e;
+  }
+  return n;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string r = "[";
+  for (size_t i = 0; i < shape.size(); ++i) r += (i ? ", " : "") + std::to_string(shape[i]);
+  return r + "]";
 }
 
 int64_t Tensor::numel() const { return product(shape_); }

@@ -1,8 +1,9 @@
 // Every program in examples/ against an independent, hand-written C++ loop (not the reference
 // evaluator), on random inputs at odd sizes (extents 1, 7, 77, m != n), with fully masked rows
-// where the mask allows them. The loops compute in f64 from the same (already rounded) inputs,
-// so they must agree with evaluate_reference_f64 to ~1e-9 of the output's scale, and with
-// evaluate_reference (outputs rounded to their dtype) to one unit in the last place.
+// where the mask allows them. The loops compute in f64 from the same (already rounded) inputs;
+// the reference rounds every f32 value to f32 (docs/language.md §5), so they must agree with
+// evaluate_reference_f64 to 1e-5 of the output's scale (a few f32 roundings), and with
+// evaluate_reference (outputs rounded to their dtype) to one unit in the last place beyond that.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -77,13 +78,13 @@ void check_example(const std::string& name, const TensorMap& inputs, const Tenso
     ASSERT_EQ(e.shape(), w.shape());
     ASSERT_EQ(r.shape(), w.shape());
     EXPECT_EQ(r.dtype(), out.type);
-    double tol = 1e-9 * std::max(1.0, testing::max_abs(w));
+    double tol = 1e-5 * std::max(1.0, testing::max_abs(w));
     std::string diff = testing::compare_tensors(e, w, tol);
     EXPECT_EQ(diff, "");
     int64_t bad = 0;
     for (int64_t i = 0; i < w.numel(); ++i) {
       double wi = round_to_dtype(w.get(i), out.type), ri = r.get(i);
-      bool ok = std::isfinite(wi) ? std::abs(ri - wi) <= ulp(wi, out.type) : ri == wi;
+      bool ok = std::isfinite(wi) ? std::abs(ri - wi) <= ulp(wi, out.type) + tol : ri == wi;
       if (!ok && bad++ < 3) ADD_FAILURE() << "rounded output at " << i << ": " << ri
                                           << ", loop " << w.get(i) << " rounds to " << wi;
     }
@@ -360,8 +361,11 @@ TEST(Examples, EvoformerRow) {
             double acc = 0;
             for (int64_t d = 0; d < z.d; ++d)
               acc += at(q, {b, s, h, m, d}) * at(k, {b, s, h, n, d});
-            return acc / std::sqrt(double(z.d)) + at(pair, {b, h, m, n}) +
-                   (at(keep, {b, s, n}) != 0 ? 0.0 : -1e9);
+            // The biased score is an f32 value (docs/language.md §5): -1e9 absorbs the
+            // score's digits below its f32 ulp (64), as in every backend.
+            double x = acc / std::sqrt(double(z.d)) + at(pair, {b, h, m, n});
+            return static_cast<double>(static_cast<float>(
+                static_cast<float>(x) + (at(keep, {b, s, n}) != 0 ? 0.0f : -1e9f)));
           });
           for (int64_t m = 0; m < z.m; ++m)
             for (int64_t d = 0; d < z.d; ++d) {

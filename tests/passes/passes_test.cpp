@@ -32,8 +32,10 @@ TEST(Passes, CanonicalizeAndOnlineRewriteKeepMeaning) {
     TensorMap a = evaluate_reference_f64(p, in), b = evaluate_reference_f64(c, in),
               d = evaluate_reference_f64(r, in);
     for (const Output& o : p.outputs) {
-      EXPECT_EQ(testing::compare_tensors(b.at(o.name), a.at(o.name), 1e-9), "") << name;
-      EXPECT_EQ(testing::compare_tensors(d.at(o.name), a.at(o.name), 1e-9), "") << name;
+      // The passes move where f32 roundings happen (each f32 value is rounded): f32 accuracy.
+      const double tol = 1e-5 * std::max(1.0, testing::max_abs(a.at(o.name)));
+      EXPECT_EQ(testing::compare_tensors(b.at(o.name), a.at(o.name), tol), "") << name;
+      EXPECT_EQ(testing::compare_tensors(d.at(o.name), a.at(o.name), tol), "") << name;
     }
   }
 }

@@ -1,7 +1,8 @@
 // The reference evaluator against independent hand-written loops (no evaluator code): vanilla,
 // causal with logsumexp, ALiBi with grouped-query heads, document masking with gathers and
 // soft-capping, on random inputs at odd sizes with m != n; plus a size the other suites use
-// (b=1, h=2, m=n=256, d=64) to keep the evaluator fast enough.
+// (b=1, h=2, m=n=256, d=64) to keep the evaluator fast enough. The loops compute in f64 while
+// the reference rounds each f32 value (docs/language.md §5): they agree to f32 accuracy.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -109,8 +110,8 @@ TEST(RefAttention, VanillaAndCausalMatchLoops) {
             attend_row(s, vrows, z.e, &o[row * z.e], &lse[row]);
           }
       TensorMap out = evaluate_reference_f64(p, in);
-      expect_close(out.at("o"), o, 1e-12, "o");
-      expect_close(out.at("lse"), lse, 1e-12, "lse");
+      expect_close(out.at("o"), o, 1e-5, "o");
+      expect_close(out.at("lse"), lse, 1e-5, "lse");
       expect_rounded(p, in, out);
     }
   }
@@ -154,7 +155,8 @@ TEST(RefAttention, AlibiGqaMatchesLoops) {
             attend_row(s, vrows, z.e, &o[(((bb * G + g) * R + r) * z.m + i) * z.e], nullptr);
           }
     TensorMap out = evaluate_reference_f64(p, in);
-    expect_close(out.at("o"), o, 1e-12, "o");
+    // Scores with biases of hundreds carry f32 roundings of ~1e-5 each.
+    expect_close(out.at("o"), o, 1e-4, "o");
     expect_rounded(p, in, out);
   }
 }
@@ -206,7 +208,7 @@ TEST(RefAttention, DocumentMaskSoftcapAndGateMatchLoops) {
       }
     TensorMap out = evaluate_reference_f64(p, in);
     ASSERT_EQ(out.at("o").shape(), (std::vector<int64_t>{z.m, z.h, z.e}));
-    expect_close(out.at("o"), o, 1e-12, "o");
+    expect_close(out.at("o"), o, 1e-5, "o");
     expect_rounded(p, in, out);
   }
 }

@@ -24,6 +24,9 @@ Tensor make(DType t, std::vector<int64_t> shape, const std::vector<double>& v) {
   return x;
 }
 
+// An f32 value: what every f32-typed value of the reference holds (docs/language.md §5).
+double f32(double x) { return static_cast<double>(static_cast<float>(x)); }
+
 std::vector<double> values(const Tensor& t) {
   std::vector<double> v;
   for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.get(i));
@@ -39,11 +42,11 @@ TEST(RefEval, SoftmaxOfThreeValues) {
   auto out = evaluate_reference_f64(p, {{"x", make(DType::f32, {3}, {1, 2, 3})}});
   double z = std::exp(1) + std::exp(2) + std::exp(3);
   auto pv = values(out.at("p"));
-  EXPECT_NEAR(pv[0], std::exp(1) / z, 1e-15);
-  EXPECT_NEAR(pv[1], std::exp(2) / z, 1e-15);
-  EXPECT_NEAR(pv[2], std::exp(3) / z, 1e-15);
-  EXPECT_NEAR(out.at("l").get(0), std::log(z), 1e-14);
-  EXPECT_NEAR(pv[0], 0.09003057317038046, 1e-15);
+  EXPECT_EQ(pv[0], f32(std::exp(1) / z));
+  EXPECT_EQ(pv[1], f32(std::exp(2) / z));
+  EXPECT_EQ(pv[2], f32(std::exp(3) / z));
+  EXPECT_EQ(out.at("l").get(0), f32(std::log(z)));
+  EXPECT_EQ(pv[0], f32(0.09003057317038046));
   // Rounded outputs are f32 tensors holding the f32 rounding of the same numbers.
   auto r = evaluate_reference(p, {{"x", make(DType::f32, {3}, {1, 2, 3})}});
   EXPECT_EQ(r.at("p").dtype(), DType::f32);
@@ -89,10 +92,10 @@ TEST(RefEval, CausalMaskWithFullyMaskedRows) {
     for (int n = 0; n <= m - 2; ++n) z += std::exp(in.at({m, n}));
     for (int n = 0; n < 3; ++n) {
       double e = n <= m - 2 ? std::exp(in.at({m, n})) / z : 0.0;
-      EXPECT_NEAR(out.at("p").at({m, n}), e, 1e-15) << m << " " << n;
+      EXPECT_EQ(out.at("p").at({m, n}), f32(e)) << m << " " << n;
     }
     if (m < 2) EXPECT_EQ(out.at("l").get(m), -kInf) << m;
-    else EXPECT_NEAR(out.at("l").get(m), std::log(z), 1e-14) << m;
+    else EXPECT_EQ(out.at("l").get(m), f32(std::log(z))) << m;
   }
 }
 
@@ -174,7 +177,7 @@ TEST(RefEval, StridedAndWiderInputs) {
   const double cs[] = {1, -2, 3};
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
-      EXPECT_EQ(out.at("y").at({i, j}), static_cast<float>(base.at({j, i})) * cs[j]);
+      EXPECT_EQ(out.at("y").at({i, j}), f32(static_cast<float>(base.at({j, i})) * cs[j]));
 }
 
 TEST(RefEval, GathersReadParametersAtIndexExpressions) {
@@ -271,15 +274,17 @@ TEST(RefEval, CastsRoundToTheirType) {
   EXPECT_EQ(out.at("viaf16").get(0), 1 + std::ldexp(1, -8));  // f16 keeps 10 bits
   EXPECT_EQ(out.at("viaf16").get(5), 65504);
   EXPECT_EQ(out.at("asbf16").dtype(), DType::bf16);
-  EXPECT_EQ(out.at("asbf16").get(0), round_to_dtype(3 * tf, DType::bf16));
-  EXPECT_EQ(out.at("asbf16").get(3), round_to_dtype(3 * static_cast<double>(1e20f),
+  // x * 3 is an f32 value, then the output rounds it to bf16.
+  EXPECT_EQ(out.at("asbf16").get(0), round_to_dtype(f32(3 * tf), DType::bf16));
+  EXPECT_EQ(out.at("asbf16").get(3), round_to_dtype(f32(3 * static_cast<double>(1e20f)),
                                                     DType::bf16));
   EXPECT_EQ(values(out.at("toint")),
             (std::vector<double>{1, 2, -2, 2147483647, 0, 65519}));
-  // The f64 evaluation skips only the output rounding: inputs are still rounded to f32.
+  // The f64 evaluation skips only the output rounding: inputs are still rounded to f32, and
+  // x * 3 is an f32 value.
   auto f = evaluate_reference_f64(p, {{"x", in}});
   EXPECT_EQ(f.at("asbf16").dtype(), DType::f64);
-  EXPECT_EQ(f.at("asbf16").get(1), 3 * static_cast<double>(2.7f));
+  EXPECT_EQ(f.at("asbf16").get(1), f32(3 * static_cast<double>(2.7f)));
 }
 
 TEST(RefEval, IndexSizeWhereLogicAndLayout) {
@@ -331,20 +336,20 @@ TEST(RefEval, ElementwiseFunctions) {
                                         {"y", make(DType::f32, {4}, ys)}});
   for (int i = 0; i < 4; ++i) {
     double a = xs[i], c = ys[i];
-    EXPECT_DOUBLE_EQ(out.at("exp2").get(i), std::exp2(a));
-    EXPECT_DOUBLE_EQ(out.at("log2").get(i), std::log2(std::fabs(a)));
-    EXPECT_DOUBLE_EQ(out.at("rsqrt").get(i), 1 / std::sqrt(std::fabs(a)));
-    EXPECT_DOUBLE_EQ(out.at("sig").get(i), 1 / (1 + std::exp(-a)));
+    EXPECT_EQ(out.at("exp2").get(i), f32(std::exp2(a)));
+    EXPECT_EQ(out.at("log2").get(i), f32(std::log2(std::fabs(a))));
+    EXPECT_EQ(out.at("rsqrt").get(i), f32(1 / std::sqrt(std::fabs(a))));
+    EXPECT_EQ(out.at("sig").get(i), f32(1 / (1 + std::exp(-a))));
     EXPECT_EQ(out.at("relu").get(i), a > 0 ? a : 0);
     EXPECT_EQ(out.at("floor").get(i), std::floor(a));
     EXPECT_EQ(out.at("ceil").get(i), std::ceil(a));
-    EXPECT_DOUBLE_EQ(out.at("sin").get(i), std::sin(a));
-    EXPECT_DOUBLE_EQ(out.at("cos").get(i), std::cos(a));
-    EXPECT_DOUBLE_EQ(out.at("tanh").get(i), std::tanh(a));
-    EXPECT_DOUBLE_EQ(out.at("pow").get(i), std::pow(std::fabs(a), c));
+    EXPECT_EQ(out.at("sin").get(i), f32(std::sin(a)));
+    EXPECT_EQ(out.at("cos").get(i), f32(std::cos(a)));
+    EXPECT_EQ(out.at("tanh").get(i), f32(std::tanh(a)));
+    EXPECT_EQ(out.at("pow").get(i), f32(std::pow(std::fabs(a), c)));
     EXPECT_EQ(out.at("maximum").get(i), std::max(a, c));
     EXPECT_EQ(out.at("minimum").get(i), std::min(a, c));
-    EXPECT_EQ(out.at("div0").get(i), c == 0 ? 0 : a / c);
+    EXPECT_EQ(out.at("div0").get(i), c == 0 ? 0 : f32(a / c));
     EXPECT_EQ(out.at("clamp").get(i), std::clamp(a, c, c + 1));
   }
 }
@@ -365,10 +370,10 @@ TEST(RefEval, SeveralOutputsShareWork) {
       double acc = 0;
       for (int j = 0; j < 5; ++j) {
         double pij = out.at("p").at({i, j});
-        EXPECT_DOUBLE_EQ(out.at("prod").at({i, j, e}), pij * in.at("v").at({j, e}));
-        acc += pij * in.at("v").at({j, e});
+        EXPECT_EQ(out.at("prod").at({i, j, e}), f32(pij * in.at("v").at({j, e})));
+        acc += f32(pij * in.at("v").at({j, e}));
       }
-      EXPECT_NEAR(out.at("o").at({i, e}), acc, 1e-14);
+      EXPECT_EQ(out.at("o").at({i, e}), f32(acc));
     }
 }
 
