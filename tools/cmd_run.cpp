@@ -73,8 +73,8 @@ TensorMap load_inputs(const Program& p, const std::string& dir) {
   for (const auto& entry : fs::directory_iterator(dir)) {
     const fs::path& f = entry.path();
     if (f.extension() == ".npy" && p.find_param(f.stem().string()) < 0)
-      std::cerr << "warning: " << f.string() << " matches no parameter of program '" << p.name
-                << "' and is ignored\n";
+      std::cerr << "warning: " << escape_bytes(f.string()) << " matches no parameter of program '"
+                << p.name << "' and is ignored\n";
   }
   return inputs;
 }
