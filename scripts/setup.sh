@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
 # Installs what the build needs (Debian packages, only those missing) and configures build/
-# (Release, Ninja). Safe to run again: an existing build/ is kept as the build cache.
+# (Release, Ninja: the CMake preset `release`). Safe to run again: an existing build/ is kept as
+# the build cache. With --fuzz, also installs clang and its libFuzzer runtime for
+# scripts/fuzz.sh (libclang-rt-14-dev is only a recommendation of clang-14 on Debian 12, so it
+# is named). The sanitizer build (preset `asan`) needs nothing more: g++ brings libasan and
+# libubsan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ libgtest-dev libcli11-dev nlohmann-json3-dev)
+for arg in "$@"; do
+  case "$arg" in
+    --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+    *) echo "setup.sh: unknown argument '$arg'" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -23,5 +33,5 @@ then
   rm -rf build
 fi
 log="$(mktemp)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > "$log" 2>&1 || { cat "$log"; exit 1; }
+cmake --preset release > "$log" 2>&1 || { cat "$log"; exit 1; }
 rm -f "$log"

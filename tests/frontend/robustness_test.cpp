@@ -6,6 +6,7 @@
 // and the mutated source; rerun one case with FLASHGEN_FUZZ_SEED / FLASHGEN_FUZZ_ITERS.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -236,6 +237,26 @@ TEST(Robustness, MutatedSourcesNeverCrash) {
   EXPECT_GT(rejected, iters / 2);
   std::printf("seed %llu: %zu accepted, %zu rejected, slowest parse %.4f s\n",
               static_cast<unsigned long long>(seed), accepted, rejected, slowest);
+}
+
+// The libFuzzer corpus (fuzz/corpus/parser: hand-written corners of the language, and what
+// scripts/fuzz.sh found that adds coverage, crashes included once fixed) replayed through the
+// same checks, so that builds without clang run it too.
+TEST(Robustness, FuzzCorpus) {
+  const fs::path dir = fs::path(FLASHGEN_SOURCE_DIR) / "fuzz" / "corpus" / "parser";
+  ASSERT_TRUE(fs::is_directory(dir)) << dir;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_FALSE(files.empty()) << dir;
+  for (const fs::path& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    double secs = 0;
+    std::string problem = check_one(ss.str(), &secs);
+    EXPECT_TRUE(problem.empty()) << f.filename() << ": " << problem;
+  }
 }
 
 TEST(Robustness, RandomTokenSoup) {
