@@ -16,6 +16,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "flashgen/check.h"
 #include "flashgen/npy.h"
 
 namespace flashgen::cli {
@@ -137,23 +138,27 @@ void print_summary(const Program& p, const Output& out, const Tensor& t) {
   std::cout << (t.numel() > shown ? " ...\n" : "\n");
 }
 
-// Max absolute error, and that error relative to the largest |reference| of the output.
-// Returns how many non-finite values differ (NaN/inf where the other has something else).
-int64_t print_error(const Output& out, const Tensor& got, const Tensor& ref) {
-  double max_abs = 0, scale = 0;
-  int64_t mismatched = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    double a = got.get(i), r = ref.get(i);
-    if (std::isfinite(r)) scale = std::max(scale, std::abs(r));
-    if (std::isfinite(a) && std::isfinite(r)) max_abs = std::max(max_abs, std::abs(a - r));
-    else if (!(a == r || (std::isnan(a) && std::isnan(r)))) ++mismatched;
+// One output's error against the reference (check_outputs): max abs and max rel error, where
+// the largest is, the tolerance of its dtype and non-finite values that differ.
+void print_error(const Program& p, const Output& o, const OutputCheck& c, const Extents& ext) {
+  std::cout << "  " << c.name << ": max abs err " << fmt(c.max_abs) << ", max rel err "
+            << fmt(c.max_rel) << " (relative to max |ref| " << fmt(c.scale) << ")";
+  if (c.worst >= 0 && c.max_abs > 0) {
+    std::cout << " at [";
+    int64_t rest = c.worst, stride = 1;
+    std::vector<int64_t> shape;
+    for (int d : o.dims) shape.push_back(ext.at(p.dims[d]));
+    for (int64_t e : shape) stride *= e;
+    for (size_t k = 0; k < shape.size(); ++k) {
+      stride /= shape[k];
+      std::cout << (k ? ", " : "") << p.dims[o.dims[k]] << "=" << rest / stride;
+      rest %= stride;
+    }
+    std::cout << "]";
   }
-  std::cout << "  " << out.name << ": max abs err " << fmt(max_abs) << ", max rel err "
-            << fmt(scale > 0 ? max_abs / scale : max_abs) << " (relative to max |ref| "
-            << fmt(scale) << ")";
-  if (mismatched) std::cout << ", " << mismatched << " non-finite values differ";
-  std::cout << '\n';
-  return mismatched;
+  std::cout << "; tolerance " << fmt(c.tolerance) << " (" << dtype_name(c.precision) << ")";
+  if (c.nonfinite_mismatch) std::cout << ", " << c.nonfinite_mismatch << " non-finite values differ";
+  std::cout << (c.ok() ? "" : "  FAILED") << '\n';
 }
 
 // The path output `out` is written to.
@@ -263,20 +268,23 @@ int run_command(const Options& o) {
   std::cout << '\n';
   if (o.outputs.empty())
     for (const auto& out : p.outputs) print_summary(p, out, outs.at(out.name));
-  int64_t mismatched = 0;
   if (o.check) {
     std::cout << "error against the reference evaluator (f64):\n";
-    for (const auto& out : p.outputs)
-      mismatched += print_error(out, outs.at(out.name), ref.at(out.name));
-  }
-  if (mismatched) {
-    // Finite errors are a matter of precision; a NaN/inf that the reference does not have (or
-    // the reverse) is a wrong result, so no output is written.
-    std::cerr << "error: --check: " << mismatched << " non-finite value"
-              << (mismatched == 1 ? "" : "s") << " of the " << backend_name(*backend)
-              << " backend differ from the reference"
-              << (o.outputs.empty() ? "" : "; no output was written") << '\n';
-    return kBackendError;
+    std::vector<OutputCheck> checks = check_outputs(p, outs, ref);
+    int failed = 0;
+    for (size_t k = 0; k < checks.size(); ++k) {
+      print_error(p, p.outputs[k], checks[k], extents);
+      failed += !checks[k].ok();
+    }
+    if (failed) {
+      // Beyond the dtype's tolerance, or a NaN/inf that the reference does not have (or the
+      // reverse): a wrong result, so no output is written.
+      std::cerr << "error: --check: " << failed << " output" << (failed == 1 ? "" : "s")
+                << " of the " << backend_name(*backend)
+                << " backend differ from the reference beyond the tolerance"
+                << (o.outputs.empty() ? "" : "; no output was written") << '\n';
+      return kBackendError;
+    }
   }
   if (!o.outputs.empty()) write_outputs(p, outs, o.outputs);
   return kOk;

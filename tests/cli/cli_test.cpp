@@ -157,6 +157,40 @@ TEST(Cli, RunPrintsSummaryAndCheck) {
     EXPECT_TRUE(contains(r.out, part)) << part << "\n" << dump(r);
 }
 
+// --check applies the dtype's tolerance: the evoformer program whose -1e9 key-mask bias absorbs
+// the scores in f32 (the reference computes f32 values as f32 too) passes; an output that
+// differs from the reference by a non-finite value fails with exit 3 and writes nothing. The
+// difference is the documented one of docs/language.md §8: a row whose scores hold +inf has a
+// NaN softmax, and the CPU's weighted sum of zeros is NaN there where the reference gives 0.
+TEST(Cli, RunCheckAppliesTheTolerance) {
+  ProcessResult ok = run_flashgen({"run", testing::source_path("examples/evoformer_row.attn"),
+                                   "--random", "b=4,s=8,h=1,m=3,n=2,i=3,j=2,d=8", "--backend",
+                                   "cpu", "--check"});
+  ASSERT_EQ(ok.exit_code, 0) << dump(ok);
+  EXPECT_TRUE(contains(ok.out, "; tolerance 0.015625 (bf16)")) << dump(ok);
+  EXPECT_FALSE(contains(ok.out, "FAILED")) << dump(ok);
+
+  TempDir dir;
+  const std::string prog = dir.file("w.attn"), in = dir.file("in"), out = dir.file("out");
+  testing::write_text_file(prog,
+                           "program w(s: f32[m, n], v: f32[n, e]) {\n"
+                           "  out o: f32[m, e] = sum(softmax(s, n) * v, n)\n"
+                           "}\n");
+  std::filesystem::create_directory(in);
+  Tensor sc(DType::f32, {2, 3}), v(DType::f32, {3, 2});
+  for (int64_t i = 0; i < 6; ++i) sc.set(i, 0.25 * static_cast<double>(i));
+  sc.set_at({0, 1}, std::numeric_limits<double>::infinity());
+  for (int64_t i = 0; i < 3; ++i) v.set_at({i, 1}, 1.0);  // column 0 stays 0
+  write_npy(in + "/s.npy", sc);
+  write_npy(in + "/v.npy", v);
+  ProcessResult bad = run_flashgen(
+      {"run", prog, "--inputs", in, "--backend", "cpu", "--check", "--outputs", out});
+  EXPECT_EQ(bad.exit_code, 3) << dump(bad);
+  EXPECT_TRUE(contains(bad.out, "1 non-finite values differ  FAILED")) << dump(bad);
+  EXPECT_TRUE(contains(bad.err, "--check: 1 output of the cpu backend differ")) << dump(bad);
+  EXPECT_FALSE(std::filesystem::exists(out)) << dump(bad);
+}
+
 // Inputs of other float widths (f64 here) are rounded to the declared dtype; bool and integer
 // outputs keep their type.
 TEST(Cli, RunInputsFromNpy) {
@@ -182,7 +216,8 @@ TEST(Cli, RunInputsFromNpy) {
     int64_t c = 0;
     for (int64_t j = 0; j < 13; ++j) {
       double xv = round_to_dtype(x.at({i, j}), DType::f32);
-      acc += xv * round_to_dtype(y.at({j}), DType::bf16);
+      // Each product is an f32 value (docs/language.md §5); the sum is rounded once.
+      acc += round_to_dtype(xv * round_to_dtype(y.at({j}), DType::bf16), DType::f32);
       c += xv > 0;
       EXPECT_EQ(pos.tensor.at({i, j}), xv > 0 ? 1.0 : 0.0);
     }

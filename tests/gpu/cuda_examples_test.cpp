@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <random>
 
 #include "flashgen/compile.h"
@@ -342,6 +343,56 @@ TEST(CudaBackend, ModuloByZeroIsACallError) {
   } catch (const CallError& e) {
     EXPECT_NE(std::string(e.what()).find("modulo by zero"), std::string::npos) << e.what();
   }
+}
+
+
+// Masked keys contribute nothing (docs/language.md §8): NaN and +-inf values of v at keys that a
+// causal mask removes for a whole tile (skipped) change nothing; rows that attend them see
+// them. Rows that share a 128-row block with such a key are left out: there the key sits in a
+// partial tile, where the tensor-core p.v product follows IEEE (the documented deviation).
+TEST(CudaBackend, NonFiniteValuesOfMaskedKeysContributeNothing) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  Program p = parse_source(
+      "program c(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e]) {\n"
+      "  s = where(n <= m, sum(q * k, d) / sqrt(size(d)), -inf)\n"
+      "  out o: bf16[h, m, e] = sum(softmax(s, n) * v, n)\n"
+      "}\n", "t.attn").at(0);
+  const int64_t H = 2, M = 640, E = 64;
+  Extents ext = {{"h", H}, {"m", M}, {"n", M}, {"d", 64}, {"e", E}};
+  TensorMap in = random_inputs(p, ext, 99);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Plant { int64_t key, col; double value; };
+  const std::vector<Plant> plants = {{300, 3, nan}, {100, 5, inf}, {450, 7, -inf}, {600, 9, nan}};
+  for (int64_t h = 0; h < H; ++h)
+    for (const Plant& x : plants) in["v"].set_at({h, x.key, x.col}, x.value);
+  TensorMap want = evaluate_reference_f64(p, in);
+  TensorMap got = run_cuda(p, in);
+  const Tensor& w = want.at("o");
+  const Tensor& g = got.at("o");
+  double scale = 0, err = 0;
+  int compared = 0, nonfinite = 0;
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t m = 0; m < M; ++m) {
+      bool shares_block = false;
+      for (const Plant& x : plants) shares_block = shares_block || m / 128 == x.key / 128;
+      if (shares_block) continue;
+      for (int64_t e = 0; e < E; ++e) {
+        const double a = g.at({h, m, e}), b = w.at({h, m, e});
+        ++compared;
+        if (!std::isfinite(b)) {
+          ++nonfinite;
+          EXPECT_TRUE(std::isnan(b) ? std::isnan(a) : a == b) << h << ", " << m << ", " << e;
+          continue;
+        }
+        ASSERT_TRUE(std::isfinite(a)) << "o[" << h << ", " << m << ", " << e << "] = " << a;
+        scale = std::max(scale, std::abs(b));
+        err = std::max(err, std::abs(a - b));
+      }
+    }
+  EXPECT_GT(compared, 0);
+  EXPECT_GT(nonfinite, 0);  // rows after a planted key attend it
+  EXPECT_LE(err, std::ldexp(1.0, -6) * scale);
 }
 
 }  // namespace

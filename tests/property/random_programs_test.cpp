@@ -1,8 +1,9 @@
 // Property test: random attention-like programs (tests/support/random_program.h: random dim
 // names, layouts and sizes; score code from the language's functions; masks from index
 // arithmetic and gathers; several softmaxes; several outputs; occasionally a program that cannot
-// be one pass) run on the CPU backend and must equal the reference evaluator. The seed is printed on failure; set
-// FLASHGEN_PROPERTY_SEED to replay, FLASHGEN_PROPERTY_COUNT to run more.
+// be one pass) run on the CPU backend and must equal the reference evaluator. The seed is fixed
+// (printed, and on failure); set FLASHGEN_PROPERTY_SEED for others, FLASHGEN_PROPERTY_COUNT to
+// run more.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,7 +22,7 @@ namespace flashgen {
 namespace {
 
 TEST(Property, RandomProgramsMatchReferenceOnCpu) {
-  uint64_t seed = std::random_device{}();
+  uint64_t seed = 20261130;  // fixed so that CI is repeatable; printed below
   if (const char* e = std::getenv("FLASHGEN_PROPERTY_SEED")) seed = std::strtoull(e, nullptr, 10);
   int count = 150;
   if (const char* e = std::getenv("FLASHGEN_PROPERTY_COUNT")) count = std::atoi(e);
