@@ -46,7 +46,9 @@ if wants asan; then
   # print_stacktrace (UBSan says where, not only what), check_initialization_order and
   # strict_init_order (static initialization order bugs). detect_leaks stays on: the CPU
   # backend's generated libraries are dlopened and never closed, so leak reports in or through
-  # them can still be symbolized.
+  # them can still be symbolized. allocator_may_return_null: an allocation larger than ASan
+  # supports fails as it would without ASan (std::bad_alloc, which flashgen reports as "out of
+  # memory" with the size; tests/ref/call_limits_test.cpp) instead of aborting the process.
   ctest --preset asan
 fi
 

@@ -225,7 +225,7 @@ NpyArray read_npy(const std::string& path) {
   std::vector<int64_t> file_shape = shape;
   if (fo.b) file_shape.assign(shape.rbegin(), shape.rend());
   Tensor t(kind.dtype, file_shape);
-  const uint8_t* src = &buf[data_start];
+  const uint8_t* src = buf.data() + data_start;  // may be the end (an empty array)
   uint8_t* dst = static_cast<uint8_t*>(t.data());
   if (kind.dtype == DType::i64 && kind.bytes < 8) {
     for (int64_t i = 0; i < n; ++i) {
@@ -251,7 +251,7 @@ NpyArray read_npy(const std::string& path) {
   } else if (kind.code == 'b') {
     for (int64_t i = 0; i < n; ++i) dst[i] = src[i] ? 1 : 0;
   } else {
-    std::memcpy(dst, src, static_cast<size_t>(n) * kind.bytes);  // little-endian host
+    if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * kind.bytes);  // little-endian host
   }
   if (fo.b && shape.size() > 1) {
     // Column-major: the first logical dim has stride 1.

@@ -82,7 +82,8 @@ TEST(Parser, EveryComparisonAndOperator) {
   const std::pair<const char*, Op> cmp[] = {{"==", Op::Eq}, {"!=", Op::Ne}, {"<", Op::Lt},
                                             {"<=", Op::Le}, {">", Op::Gt},  {">=", Op::Ge}};
   for (const auto& [s, op] : cmp) {
-    const Node& n = out_node(boolm(std::string("a ") + s + " i"));
+    const Program prog = boolm(std::string("a ") + s + " i");  // n refers into it
+    const Node& n = out_node(prog);
     EXPECT_EQ(n.op, op) << s;
     EXPECT_EQ(n.type, DType::boolean);
   }
@@ -253,7 +254,8 @@ TEST(Parser, EveryFunction) {
       {"f32", DType::f32}, {"f16", DType::f16}, {"bf16", DType::bf16}, {"i32", DType::i32},
       {"i64", DType::i64}};
   for (const auto& [f, t] : casts) {
-    const Node& n = out_node(with_out("f32", "[m]", std::string(f) + "(i * 2)"));
+    const Program prog = with_out("f32", "[m]", std::string(f) + "(i * 2)");  // n refers into it
+    const Node& n = out_node(prog);
     EXPECT_EQ(n.type, t) << f;  // i64(i * 2) is the value itself: already i64
   }
   Program r = parse_one("program p(q: f32[m, d, e]) {\n"
