@@ -32,6 +32,10 @@ inline constexpr int kMaxElementsLog2 = 60;
 // The product of the extents, or -1 when it exceeds 2^kMaxElementsLog2 (or an extent is
 // negative). Never overflows.
 int64_t checked_element_count(const std::vector<int64_t>& shape);
+// BackendError "out of memory: WHAT needs N bytes, more than this machine's memory and swap
+// (M bytes)" when `bytes` exceeds the machine's RAM plus swap: checked before allocating, so an
+// impossible size fails the same way whatever the allocator does with it (overcommit, ASan).
+void check_fits_memory(uint64_t bytes, const std::string& what);
 // "[2, 3, 4]"
 std::string shape_text(const std::vector<int64_t>& shape);
 

@@ -112,6 +112,8 @@ TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extr
         st[i] = acc;
         acc *= extv[B.dims[i]];
       }
+      check_fits_memory(static_cast<uint64_t>(n) * 8,
+                        "the CPU backend's buffer for '" + B.name + "'");
       try {
         owned[b].assign(static_cast<size_t>(n), 0);  // 0 and 0.0 share their bits
       } catch (const std::bad_alloc&) {

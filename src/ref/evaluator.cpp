@@ -219,6 +219,8 @@ class Evaluator {
       throw CallError("the reference evaluator cannot hold " + describe() + ": more than 2^" +
                       std::to_string(kMaxElementsLog2) + " elements");
     }
+    check_fits_memory(static_cast<uint64_t>(n) * 8,
+                      "the reference evaluator's " + describe());
     try {
       if (is_int) v.i = std::make_shared<std::vector<int64_t>>(n, ifill);
       else v.f = std::make_shared<std::vector<double>>(n, fill);

@@ -13,6 +13,8 @@
 // Tests: tests/tensor/tensor_test.cpp (all 65536 bf16/f16 patterns, RNE ties, f8 tables).
 #include "flashgen/tensor.h"
 
+#include <sys/sysinfo.h>
+
 #include "flashgen/error.h"
 
 #include <cmath>
@@ -240,6 +242,8 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(
   }
   strides_ = row_major_strides(shape_);
   const size_t bytes = static_cast<size_t>(n) * static_cast<size_t>(dtype_bytes(dtype_));
+  check_fits_memory(bytes, "a " + std::string(dtype_name(dtype_)) + " tensor of shape " +
+                               shape_text(shape_));
   try {
     storage_ = std::make_shared<std::vector<uint8_t>>(bytes, 0);
   } catch (const std::bad_alloc&) {
@@ -248,6 +252,21 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(
   } catch (const std::length_error&) {
     throw BackendError("out of memory: a " + std::string(dtype_name(dtype_)) + " tensor of shape " +
                        shape_text(shape_) + " needs " + std::to_string(bytes) + " bytes");
+  }
+}
+
+uint64_t machine_memory_bytes() {
+  struct sysinfo si {};
+  if (::sysinfo(&si) != 0) return UINT64_MAX;
+  return (static_cast<uint64_t>(si.totalram) + si.totalswap) * si.mem_unit;
+}
+
+void check_fits_memory(uint64_t bytes, const std::string& what) {
+  const uint64_t have = machine_memory_bytes();
+  if (bytes > have) {
+    throw BackendError("out of memory: " + what + " needs " + std::to_string(bytes) +
+                       " bytes, more than this machine's memory and swap (" +
+                       std::to_string(have) + " bytes)");
   }
 }
 
