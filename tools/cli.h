@@ -38,6 +38,13 @@ Extents parse_sizes(const std::string& text);
 uint64_t parse_seed(const std::string& text);
 // CallError if `sizes` names a dimension that `p` does not declare.
 void check_sizes_known(const Program& p, const Extents& sizes);
+// The inputs of `p` from DIR/<param>.npy, one per parameter (CallError naming a missing file, a
+// wrong kind of array; a warning for files that match no parameter).
+TensorMap load_inputs(const Program& p, const std::string& dir);
+// Random inputs of the extents SIZES gives (every dim needs one: CallError naming it).
+TensorMap make_random_inputs(const Program& p, const std::string& sizes_text, uint64_t seed);
+// --input NAME=FILE.npy values, read (CallError on a malformed item).
+TensorMap read_given_inputs(const std::vector<std::string>& items);
 
 // Runs `body`; prints any flashgen error as a diagnostic on stderr and returns its exit code.
 // `file` is the source file the command works on (for diagnostics with a location).
@@ -50,5 +57,7 @@ void add_run(CLI::App& app, int& exit_code);
 void add_emit(CLI::App& app, int& exit_code);
 void add_explain(CLI::App& app, int& exit_code);
 void add_bench(CLI::App& app, int& exit_code);
+void add_profile(CLI::App& app, int& exit_code);
+void add_verify(CLI::App& app, int& exit_code);
 
 }  // namespace flashgen::cli

@@ -44,13 +44,7 @@ void add_bench(CLI::App& app, int& exit_code) {
       const uint64_t seed = parse_seed(o->seed);
       Extents sizes = parse_sizes(o->sizes);
       check_sizes_known(p, sizes);
-      TensorMap given;
-      for (const std::string& kv : o->inputs) {
-        size_t eq = kv.find('=');
-        if (eq == std::string::npos || eq == 0)
-          throw CallError("--input wants NAME=FILE.npy, got '" + kv + "'");
-        given[kv.substr(0, eq)] = read_npy(kv.substr(eq + 1)).tensor;
-      }
+      TensorMap given = read_given_inputs(o->inputs);
       CudaBenchResult r = bench_cuda(p, sizes, o->warmup, o->iters, seed, given);
       std::printf("program %s on %s, sizes %s\n", p.name.c_str(), r.device.c_str(),
                   o->sizes.c_str());

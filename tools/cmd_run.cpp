@@ -45,56 +45,6 @@ int64_t int_at(const Tensor& c, int64_t i) {
   }
 }
 
-std::string describe(const Program& p, const Parameter& par) {
-  return par.name + ": " + dtype_name(par.type) + p.dim_list(par.dims);
-}
-
-TensorMap load_inputs(const Program& p, const std::string& dir) {
-  if (!fs::is_directory(dir))
-    throw CallError("--inputs: '" + dir + "' is not a folder");
-  TensorMap inputs;
-  for (const auto& par : p.params) {
-    const std::string path = dir + "/" + par.name + ".npy";
-    if (!fs::exists(path))
-      throw CallError("missing input for parameter '" + par.name + "': expected " + path +
-                      " holding " + describe(p, par));
-    NpyArray a = read_npy(path);
-    // Checked here, where the file's numpy dtype is known: the tensor has already been widened
-    // (every integer width becomes i32 or i64), so a later message could not name it.
-    const char want = is_float(par.type) ? 'f' : par.type == DType::boolean ? 'b' : 'i';
-    const char have = a.descr.size() >= 2 ? (a.descr[1] == 'u' ? 'i' : a.descr[1]) : '?';
-    if (want != have)
-      throw CallError("parameter '" + par.name + "' is " + describe(p, par) + " but " + path +
-                      " holds " + npy_dtype_name(a.descr) + " ('" + a.descr + "'); " +
-                      (want == 'f'   ? "float parameters need a float array (float16/32/64)"
-                       : want == 'b' ? "bool parameters need a bool array"
-                                     : "integer parameters need an integer array"));
-    inputs[par.name] = std::move(a.tensor);
-  }
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const fs::path& f = entry.path();
-    if (f.extension() == ".npy" && p.find_param(f.stem().string()) < 0)
-      std::cerr << "warning: " << escape_bytes(f.string()) << " matches no parameter of program '"
-                << p.name << "' and is ignored\n";
-  }
-  return inputs;
-}
-
-TensorMap make_random_inputs(const Program& p, const std::string& sizes_text, uint64_t seed) {
-  Extents sizes = parse_sizes(sizes_text);
-  check_sizes_known(p, sizes);
-  for (const auto& par : p.params)
-    for (int d : par.dims)
-      if (!sizes.count(p.dims[d]))
-        throw CallError("dimension '" + p.dims[d] + "' of parameter '" + par.name + "' (" +
-                        describe(p, par) + ") has no extent: add " + p.dims[d] +
-                        "=N to SIZES");
-  for (const auto& d : p.dims)
-    if (!sizes.count(d))
-      throw CallError("dimension '" + d + "' has no extent: add " + d + "=N to SIZES");
-  return random_inputs(p, sizes, seed);
-}
-
 void print_summary(const Program& p, const Output& out, const Tensor& t) {
   std::cout << out.name << ": " << dtype_name(out.type) << p.dim_list(out.dims) << " shape (";
   for (int i = 0; i < t.rank(); ++i) std::cout << (i ? ", " : "") << t.shape()[i];

@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   add_emit(app, exit_code);
   add_explain(app, exit_code);
   add_bench(app, exit_code);
+  add_profile(app, exit_code);
+  add_verify(app, exit_code);
   // The first word that is not an option names the command; CLI11 would only say that a
   // subcommand is required.
   if (argc > 1 && argv[1][0] != '-') {

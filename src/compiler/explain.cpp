@@ -11,59 +11,12 @@
 #include "codegen/interval_code.h"
 #include "codegen/cuda/emit_sm80.h"
 #include "compiler/pipeline.h"
+#include "plan/cost.h"
 #include "flashgen/error.h"
 
 namespace flashgen {
 
 namespace {
-
-bool all_known(const Program& p, const Extents& s, const DimSet& d) {
-  for (int x : d)
-    if (!s.count(p.dims[x])) return false;
-  return true;
-}
-
-double numel(const Program& p, const Extents& s, const DimSet& d) {
-  double n = 1;
-  for (int x : d) n *= static_cast<double>(s.at(p.dims[x]));
-  return n;
-}
-
-struct KernelCost {
-  bool known = false;
-  double flops = 0, bytes = 0;
-};
-
-// FLOPs: one per element-wise result element and per reduction input element (a contraction
-// sum(q*k, d) is 2 per (m, n, d): the product and the add). Bytes: each buffer read or written
-// once (compulsory traffic; a tile re-read from cache is not counted).
-KernelCost cost(const Plan& plan, const PlanKernel& k, const Extents& s) {
-  const Program& p = plan.program;
-  KernelCost c;
-  c.known = true;
-  for (const PlanValue& v : k.values) {
-    const Node& n = p.nodes[v.node];
-    if (v.load_buffer >= 0 || n.op == Op::Param || n.op == Op::Const || n.op == Op::Index ||
-        n.op == Op::Size)
-      continue;
-    DimSet d = dimset_union(n.dims, n.reduce);
-    if (!all_known(p, s, d)) return KernelCost{};
-    c.flops += numel(p, s, d);
-  }
-  for (int b : k.reads) {
-    const PlanBuffer& B = plan.buffers[b];
-    DimSet d(B.dims.begin(), B.dims.end());
-    if (!all_known(p, s, d)) return KernelCost{};
-    c.bytes += numel(p, s, d) * dtype_bytes(B.type);
-  }
-  for (int b : k.writes) {
-    const PlanBuffer& B = plan.buffers[b];
-    DimSet d(B.dims.begin(), B.dims.end());
-    if (!all_known(p, s, d)) return KernelCost{};
-    c.bytes += numel(p, s, d) * (B.kind == PlanBuffer::Intermediate ? 4 : dtype_bytes(B.type));
-  }
-  return c;
-}
 
 std::vector<std::string> ops_of(const Plan& plan, const PlanKernel& k) {
   const Program& p = plan.program;
@@ -205,7 +158,7 @@ std::string explain(const Program& prog, const CompileOptions& opt) {
     }
     else if (!k.tiles.note.empty())
       os << "  tiles:     " << k.tiles.note << "\n";
-    KernelCost kc = cost(plan, k, opt.sizes);
+    KernelCost kc = kernel_cost(plan, k, opt.sizes);
     if (kc.known)
       os << "  estimate:  " << kc.flops / 1e9 << " GFLOP, " << kc.bytes / 1e6
          << " MB of memory traffic\n";
@@ -247,7 +200,7 @@ std::string explain_json(const Program& prog, const CompileOptions& opt) {
     kj["mask"] = k.tiles.mask >= 0 ? nlohmann::json(node_text(p, k.tiles.mask))
                                    : nlohmann::json(nullptr);
     kj["mask_data_bounded_per_tile"] = data_bounded(plan, k);
-    KernelCost kc = cost(plan, k, opt.sizes);
+    KernelCost kc = kernel_cost(plan, k, opt.sizes);
     if (kc.known) {
       kj["flops"] = kc.flops;
       kj["bytes"] = kc.bytes;

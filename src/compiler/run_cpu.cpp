@@ -3,6 +3,7 @@
 // another dtype are converted first), runs the kernels in order, reports out-of-range gathers
 // as CallError naming the parameter, and returns outputs of their declared dtype.
 // Test: tests/cpu/cpu_examples_test.cpp.
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -11,6 +12,7 @@
 
 #include "ir/scalar_semantics.h"
 #include "codegen/cpu.h"
+#include "compiler/cpu_call.h"
 #include "compiler/pipeline.h"
 #include "flashgen/error.h"
 #include "runtime/host_compiler.h"
@@ -19,84 +21,100 @@ namespace flashgen {
 
 namespace {
 
-using KernelFn = void(void* const*, const int64_t*, const int64_t*, int64_t*);
-
-struct CpuProgram {
-  Plan plan;
-  std::shared_ptr<const HostLibrary> lib;
-  std::vector<KernelFn*> fns;
-};
-
 std::mutex& cache_mutex() {
   static std::mutex mu;
   return mu;
 }
-// Compiled programs of this process, by the program's structural text.
-std::map<std::string, std::shared_ptr<const CpuProgram>>& program_cache() {
-  static std::map<std::string, std::shared_ptr<const CpuProgram>> cache;
+// Compiled programs of this process, by the program's structural text (and the build variant).
+std::map<std::string, std::shared_ptr<const CpuCompiled>>& program_cache() {
+  static std::map<std::string, std::shared_ptr<const CpuCompiled>> cache;
   return cache;
 }
 
-std::shared_ptr<const CpuProgram> compiled_for(const Program& p) {
-  {
-    std::lock_guard<std::mutex> lock(cache_mutex());
-    auto it = program_cache().find(p.str());
-    if (it != program_cache().end()) return it->second;
+std::string cache_key(const Program& p, bool count_tiles, const std::vector<std::string>& flags) {
+  std::string key = p.str();
+  if (count_tiles) key += "\ncount_tiles";
+  for (const std::string& f : flags) key += "\n" + f;
+  return key;
+}
+
+// Compiles `programs` into one host library and caches each under its key.
+void compile_into_cache(const std::vector<Program>& programs, bool count_tiles,
+                        const std::vector<std::string>& extra_flags) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<CpuCompiled>> cps;
+  std::string source = emit_cpu_prelude() + "\n";
+  std::set<std::string> names;
+  for (const Program& p : programs) {
+    if (!names.insert(p.name).second)
+      throw BackendError("precompile_cpu: two programs named '" + p.name + "'");
+    auto cp = std::make_shared<CpuCompiled>();
+    cp->plan = compile_program(p, CompileOptions{}).plan;
+    cp->count_tiles = count_tiles;
+    source += emit_cpu_kernels(cp->plan);
+    cps.push_back(cp);
   }
-  precompile_cpu({p});
+  HostCompileOptions hopt;
+  hopt.extra_flags = extra_flags;
+  if (count_tiles) hopt.extra_flags.push_back("-DFG_COUNT_TILES");
+  std::shared_ptr<const HostLibrary> lib = host_compile(source, hopt);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lock(cache_mutex());
-  return program_cache().at(p.str());
+  for (size_t i = 0; i < programs.size(); ++i) {
+    cps[i]->lib = lib;
+    cps[i]->compile_ms = ms;
+    for (const PlanKernel& k : cps[i]->plan.kernels)
+      cps[i]->fns.push_back(lib->function<CpuKernelFn>(k.name));
+    program_cache()[cache_key(programs[i], count_tiles, extra_flags)] = cps[i];
+  }
 }
 
 }  // namespace
 
 void precompile_cpu(const std::vector<Program>& programs,
                     const std::vector<std::string>& extra_flags) {
-  std::vector<std::shared_ptr<CpuProgram>> cps;
-  std::string source = emit_cpu_prelude() + "\n";
-  std::set<std::string> names;
-  for (const Program& p : programs) {
-    if (!names.insert(p.name).second)
-      throw BackendError("precompile_cpu: two programs named '" + p.name + "'");
-    auto cp = std::make_shared<CpuProgram>();
-    cp->plan = compile_program(p, CompileOptions{}).plan;
-    source += emit_cpu_kernels(cp->plan);
-    cps.push_back(cp);
-  }
-  HostCompileOptions hopt;
-  hopt.extra_flags = extra_flags;
-  std::shared_ptr<const HostLibrary> lib = host_compile(source, hopt);
+  // Later run_cpu calls (no flags) find these: they are cached under the plain key too.
+  compile_into_cache(programs, false, extra_flags);
   std::lock_guard<std::mutex> lock(cache_mutex());
-  for (size_t i = 0; i < programs.size(); ++i) {
-    cps[i]->lib = lib;
-    for (const PlanKernel& k : cps[i]->plan.kernels)
-      cps[i]->fns.push_back(lib->function<KernelFn>(k.name));
-    program_cache()[programs[i].str()] = cps[i];
-  }
+  for (const Program& p : programs)
+    program_cache()[cache_key(p, false, {})] = program_cache().at(cache_key(p, false, extra_flags));
 }
 
-TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extra) {
-  Extents ext = bind_extents(p, inputs, extra);
+std::shared_ptr<const CpuCompiled> cpu_load(const Program& p, bool count_tiles,
+                                            const std::vector<std::string>& extra_flags,
+                                            bool* from_process_cache) {
+  const std::string key = cache_key(p, count_tiles, extra_flags);
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex());
+    auto it = program_cache().find(key);
+    if (from_process_cache) *from_process_cache = it != program_cache().end();
+    if (it != program_cache().end()) return it->second;
+  }
+  compile_into_cache({p}, count_tiles, extra_flags);
+  std::lock_guard<std::mutex> lock(cache_mutex());
+  return program_cache().at(key);
+}
+
+CpuBound cpu_bind(const CpuCompiled& c, const Program& p, const TensorMap& inputs,
+                  const Extents& extra) {
+  CpuBound b;
+  b.ext = bind_extents(p, inputs, extra);
   // The one conversion of inputs to their declared types (integer values must fit).
   const TensorMap prepared = prepare_inputs(p, inputs);
-  std::shared_ptr<const CpuProgram> cp = compiled_for(p);
-  const Plan& plan = cp->plan;
-  std::vector<int64_t> extv;
-  for (const std::string& d : p.dims) extv.push_back(ext.at(d));
-
-  std::vector<Tensor> held;  // converted inputs
-  std::vector<void*> bufs(plan.buffers.size(), nullptr);
-  std::vector<int64_t> strides;
+  const Plan& plan = c.plan;
+  for (const std::string& d : p.dims) b.extv.push_back(b.ext.at(d));
+  const std::vector<int64_t>& extv = b.extv;
+  b.bufs.assign(plan.buffers.size(), nullptr);
   // Written buffers: 8 bytes per element, int64 for integer dtypes and double otherwise (the
   // kernels' out_storage in codegen/cpu.cpp).
-  std::vector<std::vector<int64_t>> owned(plan.buffers.size());
-  for (size_t b = 0; b < plan.buffers.size(); ++b) {
-    const PlanBuffer& B = plan.buffers[b];
+  b.owned.resize(plan.buffers.size());
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const PlanBuffer& B = plan.buffers[i];
     if (B.kind == PlanBuffer::Input) {
       const Tensor& given = prepared.at(B.name);
-      held.push_back(given.dtype() == B.type ? given : given.to(B.type));
-      bufs[b] = const_cast<void*>(held.back().data());
-      for (int64_t s : held.back().strides()) strides.push_back(s);
+      b.held.push_back(given.dtype() == B.type ? given : given.to(B.type));
+      for (int64_t s : b.held.back().strides()) b.strides.push_back(s);
     } else {
       std::vector<int64_t> shape;
       for (int d : B.dims) shape.push_back(extv[d]);
@@ -108,63 +126,80 @@ TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extr
       }
       std::vector<int64_t> st(B.dims.size());
       int64_t acc = 1;  // at most n: no overflow
-      for (int i = static_cast<int>(B.dims.size()) - 1; i >= 0; --i) {
-        st[i] = acc;
-        acc *= extv[B.dims[i]];
+      for (int j = static_cast<int>(B.dims.size()) - 1; j >= 0; --j) {
+        st[j] = acc;
+        acc *= extv[B.dims[j]];
       }
       check_fits_memory(static_cast<uint64_t>(n) * 8,
                         "the CPU backend's buffer for '" + B.name + "'");
       try {
-        owned[b].assign(static_cast<size_t>(n), 0);  // 0 and 0.0 share their bits
+        b.owned[i].assign(static_cast<size_t>(n), 0);  // 0 and 0.0 share their bits
       } catch (const std::bad_alloc&) {
         throw BackendError("out of memory: the CPU backend needs " + std::to_string(8 * n) +
                            " bytes for " + (B.kind == PlanBuffer::Output ? "output '" : "'") +
                            B.name + "'");
       }
-      bufs[b] = owned[b].data();
-      strides.insert(strides.end(), st.begin(), st.end());
+      b.bufs[i] = b.owned[i].data();
+      b.strides.insert(b.strides.end(), st.begin(), st.end());
     }
   }
   // held may reallocate: take data pointers after all inputs are in place.
   size_t hi = 0;
-  for (size_t b = 0; b < plan.buffers.size(); ++b)
-    if (plan.buffers[b].kind == PlanBuffer::Input) bufs[b] = const_cast<void*>(held[hi++].data());
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (plan.buffers[i].kind == PlanBuffer::Input)
+      b.bufs[i] = const_cast<void*>(b.held[hi++].data());
+  return b;
+}
 
-  for (size_t k = 0; k < cp->fns.size(); ++k) {
-    int64_t err[4] = {0, 0, 0, 0};
-    cp->fns[k](bufs.data(), strides.data(), extv.data(), err);
-    if (err[0] == 2)  // integer x % 0 (fg_mod_e): err[3] = node id in plan.program
-      scalar::throw_mod_by_zero(plan.program.nodes[err[3]].loc);
-    if (err[0]) {
-      const Parameter& P = p.params[err[1]];
-      throw CallError("index " + std::to_string(err[3]) + " is out of range [0, " +
-                      std::to_string(ext.at(p.dims[P.dims[err[2]]])) + ") in a read of parameter '" +
-                      P.name + "' (dimension '" + p.dims[P.dims[err[2]]] + "')");
-    }
+TileCounts cpu_run_kernel(const CpuCompiled& c, CpuBound& b, const Program& p, int k) {
+  // [0] error kind, [1..3] what; [4..6] the tile counts of a FG_COUNT_TILES build.
+  int64_t err[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  c.fns[k](b.bufs.data(), b.strides.data(), b.extv.data(), err);
+  if (err[0] == 2)  // integer x % 0 (fg_mod_e): err[3] = node id in plan.program
+    scalar::throw_mod_by_zero(c.plan.program.nodes[err[3]].loc);
+  if (err[0]) {
+    const Parameter& P = p.params[err[1]];
+    throw CallError("index " + std::to_string(err[3]) + " is out of range [0, " +
+                    std::to_string(b.ext.at(p.dims[P.dims[err[2]]])) +
+                    ") in a read of parameter '" + P.name + "' (dimension '" +
+                    p.dims[P.dims[err[2]]] + "')");
   }
+  return {err[4], err[5], err[6]};
+}
+
+TensorMap cpu_outputs(const CpuCompiled& c, const CpuBound& b) {
+  const Plan& plan = c.plan;
   TensorMap out;
-  for (size_t b = 0; b < plan.buffers.size(); ++b) {
-    const PlanBuffer& B = plan.buffers[b];
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const PlanBuffer& B = plan.buffers[i];
     if (B.kind != PlanBuffer::Output) continue;
     std::vector<int64_t> shape;
-    for (int d : B.dims) shape.push_back(extv[d]);
+    for (int d : B.dims) shape.push_back(b.extv[d]);
     Tensor t(B.type, shape);
-    const std::vector<int64_t>& src = owned[b];
+    const std::vector<int64_t>& src = b.owned[i];
     if (B.type == DType::i64) {
       if (!src.empty()) std::memcpy(t.data(), src.data(), 8 * src.size());
     } else if (B.type == DType::i32) {  // i32 values are already wrapped to 32 bits
       auto* dst = static_cast<int32_t*>(t.data());
-      for (size_t i = 0; i < src.size(); ++i) dst[i] = static_cast<int32_t>(src[i]);
+      for (size_t j = 0; j < src.size(); ++j) dst[j] = static_cast<int32_t>(src[j]);
     } else {
-      for (size_t i = 0; i < src.size(); ++i) {
+      for (size_t j = 0; j < src.size(); ++j) {
         double v;
-        std::memcpy(&v, &src[i], 8);
-        t.set(static_cast<int64_t>(i), v);
+        std::memcpy(&v, &src[j], 8);
+        t.set(static_cast<int64_t>(j), v);
       }
     }
     out[B.name] = t;
   }
   return out;
+}
+
+TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extra) {
+  bind_extents(p, inputs, extra);  // a bad call fails before anything is compiled
+  std::shared_ptr<const CpuCompiled> c = cpu_load(p);
+  CpuBound b = cpu_bind(*c, p, inputs, extra);
+  for (size_t k = 0; k < c->fns.size(); ++k) cpu_run_kernel(*c, b, p, static_cast<int>(k));
+  return cpu_outputs(*c, b);
 }
 
 }  // namespace flashgen

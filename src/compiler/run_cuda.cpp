@@ -7,6 +7,7 @@
 // bench_cuda times the same launch with device events (median of warm runs).
 // Tests: tests/gpu/cuda_examples_test.cpp (GPU), tests/cuda/nvrtc_examples_test.cpp (NVRTC).
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cmath>
 #include <map>
@@ -15,7 +16,9 @@
 
 #include "codegen/cuda/embedded_headers.h"
 #include "codegen/cuda/emit_sm80.h"
+#include "compiler/cuda_call.h"
 #include "compiler/pipeline.h"
+#include "plan/cost.h"
 #include "flashgen/error.h"
 #include "ir/scalar_semantics.h"
 #include "runtime/compile_cache.h"
@@ -57,58 +60,54 @@ Extents head_sizes(const Plan& plan, const Extents& ext) {
   return out;
 }
 
-struct Loaded {
-  Plan plan;
-  CudaKernelSource src;
-  CudaKernel kernel;
-};
-
 std::mutex g_mu;
 int g_loads = 0;
 
-std::shared_ptr<const Loaded> load_for(const Program& p, const Extents& ext) {
-  static std::map<std::string, std::shared_ptr<const Loaded>> cache;
+}  // namespace
+
+std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext, bool count_tiles,
+                                            bool* from_process_cache) {
+  static std::map<std::string, std::shared_ptr<const CudaLoaded>> cache;
+  const auto t0 = std::chrono::steady_clock::now();
   const std::string arch = cuda_device_arch();
   Plan plan = cuda_plan(p, Target::cuda_sm80, {});
   Extents heads = head_sizes(plan, ext);
   const CudaDeviceInfo& dev = cuda_device_info();
   const SmemBudget budget{dev.max_smem_per_sm, dev.max_smem_per_block_optin};
   std::string key = p.str() + "\n" + arch + " smem " + std::to_string(budget.per_sm) + "/" +
-                    std::to_string(budget.per_block);
+                    std::to_string(budget.per_block) + (count_tiles ? " count_tiles" : "");
   for (const auto& [n, e] : heads) key += "\n" + n + "=" + std::to_string(e);
   {
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = cache.find(key);
+    if (from_process_cache) *from_process_cache = it != cache.end();
     if (it != cache.end()) return it->second;
   }
-  auto L = std::make_shared<Loaded>();
+  auto L = std::make_shared<CudaLoaded>();
   L->plan = std::move(plan);
+  L->arch = arch;
+  L->count_tiles = count_tiles;
   L->src = emit_sm80_kernel(L->plan, 0, Target::cuda_sm80, heads, budget);
-  Cubin cubin = nvrtc_compile(L->src.source, nvrtc_options(arch, L->src.launch.entry));
+  NvrtcOptions opt = nvrtc_options(arch, L->src.launch.entry);
+  if (count_tiles) opt.options.push_back("-DFG_COUNT_TILES");
+  Cubin cubin = nvrtc_compile(L->src.source, opt);
   CudaModule mod(cubin.bytes);
   L->kernel = mod.kernel(L->src.launch.entry);
+  L->from_disk_cache = cubin.from_cache;
+  L->compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lock(g_mu);
   ++g_loads;
   cache[key] = L;
   return L;
 }
 
-// Device state of one call: buffers, params, launch geometry.
-struct Bound {
-  std::vector<DeviceBuffer> bufs;
-  DeviceBuffer err;
-  std::vector<int64_t> params;
-  Dim3 grid, block;
-  bool empty = false;  // nothing to launch (a zero extent)
-  std::vector<int64_t> extv;
-};
-
-Bound bind_call(const Loaded& L, const Program& p, const TensorMap& inputs, const Extents& ext) {
+CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inputs, const Extents& ext) {
   const Plan& plan = L.plan;
   const Sm80Launch& la = L.src.launch;
   // The one conversion of inputs to their declared types (integer values must fit).
   const TensorMap prepared = prepare_inputs(p, inputs);
-  Bound b;
+  CudaBound b;
   for (const std::string& d : p.dims) {
     auto it = ext.find(d);
     b.extv.push_back(it == ext.end() ? 0 : it->second);
@@ -150,7 +149,7 @@ Bound bind_call(const Loaded& L, const Program& p, const TensorMap& inputs, cons
     for (size_t j = 0; j < st.size(); ++j) b.params[NB + i * R + j] = st[j];
   }
   for (int d = 0; d < la.num_dims; ++d) b.params[NB + NB * R + d] = b.extv[d];
-  b.err = DeviceBuffer(4 * sizeof(int64_t));
+  b.err = DeviceBuffer(8 * sizeof(int64_t));
   b.err.memset(0);
   b.params.back() = static_cast<int64_t>(b.err.ptr());
   int64_t P = 1;
@@ -183,13 +182,13 @@ Bound bind_call(const Loaded& L, const Program& p, const TensorMap& inputs, cons
   return b;
 }
 
-void launch(const Loaded& L, Bound& b, CudaStreamHandle stream) {
+void cuda_launch(const CudaLoaded& L, CudaBound& b, CudaStreamHandle stream) {
   if (b.empty) return;
   void* args[] = {b.params.data(), nullptr};
   L.kernel.launch(b.grid, b.block, L.src.launch.smem_bytes, stream, args);
 }
 
-void check_errors(const Program& p, const Plan& plan, const Bound& b) {
+void cuda_check_errors(const Program& p, const Plan& plan, const CudaBound& b) {
   int64_t err[4];
   b.err.download(err, sizeof err);
   if (!err[0]) return;
@@ -202,39 +201,25 @@ void check_errors(const Program& p, const Plan& plan, const Bound& b) {
                   "' (dimension '" + p.dims[d] + "')");
 }
 
-// Host evaluation of the tile mask at one index point (for FLOP counts). NaN: unknown.
-double eval_mask(const Program& p, int id, const std::vector<int64_t>& idx, const TensorMap& in,
-                 const std::vector<int64_t>& ext) {
-  const Node& n = p.nodes[id];
-  auto a = [&](int i) { return eval_mask(p, n.args[i], idx, in, ext); };
-  switch (n.op) {
-    case Op::Const: return n.value;
-    case Op::Index: return static_cast<double>(idx[n.dim]);
-    case Op::Size: return static_cast<double>(ext[n.dim]);
-    case Op::Gather: {
-      std::vector<int64_t> at;
-      for (size_t i = 0; i < n.args.size(); ++i) at.push_back(static_cast<int64_t>(a(i)));
-      return in.at(p.params[n.param].name).at(at);
-    }
-    case Op::Add: return a(0) + a(1);
-    case Op::Sub: return a(0) - a(1);
-    case Op::Mul: return a(0) * a(1);
-    case Op::Neg: return -a(0);
-    case Op::Eq: return a(0) == a(1);
-    case Op::Ne: return a(0) != a(1);
-    case Op::Lt: return a(0) < a(1);
-    case Op::Le: return a(0) <= a(1);
-    case Op::Gt: return a(0) > a(1);
-    case Op::Ge: return a(0) >= a(1);
-    case Op::And: return a(0) != 0 && a(1) != 0;
-    case Op::Or: return a(0) != 0 || a(1) != 0;
-    case Op::Not: return a(0) == 0;
-    case Op::Cast: return a(0);
-    default: return NAN;
+TensorMap cuda_download_outputs(const CudaLoaded& L, const CudaBound& b) {
+  TensorMap out;
+  for (size_t i = 0; i < L.plan.buffers.size(); ++i) {
+    const PlanBuffer& B = L.plan.buffers[i];
+    if (B.kind != PlanBuffer::Output) continue;
+    std::vector<int64_t> shape;
+    for (int d : B.dims) shape.push_back(b.extv[d]);
+    Tensor t(B.type, shape);
+    if (t.nbytes()) b.bufs[i].download(t.data(), t.nbytes());
+    out[B.name] = t;
   }
+  return out;
 }
 
-}  // namespace
+TileCounts cuda_tile_counts(const CudaBound& b) {
+  int64_t err[8];
+  b.err.download(err, sizeof err);
+  return {err[4], err[5], err[6]};
+}
 
 std::string emit_cuda(const Program& p, Target target, const Extents& sizes) {
   if (target == Target::cpu) throw BackendError("emit_cuda: target cpu is not a CUDA target");
@@ -266,22 +251,12 @@ int cuda_kernel_load_count() {
 TensorMap run_cuda(const Program& p, const TensorMap& inputs, const Extents& extra) {
   cuda_require();
   Extents ext = bind_extents(p, inputs, extra);
-  std::shared_ptr<const Loaded> L = load_for(p, ext);
-  Bound b = bind_call(*L, p, inputs, ext);
-  launch(*L, b, nullptr);
+  std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
+  CudaBound b = cuda_bind(*L, p, inputs, ext);
+  cuda_launch(*L, b, nullptr);
   cuda_synchronize();
-  check_errors(p, L->plan, b);
-  TensorMap out;
-  for (size_t i = 0; i < L->plan.buffers.size(); ++i) {
-    const PlanBuffer& B = L->plan.buffers[i];
-    if (B.kind != PlanBuffer::Output) continue;
-    std::vector<int64_t> shape;
-    for (int d : B.dims) shape.push_back(b.extv[d]);
-    Tensor t(B.type, shape);
-    if (t.nbytes()) b.bufs[i].download(t.data(), t.nbytes());
-    out[B.name] = t;
-  }
-  return out;
+  cuda_check_errors(p, L->plan, b);
+  return cuda_download_outputs(*L, b);
 }
 
 CudaBenchResult bench_cuda(const Program& p, const Extents& sizes, int warmup, int iters,
@@ -290,39 +265,23 @@ CudaBenchResult bench_cuda(const Program& p, const Extents& sizes, int warmup, i
   TensorMap inputs = random_inputs(p, sizes, seed);
   for (const auto& [name, t] : given) inputs[name] = t;
   Extents ext = bind_extents(p, inputs, sizes);
-  std::shared_ptr<const Loaded> L = load_for(p, ext);
-  Bound b = bind_call(*L, p, inputs, ext);
+  std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
+  CudaBound b = cuda_bind(*L, p, inputs, ext);
   CudaStream stream;
-  CudaTiming t = cuda_time([&](CudaStreamHandle s) { launch(*L, b, s); }, warmup, iters,
+  CudaTiming t = cuda_time([&](CudaStreamHandle s) { cuda_launch(*L, b, s); }, warmup, iters,
                            stream.get());
-  check_errors(p, L->plan, b);
+  cuda_check_errors(p, L->plan, b);
   const Sm80Launch& la = L->src.launch;
   CudaBenchResult r;
   r.device = cuda_device_info().name;
   r.median_ms = t.median_ms;
   r.min_ms = t.min_ms;
-  // Pairs: every grid point x rows x keys; the unmasked fraction from the mask evaluated on up
-  // to 512 evenly spaced rows (all keys, first index of every other dim).
+  // Pairs: every grid point x rows x keys, times the fraction the mask keeps (cost.h).
   const int row = la.row_dim, red = L->plan.kernels[0].red_dim;
   double pairs = 1;
   for (int d : la.par_dims) pairs *= static_cast<double>(b.extv[d]);
-  const int64_t M = b.extv[row], N = b.extv[red];
-  pairs *= static_cast<double>(M) * static_cast<double>(N);
-  double frac = 1;
-  if (la.mask_node >= 0 && M > 0 && N > 0) {
-    std::vector<int64_t> idx(p.dims.size(), 0);
-    int64_t rows = std::min<int64_t>(M, 512), hit = 0, tot = 0;
-    for (int64_t r_ = 0; r_ < rows; ++r_) {
-      idx[row] = rows == M ? r_ : (r_ * (M - 1)) / (rows - 1);
-      for (int64_t n = 0; n < N; ++n) {
-        idx[red] = n;
-        double v = eval_mask(p, la.mask_node, idx, inputs, b.extv);
-        hit += (std::isnan(v) || v != 0) ? 1 : 0;
-        ++tot;
-      }
-    }
-    frac = static_cast<double>(hit) / static_cast<double>(tot);
-  }
+  pairs *= static_cast<double>(b.extv[row]) * static_cast<double>(b.extv[red]);
+  const double frac = mask_fraction(L->plan, L->plan.kernels[0], inputs, b.extv);
   const double per_pair = 2.0 * la.head_dim * la.num_scores + 2.0 * la.value_dim * la.num_acc;
   r.dense_flops = pairs * per_pair;
   r.flops = r.dense_flops * frac;

@@ -179,6 +179,9 @@ void init(Driver& d) {
   info.max_smem_per_block_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   info.max_smem_per_sm = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
   info.l2_bytes = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+  info.clock_khz = attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+  info.memory_clock_khz = attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
+  info.memory_bus_bits = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
   a.cuDeviceTotalMem(&info.total_memory, d.device);
   a.cuDriverGetVersion(&info.driver_version);
   d.ok = true;
@@ -486,6 +489,7 @@ CudaTiming cuda_time(const std::function<void(CudaStreamHandle)>& fn, int warmup
   for (int i = 0; i < iters; ++i) {
     ends[i].synchronize();
     t.samples_ms.push_back(ends[i].elapsed_ms_since(starts[i]));
+    t.start_offsets_ms.push_back(starts[i].elapsed_ms_since(starts[0]));
   }
   std::vector<double> sorted = t.samples_ms;
   std::sort(sorted.begin(), sorted.end());

@@ -35,6 +35,9 @@ struct CudaDeviceInfo {
   int max_smem_per_block_optin = 0;  // bytes a block may get after raising its dynamic limit
   int max_smem_per_sm = 0;           // bytes of shared memory per multiprocessor
   int l2_bytes = 0;
+  int clock_khz = 0;         // the SMs' peak clock
+  int memory_clock_khz = 0;  // device memory's peak clock (two transfers per clock)
+  int memory_bus_bits = 0;
   std::size_t total_memory = 0;
   int driver_version = 0;  // e.g. 13000
 };
@@ -170,6 +173,7 @@ class CudaEvent {
 struct CudaTiming {
   double median_ms = 0, min_ms = 0, max_ms = 0;
   std::vector<double> samples_ms;  // one per timed run, in order
+  std::vector<double> start_offsets_ms;  // each run's start after the first run's start
 };
 // Runs `fn(stream)` `warmup` times untimed, then `iters` times each between two events on
 // `stream`; returns the median (and spread) of the timed runs. fn must only enqueue work.

@@ -19,24 +19,8 @@ Program load_example(const std::string& name, bool f32) {
   return testing::example_program(name, f32);
 }
 
-// Extents: m, n, head dims as given; dims only reached through gathers cover m and n; other
-// (batch-like) dims 2.
 Extents extents_for(const Program& p, int64_t m, int64_t n, int64_t d, int64_t e) {
-  Extents x;
-  for (size_t i = 0; i < p.dims.size(); ++i) {
-    const std::string& nm = p.dims[i];
-    bool in_nodes = false;
-    for (const Node& nd : p.nodes)
-      in_nodes = in_nodes || (nd.op != Op::Param && dimset_contains(nd.dims, (int)i));
-    int64_t v = 2;
-    if (nm == "m") v = m;
-    else if (nm == "n") v = n;
-    else if (nm == "d") v = d;
-    else if (nm == "e") v = e;
-    else if (!in_nodes) v = std::max(m, n);
-    x[nm] = v;
-  }
-  return x;
+  return testing::example_extents(p, m, n, d, e);
 }
 
 void check_close(const Program& p, const TensorMap& in, const Extents& ext, double rel) {

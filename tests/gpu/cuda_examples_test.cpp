@@ -30,23 +30,12 @@ namespace {
 
 Program example(const std::string& name) { return testing::example_program(name); }
 
-// m, n, head dims as given; dims reached only through gathers cover m and n; others `batch`.
+// m, n, head dims as given (evoformer d = 32, diff_attn e = 2d up to 256); dims reached only
+// through gathers cover m and n; others `batch`.
 Extents extents_for(const Program& p, int64_t m, int64_t n, int64_t d, int64_t batch) {
-  Extents x;
-  for (size_t i = 0; i < p.dims.size(); ++i) {
-    const std::string& nm = p.dims[i];
-    bool in_nodes = false;
-    for (const Node& nd : p.nodes)
-      in_nodes = in_nodes || (nd.op != Op::Param && dimset_contains(nd.dims, (int)i));
-    int64_t v = batch;
-    if (nm == "m") v = m;
-    else if (nm == "n") v = n;
-    else if (nm == "d") v = p.name.rfind("evoformer", 0) == 0 ? 32 : d;
-    else if (nm == "e") v = p.name == "diff_attn" ? std::min<int64_t>(2 * d, 256) : d;
-    else if (!in_nodes) v = std::max(m, n);
-    x[nm] = v;
-  }
-  return x;
+  const int64_t dd = p.name.rfind("evoformer", 0) == 0 ? 32 : d;
+  const int64_t e = p.name == "diff_attn" ? std::min<int64_t>(2 * d, 256) : d;
+  return testing::example_extents(p, m, n, dd, e, batch);
 }
 
 // The program with every score contraction (a sum of a product) and every softmax rounded to

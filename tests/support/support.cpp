@@ -247,4 +247,44 @@ Tensor hard_mask_data(const HardMask& h, int64_t len) {
   return doc;
 }
 
+Extents example_extents(const Program& p, int64_t m, int64_t n, int64_t d, int64_t e,
+                        int64_t batch) {
+  Extents x;
+  for (size_t i = 0; i < p.dims.size(); ++i) {
+    const std::string& nm = p.dims[i];
+    bool in_nodes = false;
+    for (const Node& nd : p.nodes)
+      in_nodes = in_nodes || (nd.op != Op::Param && dimset_contains(nd.dims, (int)i));
+    int64_t v = batch;
+    if (nm == "m") v = m;
+    else if (nm == "n") v = n;
+    else if (nm == "d") v = d;
+    else if (nm == "e") v = e;
+    else if (!in_nodes) v = std::max(m, n);
+    x[nm] = v;
+  }
+  return x;
+}
+
+HostTileCounts host_tile_counts(const std::function<bool(int64_t, int64_t)>& kept,
+                                int64_t grid_points, int64_t M, int64_t N, int64_t row_tile,
+                                int64_t key_tile, bool full_needs_whole_tile) {
+  HostTileCounts c;
+  for (int64_t r0 = 0; r0 < M; r0 += row_tile)
+    for (int64_t n0 = 0; n0 < N; n0 += key_tile) {
+      const int64_t r1 = std::min(M, r0 + row_tile), n1 = std::min(N, n0 + key_tile);
+      int64_t hit = 0;
+      for (int64_t m = r0; m < r1; ++m)
+        for (int64_t n = n0; n < n1; ++n) hit += kept(m, n);
+      if (hit == 0) {
+        c.skipped += grid_points;
+        continue;
+      }
+      c.computed += grid_points;
+      if (hit == (r1 - r0) * (n1 - n0) && (!full_needs_whole_tile || n0 + key_tile <= N))
+        c.full += grid_points;
+    }
+  return c;
+}
+
 }  // namespace flashgen::testing

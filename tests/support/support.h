@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -52,6 +53,22 @@ inline ProcessResult run_flashgen(std::vector<std::string> args, const std::stri
 const std::vector<std::string>& example_names();
 // examples/NAME.attn parsed (its first program); with `f32`, its bf16 types read as f32.
 Program example_program(const std::string& name, bool f32 = false);
+
+// Extents for an example at the given row, key and head sizes: m, n, d, e as given; dims that
+// only gathers reach (document ids' t) cover m and n; every other dim is `batch`.
+Extents example_extents(const Program& p, int64_t m, int64_t n, int64_t d, int64_t e,
+                        int64_t batch = 2);
+
+// Key tiles of a kernel counted on the host from a mask predicate over (row, key) (true: kept),
+// for `grid_points` grid points that share the mask, M rows in tiles of `row_tile` and N keys in
+// tiles of `key_tile`: a tile is skipped when no element is kept, full when every element is
+// (and, with `full_needs_whole_tile`, the tile is not cut short by N), else computed masked.
+struct HostTileCounts {
+  int64_t computed = 0, skipped = 0, full = 0;
+};
+HostTileCounts host_tile_counts(const std::function<bool(int64_t, int64_t)>& kept,
+                                int64_t grid_points, int64_t M, int64_t N, int64_t row_tile,
+                                int64_t key_tile, bool full_needs_whole_tile);
 
 // A file of the source tree, e.g. source_path("examples/causal.attn").
 std::string source_path(const std::string& relative);

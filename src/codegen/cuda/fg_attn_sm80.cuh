@@ -17,6 +17,9 @@
 //   the last, ragged key tile evaluate it.
 //   Gathers the score code reads per (row, key) or per key (a pair bias, a key mask) can be
 //   staged: their tiles ride along with K/V into shared memory a tile ahead.
+// Profile build: compiled with -DFG_COUNT_TILES, thread 0 of each block adds the key tiles it
+//   computed, skipped as empty and computed without mask code to ctx.err[4..6] (Ctx then needs
+//   `int64_t* err` pointing at 8 words); `flashgen profile` reads them.
 // Preconditions: sm_80+; q/k/v innermost stride 1, row strides multiples of 8 elements, base
 //   pointers 16-byte aligned; the Spec as documented below.
 // Test: tests/gpu/cuda_examples_test.cpp (generated Specs of every example and of random
@@ -377,7 +380,14 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     }
 
   int stage = 0;
+#ifdef FG_COUNT_TILES
+  int counted = 0, counted_full = 0;  // key tiles this block computes / computes unmasked
+#endif
   while (j < n_tiles) {
+#ifdef FG_COUNT_TILES
+    ++counted;
+    counted_full += cls == kTileFull && j * BN + BN <= N;
+#endif
     const int jn = next_tile(j + 1);
     const int cls_n = cls_next;
     if (jn < n_tiles) issue_kv(jn, stage ^ 1);
@@ -497,6 +507,14 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     stage ^= 1;
   }
   cp_async_wait<0>();
+#ifdef FG_COUNT_TILES
+  // The profile build: err[4..6] += tiles computed, skipped as empty, computed unmasked.
+  if (tid == 0) {
+    atomicAdd((unsigned long long*)(ctx.err + 4), (unsigned long long)counted);
+    atomicAdd((unsigned long long*)(ctx.err + 5), (unsigned long long)(n_tiles - counted));
+    atomicAdd((unsigned long long*)(ctx.err + 6), (unsigned long long)counted_full);
+  }
+#endif
 
   // ---- epilogue ----
   // A fresh context from an opaque copy of the parallel index: keeps the output pointers out of

@@ -1,0 +1,189 @@
+// flashgen/profile.h on the CPU backend: the key tiles the kernel counts equal the tiles counted
+// on the host from the mask (causal, sliding window, documents, prefix LM), the work and rates
+// are consistent, every kernel of a plan is timed, and the Chrome trace holds the spans.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "flashgen/frontend.h"
+#include "flashgen/profile.h"
+#include "support/support.h"
+
+namespace flashgen {
+namespace {
+
+ProfileOptions fast_cpu(int iters = 3) {
+  ProfileOptions o;
+  o.backend = Backend::cpu;
+  o.warmup = 1;
+  o.iters = iters;
+  o.host_flags = {"-O1"};
+  return o;
+}
+
+// Sorted, consecutive document ids with ragged lengths (so tiles straddle document edges).
+Tensor document_ids(int64_t t) {
+  const int64_t lengths[] = {70, 130, 33, 200, 67, 1, 90};
+  Tensor doc(DType::i32, {t});
+  int64_t pos = 0, id = 0;
+  for (int64_t k = 0; pos < t; ++k, ++id)
+    for (int64_t i = 0; i < lengths[k % 7] && pos < t; ++i) doc.set(pos++, static_cast<double>(id));
+  return doc;
+}
+
+struct MaskCase {
+  std::string example;
+  int64_t m, n;
+  std::function<bool(int64_t, int64_t, const Tensor&)> kept;  // (m, n, doc ids)
+};
+
+class ProfileTiles : public ::testing::TestWithParam<MaskCase> {};
+
+TEST_P(ProfileTiles, KernelCountsEqualTheMaskCountedOnTheHost) {
+  const MaskCase& c = GetParam();
+  Program p = testing::example_program(c.example);
+  Extents sizes = testing::example_extents(p, c.m, c.n, 16, 16, 2);
+  ProfileOptions o = fast_cpu();
+  Tensor doc;
+  if (p.find_param("doc") >= 0) {
+    doc = document_ids(sizes.at("t"));
+    o.given["doc"] = doc;
+  }
+  ProfileReport r = profile(p, sizes, o);
+  ASSERT_EQ(r.kernels.size(), 1u);
+  const KernelProfile& k = r.kernels[0];
+  ASSERT_TRUE(k.has_key_loop);
+  EXPECT_EQ(k.row_dim, "m");
+  EXPECT_EQ(k.key_dim, "n");
+  const int64_t grid = sizes.at("b") * sizes.at("h");
+  testing::HostTileCounts want = testing::host_tile_counts(
+      [&](int64_t m, int64_t n) { return c.kept(m, n, doc); }, grid, c.m, c.n, k.row_tile,
+      k.key_tile, /*full_needs_whole_tile=*/false);
+  EXPECT_EQ(k.tiles.computed, want.computed);
+  EXPECT_EQ(k.tiles.skipped, want.skipped);
+  EXPECT_EQ(k.tiles.full, want.full);
+  EXPECT_GT(want.skipped, 0);  // each case has empty tiles, full tiles and partial ones
+  EXPECT_GT(want.full, 0);
+  EXPECT_GT(want.computed, want.full);
+  // The work the kernel must do: the mask keeps the fraction of pairs the host counts (exact:
+  // every case has at most 512 rows, all of which mask_fraction evaluates).
+  double kept = 0;
+  for (int64_t m = 0; m < c.m; ++m)
+    for (int64_t n = 0; n < c.n; ++n) kept += c.kept(m, n, doc);
+  EXPECT_NEAR(k.kept_fraction, kept / (c.m * c.n), 1e-12);
+  EXPECT_LT(k.flops, k.dense_flops);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Masks, ProfileTiles,
+    ::testing::Values(
+        MaskCase{"causal", 300, 300, [](int64_t m, int64_t n, const Tensor&) { return n <= m; }},
+        MaskCase{"sliding_window", 500, 480,
+                 [](int64_t m, int64_t n, const Tensor&) { return n <= m && m - n <= 256; }},
+        MaskCase{"document", 500, 500,
+                 [](int64_t m, int64_t n, const Tensor& doc) {
+                   return doc.get(m) == doc.get(n) && n <= m;
+                 }},
+        MaskCase{"prefix_lm", 400, 420,
+                 [](int64_t m, int64_t n, const Tensor&) { return n <= m || n < 256; }}),
+    [](const auto& info) { return info.param.example; });
+
+TEST(Profile, WorkRatesAndRooflineAreConsistent) {
+  Program p = testing::example_program("vanilla");
+  Extents sizes = testing::example_extents(p, 200, 300, 32, 32, 2);
+  ProfileReport r = profile(p, sizes, fast_cpu(5));
+  ASSERT_EQ(r.kernels.size(), 1u);
+  const KernelProfile& k = r.kernels[0];
+  EXPECT_EQ(k.iters, 5);
+  EXPECT_GT(k.median_ms, 0);
+  EXPECT_LE(k.min_ms, k.median_ms);
+  EXPECT_LE(k.median_ms, k.max_ms);
+  ASSERT_TRUE(k.cost_known);
+  // q.k and p.v: 2 FLOPs per (b, h, m, n, d) each, plus the element-wise work.
+  const double pairs = 2.0 * 2 * 200 * 300;
+  EXPECT_GE(k.flops, pairs * 4 * 32);
+  EXPECT_EQ(k.kept_fraction, 1);
+  EXPECT_EQ(k.flops, k.dense_flops);
+  // q, k, v (bf16) read once, o (bf16) written once.
+  EXPECT_EQ(k.bytes, 2.0 * (2 * 2 * 200 * 32 + 2 * 2 * 300 * 32 * 2 + 2 * 2 * 200 * 32));
+  EXPECT_NEAR(k.tflops, k.flops / (k.median_ms * 1e-3) / 1e12, 1e-9 * k.tflops);
+  EXPECT_NEAR(k.intensity, k.flops / k.bytes, 1e-9);
+  ASSERT_GT(r.peaks.flops, 0) << r.peaks.flops_how;
+  ASSERT_GT(r.peaks.bytes_per_s, 0) << r.peaks.bytes_how;
+  const double roof = std::min(r.peaks.flops, k.intensity * r.peaks.bytes_per_s) / 1e12;
+  EXPECT_NEAR(k.roofline_tflops, roof, 1e-9 * roof);
+  EXPECT_NEAR(k.roofline_fraction, k.tflops / roof, 1e-9);
+  EXPECT_EQ(k.tiles.skipped, 0);  // no mask: every key tile is computed
+  EXPECT_EQ(k.tiles.computed, 4 * ((200 + k.row_tile - 1) / k.row_tile) *
+                                  ((300 + k.key_tile - 1) / k.key_tile));
+  EXPECT_GT(k.grid_points, 0);
+  EXPECT_GT(k.threads, 0);
+  const std::string text = profile_text(r);
+  EXPECT_NE(text.find("roofline:"), std::string::npos) << text;
+}
+
+TEST(Profile, EveryKernelOfAPlanIsTimed) {
+  Program p = parse_source(R"(
+program peak(q: f32[b, m, d], k: f32[b, n, d]) {
+  out top: f32[b, m] = max(softmax(sum(q * k, d), n), n)
+})", "peak.attn")[0];
+  ProfileReport r = profile(p, {{"b", 2}, {"m", 50}, {"n", 70}, {"d", 8}}, fast_cpu());
+  ASSERT_EQ(r.kernels.size(), 2u);
+  for (const KernelProfile& k : r.kernels) {
+    EXPECT_GT(k.median_ms, 0) << k.name;
+    EXPECT_TRUE(k.cost_known) << k.name;
+    EXPECT_GT(k.bytes, 0) << k.name;
+  }
+  EXPECT_NE(r.kernels[0].name, r.kernels[1].name);
+}
+
+TEST(Profile, TheChromeTraceHoldsCompileTransfersAndEveryKernelRun) {
+  Program p = testing::example_program("causal");
+  ProfileReport r = profile(p, testing::example_extents(p, 64, 64, 16, 16, 1), fast_cpu(4));
+  nlohmann::json j = nlohmann::json::parse(chrome_trace_json(r));
+  ASSERT_TRUE(j.contains("traceEvents"));
+  int compile = 0, transfer = 0, runs = 0;
+  double last_end = -1;
+  std::map<int, std::string> threads;
+  for (const auto& e : j["traceEvents"]) {
+    ASSERT_TRUE(e.contains("ph"));
+    if (e["ph"] == "M") {
+      if (e["name"] == "thread_name") threads[e["tid"].get<int>()] = e["args"]["name"];
+      continue;
+    }
+    ASSERT_EQ(e["ph"], "X");
+    ASSERT_GE(e["ts"].get<double>(), 0);
+    ASSERT_GE(e["dur"].get<double>(), 0);
+    EXPECT_EQ(e["pid"], 1);
+    const std::string cat = e["cat"];
+    compile += cat == "compile";
+    transfer += cat == "transfer";
+    if (cat == "kernel") {
+      ++runs;
+      EXPECT_EQ(e["name"], r.kernels[0].name);
+      EXPECT_EQ(e["tid"], 1);
+      EXPECT_GE(e["ts"].get<double>(), last_end);  // runs in order, none overlapping
+      last_end = e["ts"].get<double>() + e["dur"].get<double>();
+    }
+  }
+  EXPECT_EQ(compile, 2);  // the timed build and the tile-counting build
+  EXPECT_GE(transfer, 2);
+  EXPECT_EQ(runs, 4);
+  EXPECT_EQ(threads[0], "host");
+  EXPECT_EQ(threads[1], "kernels");
+}
+
+TEST(Profile, BadCallsAreCallErrors) {
+  Program p = testing::example_program("causal");
+  Extents sizes = testing::example_extents(p, 64, 64, 16, 16, 1);
+  ProfileOptions o = fast_cpu(0);
+  EXPECT_THROW(profile(p, sizes, o), CallError);
+  sizes.erase("d");
+  EXPECT_THROW(profile(p, sizes, fast_cpu()), CallError);
+  ProfileOptions ref = fast_cpu();
+  ref.backend = Backend::ref;
+  EXPECT_THROW(profile(p, testing::example_extents(p, 64, 64, 16, 16, 1), ref), CallError);
+}
+
+}  // namespace
+}  // namespace flashgen
