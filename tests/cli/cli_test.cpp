@@ -49,7 +49,7 @@ TEST(Cli, Version) {
 TEST(Cli, HelpOnEveryCommand) {
   ProcessResult top = run_flashgen({"--help"});
   ASSERT_EQ(top.exit_code, 0) << dump(top);
-  for (const std::string cmd : {"check", "print", "run", "emit", "explain"}) {
+  for (const std::string cmd : {"check", "print", "run", "emit", "explain", "profile", "verify"}) {
     EXPECT_TRUE(contains(top.out, cmd)) << cmd << "\n" << dump(top);
     ProcessResult r = run_flashgen({cmd, "--help"});
     EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << dump(r);
@@ -591,6 +591,76 @@ TEST_F(CallErrors, OutputsIsAFile) {
                                   dir_.file("file")});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
   EXPECT_EQ(testing::read_text_file(dir_.file("file")), "x");
+}
+
+TEST(Cli, VerifyPassesOnEveryBackendHereAndFailsAtZeroTolerance) {
+  TempDir dir;
+  ProcessResult ok = run_flashgen({"verify", kCausal, "--random", "b=1,h=2,m=33,n=40,d=e=16",
+                                   "--seed", "7"});
+  ASSERT_EQ(ok.exit_code, 0) << dump(ok);
+  EXPECT_TRUE(contains(ok.out, "\nref: ok")) << dump(ok);
+  EXPECT_TRUE(contains(ok.out, "\ncpu: ok")) << dump(ok);
+  EXPECT_TRUE(contains(ok.out, "cuda (sm80 path): ")) << dump(ok);
+  EXPECT_TRUE(contains(ok.out, "tolerance 0.0156 (bf16)")) << dump(ok);
+  EXPECT_TRUE(contains(ok.out, "(random inputs, seed 7)")) << dump(ok);
+  ProcessResult zero = run_flashgen({"verify", kCausal, "--random", "b=1,h=2,m=33,n=40,d=e=16",
+                                     "--tolerance", "0"});
+  EXPECT_EQ(zero.exit_code, 3) << dump(zero);
+  EXPECT_TRUE(contains(zero.out, "cpu: FAILED")) << dump(zero);
+  EXPECT_TRUE(contains(zero.out, "tolerance 0 (given)")) << dump(zero);
+  // Call errors: both or neither of --inputs / --random, a bad tolerance, a missing extent.
+  EXPECT_EQ(run_flashgen({"verify", kCausal}).exit_code, 2);
+  EXPECT_EQ(run_flashgen({"verify", kCausal, "--random", "b=1,h=1,m=n=4,d=e=4", "--tolerance",
+                          "-1"}).exit_code, 2);
+  ProcessResult missing = run_flashgen({"verify", kCausal, "--random", "b=1,h=1,m=n=4,d=4"});
+  EXPECT_EQ(missing.exit_code, 2) << dump(missing);
+  EXPECT_TRUE(contains(missing.err, "'e'")) << dump(missing);
+}
+
+TEST(Cli, VerifyReadsInputsFromAFolder) {
+  TempDir dir;
+  const std::string src = dir.file("rowsum.attn");
+  testing::write_text_file(src, kRowSum);
+  std::mt19937_64 rng(5);
+  write_npy(dir.file("xin.npy"), testing::random_float_tensor(DType::f32, {5, 9}, rng));
+  write_npy(dir.file("yvec.npy"), testing::random_float_tensor(DType::f32, {9}, rng));
+  ProcessResult r = run_flashgen({"verify", src, "--inputs", dir.path()});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  // Integer and bool outputs of integer data must match exactly: tolerance 0.
+  EXPECT_TRUE(contains(r.out, "cnt: max abs err 0")) << dump(r);
+}
+
+TEST(Cli, ProfilePrintsEveryFieldAndWritesATrace) {
+  TempDir dir;
+  const std::string trace = dir.file("t.json");
+  ProcessResult r = run_flashgen({"profile", kCausal, "--sizes", "b=1,h=2,m=n=200,d=e=16",
+                                  "--backend", "cpu", "--iters", "3", "--trace", trace});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  for (const std::string field : {"peak compute:", "peak memory:", "compile:", "time:", "work:",
+                                  "achieved:", "roofline:", "tiles:", "launch:"})
+    EXPECT_TRUE(contains(r.out, "\n  " + field)) << field << "\n" << dump(r);
+  EXPECT_TRUE(contains(r.out, "over 3 runs")) << dump(r);
+  nlohmann::json j = nlohmann::json::parse(testing::read_text_file(trace));
+  int kernels = 0;
+  for (const auto& e : j["traceEvents"]) kernels += e.value("cat", "") == "kernel";
+  EXPECT_EQ(kernels, 3);
+  EXPECT_EQ(testing::list_dir(dir.path()), std::vector<std::string>{"t.json"});  // no temp files
+}
+
+TEST(Cli, ProfileChecksItsCallBeforeRunningAndWritesNothingOnError) {
+  TempDir dir;
+  ProcessResult no_dir = run_flashgen({"profile", kCausal, "--sizes", "b=1,h=1,m=n=8,d=e=4",
+                                       "--backend", "cpu", "--trace", dir.file("no/t.json")});
+  EXPECT_EQ(no_dir.exit_code, 2) << dump(no_dir);
+  EXPECT_TRUE(contains(no_dir.err, "--trace")) << dump(no_dir);
+  ProcessResult bad = run_flashgen({"profile", kCausal, "--sizes", "b=1,h=1,m=n=8,d=4",
+                                    "--backend", "cpu", "--trace", dir.file("t.json")});
+  EXPECT_EQ(bad.exit_code, 2) << dump(bad);
+  EXPECT_TRUE(contains(bad.err, "'e'")) << dump(bad);
+  EXPECT_TRUE(testing::list_dir(dir.path()).empty());
+  ProcessResult iters = run_flashgen({"profile", kCausal, "--sizes", "b=1,h=1,m=n=8,d=e=4",
+                                      "--backend", "cpu", "--iters", "0"});
+  EXPECT_EQ(iters.exit_code, 2) << dump(iters);
 }
 
 }  // namespace

@@ -287,4 +287,25 @@ HostTileCounts host_tile_counts(const std::function<bool(int64_t, int64_t)>& kep
   return c;
 }
 
+const std::vector<ExampleMask>& example_masks() {
+  static const std::vector<ExampleMask> masks = {
+      {"causal", [](int64_t m, int64_t n, const Tensor&) { return n <= m; }},
+      {"sliding_window", [](int64_t m, int64_t n, const Tensor&) { return n <= m && m - n <= 256; }},
+      {"document",
+       [](int64_t m, int64_t n, const Tensor& doc) { return doc.get(m) == doc.get(n) && n <= m; }},
+      {"prefix_lm", [](int64_t m, int64_t n, const Tensor&) { return n <= m || n < 256; }},
+  };
+  return masks;
+}
+
+Tensor document_ids(int64_t t) {
+  const int64_t lengths[] = {70, 130, 33, 200, 67, 1, 90};
+  Tensor doc(DType::i32, {t});
+  int64_t pos = 0;
+  for (int64_t id = 0; pos < t; ++id)
+    for (int64_t i = 0; i < lengths[id % 7] && pos < t; ++i)
+      doc.set(pos++, static_cast<double>(id));
+  return doc;
+}
+
 }  // namespace flashgen::testing

@@ -70,6 +70,16 @@ HostTileCounts host_tile_counts(const std::function<bool(int64_t, int64_t)>& kep
                                 int64_t grid_points, int64_t M, int64_t N, int64_t row_tile,
                                 int64_t key_tile, bool full_needs_whole_tile);
 
+// Examples with a tile mask, each with the mask written out independently of the compiler:
+// kept(m, n, doc) for rows m and keys n (`doc`: the document ids, for the document example).
+struct ExampleMask {
+  std::string example;
+  std::function<bool(int64_t, int64_t, const Tensor&)> kept;
+};
+const std::vector<ExampleMask>& example_masks();
+// Sorted, consecutive document ids with ragged lengths (tiles straddle document edges).
+Tensor document_ids(int64_t t);
+
 // A file of the source tree, e.g. source_path("examples/causal.attn").
 std::string source_path(const std::string& relative);
 

@@ -21,32 +21,21 @@ ProfileOptions fast_cpu(int iters = 3) {
   return o;
 }
 
-// Sorted, consecutive document ids with ragged lengths (so tiles straddle document edges).
-Tensor document_ids(int64_t t) {
-  const int64_t lengths[] = {70, 130, 33, 200, 67, 1, 90};
-  Tensor doc(DType::i32, {t});
-  int64_t pos = 0, id = 0;
-  for (int64_t k = 0; pos < t; ++k, ++id)
-    for (int64_t i = 0; i < lengths[k % 7] && pos < t; ++i) doc.set(pos++, static_cast<double>(id));
-  return doc;
-}
-
 struct MaskCase {
-  std::string example;
+  testing::ExampleMask mask;
   int64_t m, n;
-  std::function<bool(int64_t, int64_t, const Tensor&)> kept;  // (m, n, doc ids)
 };
 
 class ProfileTiles : public ::testing::TestWithParam<MaskCase> {};
 
 TEST_P(ProfileTiles, KernelCountsEqualTheMaskCountedOnTheHost) {
   const MaskCase& c = GetParam();
-  Program p = testing::example_program(c.example);
+  Program p = testing::example_program(c.mask.example);
   Extents sizes = testing::example_extents(p, c.m, c.n, 16, 16, 2);
   ProfileOptions o = fast_cpu();
   Tensor doc;
   if (p.find_param("doc") >= 0) {
-    doc = document_ids(sizes.at("t"));
+    doc = testing::document_ids(sizes.at("t"));
     o.given["doc"] = doc;
   }
   ProfileReport r = profile(p, sizes, o);
@@ -57,7 +46,7 @@ TEST_P(ProfileTiles, KernelCountsEqualTheMaskCountedOnTheHost) {
   EXPECT_EQ(k.key_dim, "n");
   const int64_t grid = sizes.at("b") * sizes.at("h");
   testing::HostTileCounts want = testing::host_tile_counts(
-      [&](int64_t m, int64_t n) { return c.kept(m, n, doc); }, grid, c.m, c.n, k.row_tile,
+      [&](int64_t m, int64_t n) { return c.mask.kept(m, n, doc); }, grid, c.m, c.n, k.row_tile,
       k.key_tile, /*full_needs_whole_tile=*/false);
   EXPECT_EQ(k.tiles.computed, want.computed);
   EXPECT_EQ(k.tiles.skipped, want.skipped);
@@ -69,24 +58,23 @@ TEST_P(ProfileTiles, KernelCountsEqualTheMaskCountedOnTheHost) {
   // every case has at most 512 rows, all of which mask_fraction evaluates).
   double kept = 0;
   for (int64_t m = 0; m < c.m; ++m)
-    for (int64_t n = 0; n < c.n; ++n) kept += c.kept(m, n, doc);
+    for (int64_t n = 0; n < c.n; ++n) kept += c.mask.kept(m, n, doc);
   EXPECT_NEAR(k.kept_fraction, kept / (c.m * c.n), 1e-12);
   EXPECT_LT(k.flops, k.dense_flops);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Masks, ProfileTiles,
-    ::testing::Values(
-        MaskCase{"causal", 300, 300, [](int64_t m, int64_t n, const Tensor&) { return n <= m; }},
-        MaskCase{"sliding_window", 500, 480,
-                 [](int64_t m, int64_t n, const Tensor&) { return n <= m && m - n <= 256; }},
-        MaskCase{"document", 500, 500,
-                 [](int64_t m, int64_t n, const Tensor& doc) {
-                   return doc.get(m) == doc.get(n) && n <= m;
-                 }},
-        MaskCase{"prefix_lm", 400, 420,
-                 [](int64_t m, int64_t n, const Tensor&) { return n <= m || n < 256; }}),
-    [](const auto& info) { return info.param.example; });
+// Sizes with empty, full and partial tiles for each mask, at most 512 rows.
+std::vector<MaskCase> mask_cases() {
+  std::vector<MaskCase> out;
+  for (const testing::ExampleMask& m : testing::example_masks()) {
+    const int64_t rows = m.example == "causal" ? 300 : 500, keys = rows - 20;
+    out.push_back({m, rows, keys});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Masks, ProfileTiles, ::testing::ValuesIn(mask_cases()),
+                         [](const auto& info) { return info.param.mask.example; });
 
 TEST(Profile, WorkRatesAndRooflineAreConsistent) {
   Program p = testing::example_program("vanilla");

@@ -1,0 +1,113 @@
+// flashgen profile and verify on the GPU: the key tiles the CUDA kernel counts (FG_COUNT_TILES)
+// equal the tiles counted on the host from each mask, the timed kernel's launch is read from the
+// loaded module, the trace places every timed run on the device track, and verify runs every
+// example on ref, cpu and cuda within the dtype tolerance. SKIPs without a GPU.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "flashgen/profile.h"
+#include "flashgen/verify.h"
+#include "runtime/cuda_driver.h"
+#include "support/support.h"
+
+namespace flashgen {
+namespace {
+
+bool have_gpu() { return cuda_available(); }
+
+ProfileOptions on_gpu(int iters = 5) {
+  ProfileOptions o;
+  o.backend = Backend::cuda;
+  o.warmup = 2;
+  o.iters = iters;
+  return o;
+}
+
+class CudaProfileTiles : public ::testing::TestWithParam<testing::ExampleMask> {};
+
+TEST_P(CudaProfileTiles, KernelCountsEqualTheMaskCountedOnTheHost) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const testing::ExampleMask& c = GetParam();
+  Program p = testing::example_program(c.example);
+  for (int64_t m : {1000, 1333}) {
+    const int64_t n = m == 1000 ? 1000 : 1111;  // a ragged last key tile
+    Extents sizes = testing::example_extents(p, m, n, 64, 64, 2);
+    ProfileOptions o = on_gpu();
+    Tensor doc;
+    if (p.find_param("doc") >= 0) {
+      doc = testing::document_ids(sizes.at("t"));
+      o.given["doc"] = doc;
+    }
+    ProfileReport r = profile(p, sizes, o);
+    ASSERT_EQ(r.kernels.size(), 1u);
+    const KernelProfile& k = r.kernels[0];
+    const int64_t grid = sizes.at("b") * sizes.at("h") * k.value_split;
+    // The kernel runs a full tile without mask code only when N does not cut it short.
+    testing::HostTileCounts want = testing::host_tile_counts(
+        [&](int64_t a, int64_t b) { return c.kept(a, b, doc); }, grid, m, n, k.row_tile,
+        k.key_tile, /*full_needs_whole_tile=*/true);
+    EXPECT_EQ(k.tiles.computed, want.computed) << c.example << " m=" << m;
+    EXPECT_EQ(k.tiles.skipped, want.skipped) << c.example << " m=" << m;
+    EXPECT_EQ(k.tiles.full, want.full) << c.example << " m=" << m;
+    EXPECT_GT(want.skipped, 0);
+    EXPECT_GT(want.full, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Masks, CudaProfileTiles, ::testing::ValuesIn(testing::example_masks()),
+                         [](const auto& info) { return info.param.example; });
+
+TEST(CudaProfile, TimesTheKernelAndReadsItsLaunchFromTheModule) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  Program p = testing::example_program("vanilla");
+  Extents sizes = testing::example_extents(p, 2048, 2048, 128, 128, 4);
+  ProfileReport r = profile(p, sizes, on_gpu(10));
+  ASSERT_EQ(r.kernels.size(), 1u);
+  const KernelProfile& k = r.kernels[0];
+  EXPECT_GT(k.median_ms, 0);
+  EXPECT_LE(k.min_ms, k.median_ms);
+  EXPECT_GT(k.registers, 0);
+  EXPECT_GE(k.local_bytes, 0);
+  EXPECT_GT(k.threads, 0);
+  EXPECT_EQ(k.threads % 32, 0);
+  EXPECT_GT(k.smem_bytes, 0);
+  EXPECT_EQ(k.grid[0], (2048 + k.row_tile - 1) / k.row_tile);
+  EXPECT_EQ(k.grid[1] * k.grid[2], 4 * sizes.at("h") * k.value_split);
+  EXPECT_EQ(k.tiles.skipped, 0);
+  EXPECT_EQ(k.tiles.full, k.tiles.computed);  // no mask: every whole tile runs unmasked
+  EXPECT_GT(r.peaks.flops, 0) << r.peaks.flops_how;
+  EXPECT_GT(r.peaks.bytes_per_s, 0) << r.peaks.bytes_how;
+  EXPECT_GT(k.roofline_fraction, 0);
+  EXPECT_LT(k.roofline_fraction, 1.5);  // a rate far above the device's peak is a counting bug
+  nlohmann::json j = nlohmann::json::parse(chrome_trace_json(r));
+  int runs = 0;
+  double last_end = -1;
+  for (const auto& e : j["traceEvents"]) {
+    if (e.value("cat", "") != "kernel" || e["tid"] != 1) continue;
+    ++runs;
+    EXPECT_GE(e["ts"].get<double>() + 1.0, last_end);  // event offsets: in order (1 us slack)
+    last_end = e["ts"].get<double>() + e["dur"].get<double>();
+  }
+  EXPECT_EQ(runs, 10);
+}
+
+class CudaVerify : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaVerify, EveryBackendAgreesWithTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  Program p = testing::example_program(GetParam());
+  const bool evo = p.name.rfind("evoformer", 0) == 0;
+  Extents sizes = testing::example_extents(p, 77, 333, evo ? 32 : 64,
+                                           p.name == "diff_attn" ? 128 : 64, 2);
+  TensorMap in = random_inputs(p, sizes, 11);
+  VerifyReport r = verify(p, in);
+  ASSERT_EQ(r.ran(), 3) << verify_text(p, r, bind_extents(p, in));
+  EXPECT_TRUE(r.ok()) << verify_text(p, r, bind_extents(p, in));
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, CudaVerify, ::testing::ValuesIn(testing::example_names()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace flashgen
