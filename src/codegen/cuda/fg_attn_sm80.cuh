@@ -14,7 +14,8 @@
 //   of one FFMA, rescale of every accumulator of the group); P goes from the S fragments
 //   straight into A operands of P.V; row sums stay per thread until the end.
 //   Tiles the Spec classifies EMPTY are never loaded; FULL tiles skip mask code; PARTIAL tiles and
-//   the last, ragged key tile evaluate it.
+//   the last, ragged key tile evaluate it, and there inf or NaN values of V at keys whose weight
+//   is 0 contribute nothing (add_nonfinite_values: the strong zero of the language).
 //   Gathers the score code reads per (row, key) or per key (a pair bias, a key mask) can be
 //   staged: their tiles ride along with K/V into shared memory a tile ahead.
 // Profile build: compiled with -DFG_COUNT_TILES, thread 0 of each block adds the key tiles it
@@ -256,6 +257,65 @@ FG_DEV void issue_staged(unsigned char* area, const Ctx& ctx, int m0, int M, int
   if constexpr (t + 1 < K::T) issue_staged<K, t + 1>(area, ctx, m0, M, n0, N, tid);
 }
 
+// Masked keys contribute nothing, whatever V holds. The tensor cores compute 0 * NaN = NaN, so a
+// tile with masked keys whose V tiles (at generic address vt) hold inf or NaN comes here: each
+// such value is added on the CUDA cores to the accumulators of the rows whose weight for its key
+// is not 0 (P from the A fragments pa), and then set to 0 in shared memory for the P.V product.
+// Every thread of the block calls it (it synchronizes).
+template <class K, class Spec>
+FG_DEV void add_nonfinite_values(float (&o)[K::A][K::MW][K::DV / 8][4],
+                                 const u32 (&pa)[K::G][K::MW][K::BN / 16][4], unsigned char* vt,
+                                 int lane, int tid) {
+  constexpr int MW = K::MW, BN = K::BN, DV = K::DV, KB = BN / 16, W = BN / 32;
+  const int col_t = 2 * (lane & 3);
+#pragma unroll
+  for (int g = 0; g < K::G; ++g)
+#pragma unroll
+    for (int b = 0; b < MW; ++b)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        // the keys of this row whose weight is not 0: this lane's, then the quad's
+        u32 live[W];
+#pragma unroll
+        for (int w = 0; w < W; ++w) live[w] = 0;
+#pragma unroll
+        for (int kb = 0; kb < KB; ++kb)
+#pragma unroll
+          for (int r = h; r < 4; r += 2) {
+            const int key = (2 * kb + (r >> 1)) * 8 + col_t;
+            const u32 v = pa[g][b][kb][r];
+            const u32 bits = ((v & 0x7fffu) != 0) | (((v & 0x7fff0000u) != 0) << 1);
+            live[key / 32] |= bits << (key % 32);
+          }
+#pragma unroll
+        for (int w = 0; w < W; ++w) {
+          live[w] |= __shfl_xor_sync(0xffffffffu, live[w], 1);
+          live[w] |= __shfl_xor_sync(0xffffffffu, live[w], 2);
+        }
+#pragma unroll
+        for (int w = 0; w < W; ++w)
+          for (u32 m = live[w]; m != 0; m &= m - 1) {
+            const int key = w * 32 + __ffs(m) - 1;
+#pragma unroll
+            for (int a = 0; a < K::A; ++a) {
+              if (Spec::acc_group(a) != g) continue;
+              const unsigned char* t = vt + Spec::acc_v(a) * K::kVBytes;
+#pragma unroll
+              for (int te = 0; te < DV / 8; ++te)
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                  const u32 x = tile_at<BN, DV>(t, key, te * 8 + col_t + i);
+                  if (bf16_nonfinite(x)) o[a][b][te][2 * h + i] += bf16_to_f32((bf16raw)x);
+                }
+            }
+          }
+      }
+  __syncthreads();  // every thread read the values before any is cleared
+#pragma unroll
+  for (int i = 0; i < K::V; ++i) tile_zero_nonfinite<BN, DV, K::NT>(vt + i * K::kVBytes, tid);
+  __syncthreads();
+}
+
 template <class Spec>
 FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   using K = AttnSm80<Spec>;
@@ -480,6 +540,14 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         }
         acc_to_a<KB>(pa[g][b], x[g][b]);
       }
+    // ---- masked keys: inf or NaN in V contributes only where the weight is not 0 ----
+    if (cls != kTileFull || n0 + BN > N) {
+      unsigned char* vt = fg_smem + (st - s_base) + S * K::kKBytes;
+      bool nf = false;
+#pragma unroll
+      for (int i = 0; i < V; ++i) nf |= tile_any_nonfinite<BN, DV, NT>(vt + i * K::kVBytes, tid);
+      if (__syncthreads_or(nf)) add_nonfinite_values<K, Spec>(o, pa, vt, lane, tid);
+    }
     // ---- O_a += P_g(a) . V_v(a) ----
 #pragma unroll
     for (int i = 0; i < V; ++i) {

@@ -333,16 +333,61 @@ FG_DEV float quad_sum(float s) {
   s += __shfl_xor_sync(0xffffffffu, s, 2);
   return s;
 }
-// Multiply row half 0 by s0 and row half 1 by s1.
+// Multiply row half 0 by s0 and row half 1 by s1, with the strong zero: a factor of 0 (a rescale
+// that underflowed) gives 0 even where the accumulator holds inf or NaN.
 template <int NT8>
 FG_DEV void rescale_rows(float (&x)[NT8][4], float s0, float s1) {
+  const bool z0 = s0 == 0.f, z1 = s1 == 0.f;
 #pragma unroll
   for (int j = 0; j < NT8; ++j) {
-    x[j][0] *= s0;
-    x[j][1] *= s0;
-    x[j][2] *= s1;
-    x[j][3] *= s1;
+    x[j][0] = z0 ? 0.f : x[j][0] * s0;
+    x[j][1] = z0 ? 0.f : x[j][1] * s0;
+    x[j][2] = z1 ? 0.f : x[j][2] * s1;
+    x[j][3] = z1 ? 0.f : x[j][3] * s1;
   }
+}
+
+// ---- inf and NaN in a shared-memory tile (the strong zero of masked keys) ----
+FG_DEV bool bf16_nonfinite(u32 h) { return (h & 0x7f80u) == 0x7f80u; }  // h: the 16 bits
+FG_DEV bool bf16x2_any_nonfinite(u32 v) {
+  return ((v & 0x7f80u) == 0x7f80u) | ((v & 0x7f800000u) == 0x7f800000u);
+}
+// Whether this thread's share of the ROWS x COLS tile at generic address t (shared memory) holds
+// an inf or a NaN; the block combines the answers (__syncthreads_or).
+template <int ROWS, int COLS, int NT>
+FG_DEV bool tile_any_nonfinite(const unsigned char* t, int tid) {
+  using T = SmemTile<ROWS, COLS>;
+  constexpr int CPR = COLS / 8;
+  bool nf = false;
+#pragma unroll 4
+  for (int q = tid; q < ROWS * CPR; q += NT) {
+    const uint4 c = *reinterpret_cast<const uint4*>(t + T::off(q / CPR, (q % CPR) * 8));
+    nf |= bf16x2_any_nonfinite(c.x) | bf16x2_any_nonfinite(c.y) | bf16x2_any_nonfinite(c.z) |
+          bf16x2_any_nonfinite(c.w);
+  }
+  return nf;
+}
+// Sets this thread's share of the tile's inf and NaN elements to 0.
+template <int ROWS, int COLS, int NT>
+FG_DEV void tile_zero_nonfinite(unsigned char* t, int tid) {
+  using T = SmemTile<ROWS, COLS>;
+  constexpr int CPR = COLS / 8;
+  for (int q = tid; q < ROWS * CPR; q += NT) {
+    uint4* p = reinterpret_cast<uint4*>(t + T::off(q / CPR, (q % CPR) * 8));
+    uint4 c = *p;
+    u32* w = &c.x;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if ((w[i] & 0x7f80u) == 0x7f80u) w[i] &= 0xffff0000u;
+      if ((w[i] & 0x7f800000u) == 0x7f800000u) w[i] &= 0x0000ffffu;
+    }
+    *p = c;
+  }
+}
+// The bits of element (r, c) of the tile.
+template <int ROWS, int COLS>
+FG_DEV u32 tile_at(const unsigned char* t, int r, int c) {
+  return *reinterpret_cast<const bf16raw*>(t + SmemTile<ROWS, COLS>::off(r, c & ~7) + (c & 7) * 2);
 }
 template <int NT8>
 FG_DEV void zero(float (&x)[NT8][4]) {
