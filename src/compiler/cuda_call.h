@@ -15,6 +15,11 @@
 
 namespace flashgen {
 
+// The builds of a kernel (one source, a macro each): plain (what runs), count_tiles (the kernel
+// counts its key tiles: profile), careful (the strong zero of masked keys for V holding inf or
+// NaN: run again after the plain build flagged a non-finite accumulator).
+enum class CudaBuild { plain, count_tiles, careful };
+
 // A loaded kernel of a program for the running GPU and the head dims of a call.
 struct CudaLoaded {
   Plan plan;
@@ -23,20 +28,25 @@ struct CudaLoaded {
   std::string arch;           // "sm_90a"
   double compile_ms = 0;      // emit + NVRTC (or its disk cache) + module load
   bool from_disk_cache = false;
-  bool count_tiles = false;   // compiled with FG_COUNT_TILES (the kernel counts its tiles)
+  CudaBuild build = CudaBuild::plain;
 };
 
 // The kernel for program `p` at the head extents in `ext` (other extents are ignored), compiled
-// once per process; *from_process_cache says whether this call found it loaded already.
-// count_tiles compiles the variant that counts tiles (profile); it is cached apart.
+// once per process and build; *from_process_cache says whether this call found it loaded.
 std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext,
-                                            bool count_tiles = false,
+                                            CudaBuild build = CudaBuild::plain,
                                             bool* from_process_cache = nullptr);
+
+// compile_cuda_cubin for a given build (CI compiles every build of every example).
+std::string cuda_compile_build(const Program& p, Target target, const Extents& sizes,
+                               const std::string& arch, CudaBuild build);
 
 // Device state of one call: buffers, params, launch geometry.
 struct CudaBound {
   std::vector<DeviceBuffer> bufs;
-  DeviceBuffer err;  // i64[8]: [0] error kind, [1..3] what; [4..6] tile counts (FG_COUNT_TILES)
+  // i64[8]: [0] error kind, [1..3] what; [4..6] tile counts (FG_COUNT_TILES); [7] a block's
+  // accumulators ended non-finite (the plain build; run the careful one)
+  DeviceBuffer err;
   std::vector<int64_t> params;
   Dim3 grid, block;
   bool empty = false;  // nothing to launch (a zero extent)
@@ -50,6 +60,9 @@ CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inpu
 void cuda_launch(const CudaLoaded& L, CudaBound& b, CudaStreamHandle stream);
 // After a synchronize: the kernel's out-of-range gather or x % 0 as a CallError.
 void cuda_check_errors(const Program& p, const Plan& plan, const CudaBound& b);
+// Runs the call to completion: the plain build, then, if it flagged a non-finite accumulator,
+// the careful build over the same buffers; errors as cuda_check_errors. Synchronizes.
+void cuda_run(const Program& p, const Extents& ext, const CudaLoaded& plain, CudaBound& b);
 // The outputs, of their declared dtype.
 TensorMap cuda_download_outputs(const CudaLoaded& L, const CudaBound& b);
 

@@ -335,10 +335,10 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
   const Extents ext = bind_extents(p, inputs, sizes);
   bool process_cache = false;
   std::shared_ptr<const CudaLoaded> L = tr.span("compile", "compile", [&] {
-    return cuda_load(p, ext, false, &process_cache);
+    return cuda_load(p, ext, CudaBuild::plain, &process_cache);
   });
   std::shared_ptr<const CudaLoaded> counting = tr.span(
-      "compile (tile-counting build)", "compile", [&] { return cuda_load(p, ext, true); });
+      "compile (tile-counting build)", "compile", [&] { return cuda_load(p, ext, CudaBuild::count_tiles); });
   r.peaks = cuda_peaks();
   r.backend_detail = "cuda (sm80 path, " + L->arch + ")";
   CudaBound b = tr.span("upload inputs", "transfer", [&] { return cuda_bind(*L, p, inputs, ext); });

@@ -36,7 +36,7 @@ Plan cuda_plan(const Program& p, Target target, const Extents& sizes) {
   return compile_program(p, opt).plan;
 }
 
-NvrtcOptions nvrtc_options(const std::string& arch, const std::string& name) {
+NvrtcOptions nvrtc_options(const std::string& arch, const std::string& name, CudaBuild build) {
   NvrtcOptions o;
   o.arch = arch;
   // Fast math: approximate division/exp/tanh (errors ~1e-6 relative, far inside bf16's 4e-3);
@@ -47,6 +47,8 @@ NvrtcOptions nvrtc_options(const std::string& arch, const std::string& name) {
   int n = 0;
   const cuda::EmbeddedHeader* h = cuda::embedded_headers(&n);
   for (int i = 0; i < n; ++i) o.headers.push_back({h[i].name, h[i].source});
+  if (build == CudaBuild::count_tiles) o.options.push_back("-DFG_COUNT_TILES");
+  if (build == CudaBuild::careful) o.options.push_back("-DFG_CAREFUL");
   return o;
 }
 
@@ -65,7 +67,7 @@ int g_loads = 0;
 
 }  // namespace
 
-std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext, bool count_tiles,
+std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext, CudaBuild build,
                                             bool* from_process_cache) {
   static std::map<std::string, std::shared_ptr<const CudaLoaded>> cache;
   const auto t0 = std::chrono::steady_clock::now();
@@ -75,7 +77,10 @@ std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext
   const CudaDeviceInfo& dev = cuda_device_info();
   const SmemBudget budget{dev.max_smem_per_sm, dev.max_smem_per_block_optin};
   std::string key = p.str() + "\n" + arch + " smem " + std::to_string(budget.per_sm) + "/" +
-                    std::to_string(budget.per_block) + (count_tiles ? " count_tiles" : "");
+                    std::to_string(budget.per_block) +
+                    (build == CudaBuild::count_tiles ? " count_tiles"
+                     : build == CudaBuild::careful   ? " careful"
+                                                     : "");
   for (const auto& [n, e] : heads) key += "\n" + n + "=" + std::to_string(e);
   {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -86,11 +91,9 @@ std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext
   auto L = std::make_shared<CudaLoaded>();
   L->plan = std::move(plan);
   L->arch = arch;
-  L->count_tiles = count_tiles;
+  L->build = build;
   L->src = emit_sm80_kernel(L->plan, 0, Target::cuda_sm80, heads, budget);
-  NvrtcOptions opt = nvrtc_options(arch, L->src.launch.entry);
-  if (count_tiles) opt.options.push_back("-DFG_COUNT_TILES");
-  Cubin cubin = nvrtc_compile(L->src.source, opt);
+  Cubin cubin = nvrtc_compile(L->src.source, nvrtc_options(arch, L->src.launch.entry, build));
   CudaModule mod(cubin.bytes);
   L->kernel = mod.kernel(L->src.launch.entry);
   L->from_disk_cache = cubin.from_cache;
@@ -201,6 +204,20 @@ void cuda_check_errors(const Program& p, const Plan& plan, const CudaBound& b) {
                   "' (dimension '" + p.dims[d] + "')");
 }
 
+void cuda_run(const Program& p, const Extents& ext, const CudaLoaded& plain, CudaBound& b) {
+  cuda_launch(plain, b, nullptr);
+  cuda_synchronize();
+  cuda_check_errors(p, plain.plan, b);
+  int64_t err[8];
+  b.err.download(err, sizeof err);
+  if (!err[7]) return;
+  std::shared_ptr<const CudaLoaded> careful = cuda_load(p, ext, CudaBuild::careful);
+  b.err.memset(0);
+  cuda_launch(*careful, b, nullptr);
+  cuda_synchronize();
+  cuda_check_errors(p, careful->plan, b);
+}
+
 TensorMap cuda_download_outputs(const CudaLoaded& L, const CudaBound& b) {
   TensorMap out;
   for (size_t i = 0; i < L.plan.buffers.size(); ++i) {
@@ -233,6 +250,11 @@ std::string emit_cuda(const Program& p, Target target, const Extents& sizes) {
 
 std::string compile_cuda_cubin(const Program& p, Target target, const Extents& sizes,
                                const std::string& arch) {
+  return cuda_compile_build(p, target, sizes, arch, CudaBuild::plain);
+}
+
+std::string cuda_compile_build(const Program& p, Target target, const Extents& sizes,
+                               const std::string& arch, CudaBuild build) {
   if (target == Target::cpu) throw BackendError("compile_cuda_cubin: target cpu is not CUDA");
   Plan plan = cuda_plan(p, target, sizes);
   if (plan.kernel_count() != 1)
@@ -240,7 +262,7 @@ std::string compile_cuda_cubin(const Program& p, Target target, const Extents& s
                        std::to_string(plan.kernel_count()));
   CudaKernelSource src = emit_sm80_kernel(plan, 0, target, head_sizes(plan, sizes));
   std::string a = !arch.empty() ? arch : target == Target::cuda_sm90 ? "sm_90a" : "sm_80";
-  return nvrtc_compile(src.source, nvrtc_options(a, src.launch.entry)).bytes;
+  return nvrtc_compile(src.source, nvrtc_options(a, src.launch.entry, build)).bytes;
 }
 
 int cuda_kernel_load_count() {
@@ -253,9 +275,7 @@ TensorMap run_cuda(const Program& p, const TensorMap& inputs, const Extents& ext
   Extents ext = bind_extents(p, inputs, extra);
   std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
   CudaBound b = cuda_bind(*L, p, inputs, ext);
-  cuda_launch(*L, b, nullptr);
-  cuda_synchronize();
-  cuda_check_errors(p, L->plan, b);
+  cuda_run(p, ext, *L, b);
   return cuda_download_outputs(*L, b);
 }
 

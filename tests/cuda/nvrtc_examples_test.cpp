@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "compiler/cuda_call.h"
 #include "flashgen/compile.h"
 #include "flashgen/error.h"
 #include "flashgen/frontend.h"
@@ -54,6 +55,21 @@ TEST_P(NvrtcExamples, CompilesForSm80AndSm90a) {
       ASSERT_GT(cubin.size(), 64u);
       EXPECT_EQ(cubin.substr(1, 3), "ELF");
     }
+  }
+}
+
+// The other builds of each kernel (compile_cuda_cubin is the plain one): the tile-counting build
+// of `flashgen profile` and the careful build that runs after a non-finite accumulator.
+TEST_P(NvrtcExamples, TheTileCountingAndCarefulBuildsCompileForSm90a) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
+  const std::string name = GetParam();
+  Program p = example(name);
+  for (CudaBuild b : {CudaBuild::count_tiles, CudaBuild::careful}) {
+    std::string cubin;
+    ASSERT_NO_THROW(cubin = cuda_compile_build(p, Target::cuda_sm90, heads(name, 64), "sm_90a", b))
+        << name << " build " << static_cast<int>(b);
+    EXPECT_EQ(cubin.substr(1, 3), "ELF");
   }
 }
 

@@ -14,10 +14,14 @@
 //   of one FFMA, rescale of every accumulator of the group); P goes from the S fragments
 //   straight into A operands of P.V; row sums stay per thread until the end.
 //   Tiles the Spec classifies EMPTY are never loaded; FULL tiles skip mask code; PARTIAL tiles and
-//   the last, ragged key tile evaluate it, and there inf or NaN values of V at keys whose weight
-//   is 0 contribute nothing (add_nonfinite_values: the strong zero of the language).
+//   the last, ragged key tile evaluate it. A call whose accumulators end non-finite somewhere is
+//   flagged (err[7]) and run again by the host with the careful build (FG_CAREFUL), where inf or
+//   NaN values of V at keys whose weight is 0 contribute nothing (add_nonfinite_values: the
+//   strong zero of the language).
 //   Gathers the score code reads per (row, key) or per key (a pair bias, a key mask) can be
 //   staged: their tiles ride along with K/V into shared memory a tile ahead.
+// Error words: Ctx::err (optional, int64_t*, 8 words) receives the flag of a non-finite
+//   accumulator (err[7]) and, in the profile build, the tile counts.
 // Profile build: compiled with -DFG_COUNT_TILES, thread 0 of each block adds the key tiles it
 //   computed, skipped as empty and computed without mask code to ctx.err[4..6] (Ctx then needs
 //   `int64_t* err` pointing at 8 words); `flashgen profile` reads them.
@@ -163,6 +167,16 @@ struct BlockRowsOf {
 template <class T>
 struct BlockRowsOf<T, decltype(void(T::kBlockRows))> {
   static constexpr bool value = T::kBlockRows;
+};
+
+// Whether the Spec's Ctx has `int64_t* err` (generated Specs: the call's error words).
+template <class C, class = void>
+struct ErrOf {
+  static constexpr bool value = false;
+};
+template <class C>
+struct ErrOf<C, decltype(void(C::err))> {
+  static constexpr bool value = true;
 };
 
 // Optional Spec member kNumStaged (default 0) and its layout functions.
@@ -443,6 +457,15 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #ifdef FG_COUNT_TILES
   int counted = 0, counted_full = 0;  // key tiles this block computes / computes unmasked
 #endif
+  // The careful build (FG_CAREFUL) follows the strong zero where the tensor cores would not: inf
+  // or NaN values of V at keys whose weight is 0 contribute nothing (add_nonfinite_values), and a
+  // rescale by 0 clears the accumulators. The host runs it only after the plain build flagged a
+  // block whose accumulators ended non-finite (err[7]), so the plain build pays nothing for it.
+#ifdef FG_CAREFUL
+  constexpr bool kCareful = true;
+#else
+  constexpr bool kCareful = false;
+#endif
   while (j < n_tiles) {
 #ifdef FG_COUNT_TILES
     ++counted;
@@ -536,12 +559,13 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         if (!K::kSkipRescale || __any_sync(0xffffffffu, grew)) {
 #pragma unroll
           for (int a = 0; a < A; ++a)
-            if (Spec::acc_group(a) == g) rescale_rows(o[a][b], alpha[0], alpha[1]);
+            if (Spec::acc_group(a) == g) rescale_rows<kCareful>(o[a][b], alpha[0], alpha[1]);
         }
         acc_to_a<KB>(pa[g][b], x[g][b]);
       }
-    // ---- masked keys: inf or NaN in V contributes only where the weight is not 0 ----
-    if (cls != kTileFull || n0 + BN > N) {
+    // ---- careful: inf or NaN in V contributes only where the weight is not 0 (masked keys,
+    // and weights that underflowed, in any tile) ----
+    if constexpr (kCareful) {
       unsigned char* vt = fg_smem + (st - s_base) + S * K::kKBytes;
       bool nf = false;
 #pragma unroll
@@ -575,6 +599,21 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     stage ^= 1;
   }
   cp_async_wait<0>();
+  // A non-finite accumulator may be a product 0 * inf of a key whose weight is 0: the plain build
+  // flags the call (err[7] = 1), and the host runs the careful build (Specs without err: none).
+  if constexpr (!kCareful && ErrOf<typename Spec::Ctx>::value) {
+    bool nonfinite = false;
+#pragma unroll
+    for (int a = 0; a < A; ++a)
+#pragma unroll
+      for (int b = 0; b < MW; ++b)
+#pragma unroll
+        for (int t = 0; t < ET8; ++t)
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            nonfinite |= (__float_as_uint(o[a][b][t][i]) & 0x7f800000u) == 0x7f800000u;
+    if (__syncthreads_or(nonfinite) && tid == 0) ctx.err[7] = 1;
+  }
 #ifdef FG_COUNT_TILES
   // The profile build: err[4..6] += tiles computed, skipped as empty, computed unmasked.
   if (tid == 0) {

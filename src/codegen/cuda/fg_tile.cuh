@@ -333,19 +333,30 @@ FG_DEV float quad_sum(float s) {
   s += __shfl_xor_sync(0xffffffffu, s, 2);
   return s;
 }
-// Multiply row half 0 by s0 and row half 1 by s1, with the strong zero: a factor of 0 (a rescale
-// that underflowed) gives 0 even where the accumulator holds inf or NaN.
-template <int NT8>
+// Multiply row half 0 by s0 and row half 1 by s1. kStrongZero: a factor of 0 (a rescale that
+// underflowed) gives 0 even where the accumulator holds inf or NaN.
+template <bool kStrongZero, int NT8>
 FG_DEV void rescale_rows(float (&x)[NT8][4], float s0, float s1) {
-  const bool z0 = s0 == 0.f, z1 = s1 == 0.f;
+  if constexpr (kStrongZero) {
+    const bool z0 = s0 == 0.f, z1 = s1 == 0.f;
 #pragma unroll
-  for (int j = 0; j < NT8; ++j) {
-    x[j][0] = z0 ? 0.f : x[j][0] * s0;
-    x[j][1] = z0 ? 0.f : x[j][1] * s0;
-    x[j][2] = z1 ? 0.f : x[j][2] * s1;
-    x[j][3] = z1 ? 0.f : x[j][3] * s1;
+    for (int j = 0; j < NT8; ++j) {
+      x[j][0] = z0 ? 0.f : x[j][0] * s0;
+      x[j][1] = z0 ? 0.f : x[j][1] * s0;
+      x[j][2] = z1 ? 0.f : x[j][2] * s1;
+      x[j][3] = z1 ? 0.f : x[j][3] * s1;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < NT8; ++j) {
+      x[j][0] *= s0;
+      x[j][1] *= s0;
+      x[j][2] *= s1;
+      x[j][3] *= s1;
+    }
   }
 }
+
 
 // ---- inf and NaN in a shared-memory tile (the strong zero of masked keys) ----
 FG_DEV bool bf16_nonfinite(u32 h) { return (h & 0x7f80u) == 0x7f80u; }  // h: the 16 bits
