@@ -181,20 +181,20 @@ DevicePeaks cpu_peaks(const std::vector<std::string>& flags, Tracer& tr, int* th
     auto copy = lib->function<void(const float*, float*, int64_t)>("fg_peak_copy");
     const int nt = num_threads();
     *threads = nt;
-    // 12 vectors x lanes x 2 FLOPs per iteration per thread; best of 3 runs of ~20 ms.
-    int64_t iters = 1 << 14;
-    double best = 0;
-    for (int rep = 0; rep < 4; ++rep) {
+    // 12 vectors x lanes x 2 FLOPs per iteration per thread. The run length doubles until a
+    // run takes 20 ms (so thread start-up and the parallel region's cost vanish), then the best
+    // of 3 runs of that length.
+    auto timed = [&](int64_t iters) {
       auto t0 = Clock::now();
       volatile double sink = fma(iters);
       (void)sink;
-      double s = ms_between(t0, Clock::now()) * 1e-3;
-      if (rep == 0) {  // size the next runs to ~20 ms
-        iters = std::max<int64_t>(iters, static_cast<int64_t>(iters * 0.02 / std::max(s, 1e-6)));
-        continue;
-      }
-      best = std::max(best, 2.0 * 12 * lanes * static_cast<double>(iters) * nt / s);
-    }
+      return ms_between(t0, Clock::now()) * 1e-3;
+    };
+    int64_t iters = 1 << 12;
+    while (timed(iters) < 0.02 && iters < (int64_t(1) << 40)) iters *= 2;
+    double best = 0;
+    for (int rep = 0; rep < 3; ++rep)
+      best = std::max(best, 2.0 * 12 * lanes * static_cast<double>(iters) * nt / timed(iters));
     pk.flops = best;
     pk.flops_how = "measured: f32 multiply-adds, " + std::to_string(lanes) + " lanes, on " +
                    std::to_string(nt) + " threads, best of 3 (built like the kernels)";
