@@ -58,9 +58,9 @@ void add_verify(CLI::App& app, int& exit_code) {
       TensorMap inputs = rnd->count() ? make_random_inputs(p, o->random, seed)
                                       : load_inputs(p, o->inputs);
       const Extents ext = bind_extents(p, inputs);
+      if (rnd->count()) std::cout << "random inputs " << o->random << ", seed " << seed << "\n";
       VerifyReport r = verify(p, inputs, vo);
       std::cout << verify_text(p, r, ext);
-      if (rnd->count()) std::cout << "(random inputs, seed " << seed << ")\n";
       return r.ok() ? kOk : kBackendError;
     });
   });

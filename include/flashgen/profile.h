@@ -61,6 +61,7 @@ struct KernelProfile {
   int blocks_per_sm = 0;      // CUDA: __launch_bounds__ minimum
   int value_split = 1;        // CUDA: blocks that split the value columns (each counts tiles)
   int64_t grid_points = 0;    // CPU: parallel loop iterations
+  std::string note;           // what the numbers leave out, if anything
 };
 
 // One span of the Chrome trace (microseconds from the profile's start).

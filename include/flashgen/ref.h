@@ -23,8 +23,12 @@ Extents bind_extents(const Program& p, const TensorMap& inputs, const Extents& e
 // these extents (dimensions missing from `extents` count as 0); the message names the value and
 // the extents whose product is too large. bind_extents and random_inputs call it.
 void check_call_sizes(const Program& p, const Extents& extents);
-// Returns the inputs converted to each parameter's declared dtype (contiguous).
+// Returns the inputs converted to each parameter's declared dtype (contiguous). CallError when an
+// integer value does not fit its parameter's type (check_input_values).
 TensorMap prepare_inputs(const Program& p, const TensorMap& inputs);
+// The value checks of prepare_inputs alone (an i64 value given to an i32 parameter must fit), so
+// run() can fail a bad call before any backend starts.
+void check_input_values(const Program& p, const TensorMap& inputs);
 
 // Evaluates in f64. Outputs are tensors of their declared dtype, in their declared dim order,
 // holding values rounded to that dtype. Throws CallError on an out-of-range gather (naming the

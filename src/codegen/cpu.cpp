@@ -194,7 +194,9 @@ class KernelWriter {
         ind_ = s2;
         os_ << ind_ << "}\n";
       } else {
-        emit_tile_count("1", false);
+        // without a mask every tile runs without mask code (full); with one that is not
+        // classified, every tile evaluates it
+        emit_tile_count(k_.tiles.mask < 0 ? "2" : "1", k_.tiles.mask < 0);
         emit_body(-1);
       }
       ind_ = saved;

@@ -1,16 +1,19 @@
 // verify: one program on every backend (ref, cpu, cuda) on the same inputs, each output
 // compared with the f64 reference by check_outputs (flashgen/check.h) at its dtype's tolerance
-// or a given one. A backend that is not available here, or that cannot run this program
-// (BackendError), is listed with why; one that fails where the reference did not (a CallError
-// of its own) or differs beyond the tolerance fails the verification.
+// or a given one. A backend that is not available here, or that cannot take this program (the
+// CUDA template, checked by emitting it before the run), is listed with why; one that fails
+// while it runs where the reference did not (any error: a CallError of its own, a compiler or
+// device failure) or differs beyond the tolerance fails the verification.
 // Tests: tests/tools/verify_test.cpp (every example; planted differences),
 // tests/gpu/profile_gpu_test.cpp (with the CUDA backend).
 #include "flashgen/verify.h"
 
 #include <chrono>
+#include <exception>
 #include <cstdio>
 #include <sstream>
 
+#include "flashgen/compile.h"
 #include "flashgen/error.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/host_compiler.h"
@@ -39,16 +42,20 @@ int VerifyReport::ran() const {
 
 namespace {
 
-// Whether the backend can run anything on this machine; if not, why.
-bool available(Backend b, std::string* why) {
-  if (b == Backend::cuda) return cuda_available(why);
-  if (b == Backend::cpu) {
-    try {
-      host_compiler_version();
-    } catch (const BackendError& e) {
-      *why = std::string("no host compiler: ") + e.what();
-      return false;
+// Whether the backend can run this program on this machine, decided before it runs (so an error
+// while it runs is a failure, not "not run"); if not, why.
+bool available(Backend b, const Program& p, const Extents& ext, std::string* why) {
+  try {
+    if (b == Backend::cuda) {
+      if (!cuda_available(why)) return false;
+      emit_cuda(p, Target::cuda_sm80, ext);  // a program the CUDA template does not take throws
     }
+    if (b == Backend::cpu) host_compiler_version();
+  } catch (const BackendError& e) {
+    *why = (b == Backend::cpu ? std::string("no host compiler: ")
+                              : std::string("cannot run this program: ")) +
+           e.what();
+    return false;
   }
   return true;
 }
@@ -86,11 +93,12 @@ VerifyReport verify(const Program& p, const TensorMap& inputs, const VerifyOptio
   r.tolerance = opt.tolerance;
   // The oracle first: a bad call fails here, for every backend alike.
   const TensorMap ref = evaluate_reference_f64(p, inputs);
+  const Extents ext = bind_extents(p, inputs);
   for (Backend be : {Backend::ref, Backend::cpu, Backend::cuda}) {
     BackendCheck c;
     c.backend = be;
     c.label = be == Backend::cuda ? "cuda (sm80 path)" : backend_name(be);
-    if (!available(be, &c.why_not)) {
+    if (!available(be, p, ext, &c.why_not)) {
       r.backends.push_back(c);
       continue;
     }
@@ -105,10 +113,8 @@ VerifyReport verify(const Program& p, const TensorMap& inputs, const VerifyOptio
       c.outputs = check_outputs(p, got, ref);
       if (opt.tolerance >= 0)
         for (OutputCheck& o : c.outputs) o.tolerance = opt.tolerance;
-    } catch (const BackendError& e) {
-      c.why_not = std::string("cannot run this program: ") + e.what();
-    } catch (const CallError& e) {
-      c.ran = true;  // the reference accepted this call
+    } catch (const std::exception& e) {  // the reference ran this call: an error is a failure
+      c.ran = true;
       c.error = e.what();
     }
     c.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)

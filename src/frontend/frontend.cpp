@@ -9,6 +9,8 @@
 // Tests: tests/error/*_test.cpp (exact texts), tests/frontend/frontend_test.cpp.
 #include "flashgen/frontend.h"
 
+#include <algorithm>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -78,10 +80,27 @@ std::string format_diagnostic(const std::string& file, const std::string& source
       i += len;
     }
   }
+  // A long line is shown as a window of kWindow bytes around the column, cut at character
+  // boundaries and marked with "...", so a diagnostic stays short.
+  constexpr size_t kWindow = 160;
+  int col = loc.col;
+  if (line.size() > kWindow) {
+    auto boundary = [&](size_t i) {  // back to the first byte of the character at i
+      while (i > 0 && i < line.size() && (static_cast<unsigned char>(line[i]) & 0xc0) == 0x80) --i;
+      return i;
+    };
+    const size_t at = static_cast<size_t>(std::max(col - 1, 0));
+    size_t start = boundary(at > kWindow / 2 ? at - kWindow / 2 : 0);
+    size_t end = std::min(line.size(), start + kWindow);
+    if (end < line.size()) end = boundary(end);
+    const std::string head = start > 0 ? "..." : "";
+    col = static_cast<int>(at - start + head.size()) + 1;
+    line = head + line.substr(start, end - start) + (end < line.size() ? "..." : "");
+  }
   out += line + "\n";
   // The caret lines up under the column: tabs are copied, UTF-8 continuation bytes take no
   // column on screen.
-  for (int i = 0; i + 1 < loc.col; ++i) {
+  for (int i = 0; i + 1 < col; ++i) {
     unsigned char c = i < static_cast<int>(line.size()) ? line[i] : ' ';
     if (c == '\t')
       out += '\t';

@@ -99,7 +99,9 @@ double mask_fraction(const Plan& plan, const PlanKernel& k, const TensorMap& inp
   const int64_t M = ext[k.row_dim], N = ext[k.red_dim];
   if (M <= 0 || N <= 0) return 1;
   std::vector<int64_t> idx(plan.program.dims.size(), 0);
-  const int64_t rows = std::max<int64_t>(1, std::min(M, max_rows));
+  // At most max_rows rows and about 2^22 (row, key) pairs, so long sequences stay quick.
+  const int64_t rows =
+      std::max<int64_t>(1, std::min({M, max_rows, std::max<int64_t>(1, (int64_t(1) << 22) / N)}));
   double kept = 0, total = 0;
   for (int64_t r = 0; r < rows; ++r) {
     idx[k.row_dim] = rows == M ? r : rows == 1 ? 0 : (r * (M - 1)) / (rows - 1);

@@ -26,7 +26,8 @@ struct KernelCost {
 KernelCost kernel_cost(const Plan& plan, const PlanKernel& k, const Extents& sizes);
 
 // The fraction of (row, key) pairs where the kernel's tile mask holds, evaluated exactly on the
-// host at up to `max_rows` evenly spaced rows, every key, and index 0 of every other dim (mask
+// host at up to `max_rows` evenly spaced rows (fewer when rows x keys would pass 2^22), every
+// key, and index 0 of every other dim (mask
 // data such as document ids are read from `inputs`). 1 without a mask; a node the host cannot
 // evaluate counts as kept. `ext` holds every dim's extent, in the program's dim order.
 double mask_fraction(const Plan& plan, const PlanKernel& k, const TensorMap& inputs,

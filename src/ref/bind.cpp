@@ -133,6 +133,29 @@ Extents bind_extents(const Program& p, const TensorMap& inputs, const Extents& e
   return out;
 }
 
+namespace {
+
+// CallError unless every value of an i64 input for an i32 parameter fits in i32.
+void check_fits_i32(const Program& p, const Parameter& par, const Tensor& c) {
+  const int64_t* v = static_cast<const int64_t*>(c.data());
+  for (int64_t k = 0; k < c.numel(); ++k) {
+    if (v[k] < std::numeric_limits<int32_t>::min() || v[k] > std::numeric_limits<int32_t>::max()) {
+      throw CallError("parameter '" + par.name + "' is " + decl(p, par) + " but its input " +
+                      "holds " + std::to_string(v[k]) + " (element " + std::to_string(k) +
+                      "), which does not fit in i32");
+    }
+  }
+}
+
+}  // namespace
+
+void check_input_values(const Program& p, const TensorMap& inputs) {
+  std::vector<const Tensor*> ts = check_params(p, inputs);
+  for (size_t i = 0; i < p.params.size(); ++i)
+    if (p.params[i].type == DType::i32 && ts[i]->dtype() == DType::i64)
+      check_fits_i32(p, p.params[i], ts[i]->contiguous());
+}
+
 TensorMap prepare_inputs(const Program& p, const TensorMap& inputs) {
   std::vector<const Tensor*> ts = check_params(p, inputs);
   TensorMap out;
@@ -142,15 +165,7 @@ TensorMap prepare_inputs(const Program& p, const TensorMap& inputs) {
     if (par.type == DType::i32 && t.dtype() == DType::i64) {
       // Values must fit: a wrapped index would silently read the wrong element.
       Tensor c = t.contiguous();
-      const int64_t* v = static_cast<const int64_t*>(c.data());
-      for (int64_t k = 0; k < c.numel(); ++k) {
-        if (v[k] < std::numeric_limits<int32_t>::min() ||
-            v[k] > std::numeric_limits<int32_t>::max()) {
-          throw CallError("parameter '" + par.name + "' is " + decl(p, par) + " but its input " +
-                          "holds " + std::to_string(v[k]) + " (element " + std::to_string(k) +
-                          "), which does not fit in i32");
-        }
-      }
+      check_fits_i32(p, par, c);
       out[par.name] = c.to(DType::i32);
     } else {
       out[par.name] = t.to(par.type);

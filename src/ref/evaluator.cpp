@@ -210,13 +210,13 @@ class Evaluator {
     const std::vector<int64_t> shape = extents_of(dims);
     const int64_t n = checked_element_count(shape);
     auto describe = [&] {
-      std::string r = "a value over [";
+      std::string r = "value over [";
       for (size_t k = 0; k < dims.size(); ++k)
         r += (k ? ", " : "") + p_.dims[dims[k]] + "=" + std::to_string(shape[k]);
       return r + "]";
     };
     if (n < 0) {
-      throw CallError("the reference evaluator cannot hold " + describe() + ": more than 2^" +
+      throw CallError("the reference evaluator cannot hold a " + describe() + ": more than 2^" +
                       std::to_string(kMaxElementsLog2) + " elements");
     }
     check_fits_memory(static_cast<uint64_t>(n) * 8,
@@ -226,10 +226,10 @@ class Evaluator {
       else v.f = std::make_shared<std::vector<double>>(n, fill);
     } catch (const std::bad_alloc&) {
       throw BackendError("out of memory: the reference evaluator needs " +
-                         std::to_string(n * 8) + " bytes for " + describe());
+                         std::to_string(n * 8) + " bytes for a " + describe());
     } catch (const std::length_error&) {
       throw BackendError("out of memory: the reference evaluator needs " +
-                         std::to_string(n * 8) + " bytes for " + describe());
+                         std::to_string(n * 8) + " bytes for a " + describe());
     }
     v.strides.assign(dims.size(), 0);
     int64_t acc = 1;

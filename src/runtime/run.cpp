@@ -27,6 +27,7 @@ TensorMap run(const Program& p, const TensorMap& inputs, const RunOptions& opt) 
   // Validate before any backend work (compiling) starts: a bad call fails fast and the same way
   // on every backend.
   bind_extents(p, inputs, opt.extra_extents);
+  check_input_values(p, inputs);
   switch (opt.backend) {
     case Backend::ref:
       return evaluate_reference(p, inputs, opt.extra_extents);

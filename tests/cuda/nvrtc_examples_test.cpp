@@ -60,17 +60,18 @@ TEST_P(NvrtcExamples, CompilesForSm80AndSm90a) {
 
 // The other builds of each kernel (compile_cuda_cubin is the plain one): the tile-counting build
 // of `flashgen profile` and the careful build that runs after a non-finite accumulator.
-TEST_P(NvrtcExamples, TheTileCountingAndCarefulBuildsCompileForSm90a) {
+TEST_P(NvrtcExamples, TheTileCountingAndCarefulBuildsCompileForSm80AndSm90a) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
   const std::string name = GetParam();
   Program p = example(name);
-  for (CudaBuild b : {CudaBuild::count_tiles, CudaBuild::careful}) {
-    std::string cubin;
-    ASSERT_NO_THROW(cubin = cuda_compile_build(p, Target::cuda_sm90, heads(name, 64), "sm_90a", b))
-        << name << " build " << static_cast<int>(b);
-    EXPECT_EQ(cubin.substr(1, 3), "ELF");
-  }
+  for (CudaBuild b : {CudaBuild::count_tiles, CudaBuild::careful})
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      std::string cubin;
+      ASSERT_NO_THROW(cubin = cuda_compile_build(p, Target::cuda_sm80, heads(name, 64), arch, b))
+          << name << " build " << static_cast<int>(b) << " " << arch;
+      EXPECT_EQ(cubin.substr(1, 3), "ELF");
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, NvrtcExamples, ::testing::ValuesIn(testing::example_names()));

@@ -1,6 +1,7 @@
 // Diagnostics whose sources are built rather than spelled out: nesting limits (deeply nested
 // parentheses, calls, gathers and unary chains are a diagnostic, never a stack overflow) and
 // a NUL byte in the source. The exact text is asserted.
+#include <algorithm>
 #include <string>
 
 #include "error/diagnose.h"
@@ -13,12 +14,21 @@ namespace {
 
 const std::string kHeader = "program p(q: f32[m, d], t: i32[m], c: bool[m]) {\n";
 
+// An ASCII source line as a diagnostic shows it, with the caret at byte column `col`: whole up to
+// 160 bytes, else the 160 bytes from 80 before the column, with "..." where it is cut.
+std::string shown_with_caret(const std::string& line, int col) {
+  if (line.size() <= 160) return line + "\n" + std::string(col - 1, ' ') + "^";
+  const size_t start = col - 1 > 80 ? col - 1 - 80 : 0, end = std::min(line.size(), start + 160);
+  const std::string head = start > 0 ? "..." : "";
+  return head + line.substr(start, end - start) + (end < line.size() ? "..." : "") + "\n" +
+         std::string(head.size() + (col - 1 - start), ' ') + "^";
+}
+
 // The diagnostic for body line `line` (line 2 of the file) with the caret at column `col`.
 std::string expected(const std::string& line, int col) {
   return "t.attn:2:" + std::to_string(col) +
          ": error: expression nested too deeply (more than " +
-         std::to_string(frontend::kMaxNesting) + " levels)\n" + line + "\n" +
-         std::string(col - 1, ' ') + "^";
+         std::to_string(frontend::kMaxNesting) + " levels)\n" + shown_with_caret(line, col);
 }
 
 TEST(NestingError, Parentheses) {
@@ -93,9 +103,9 @@ TEST(DepthError, LongSumOnOneLine) {
   for (int i = 1; i < terms; ++i) line += " + q";
   // q is depth 1; the k-th '+' (1-based, at column 20 + 4k) makes depth k + 1.
   int col = 20 + 4 * kMaxValueDepth;
-  EXPECT_EQ(diagnose(kHeader + line + "\n}\n"),
-            "t.attn:2:" + std::to_string(col) + ": " + depth_message() + "\n" + line + "\n" +
-                std::string(col - 1, ' ') + "^");
+  EXPECT_EQ(diagnose(kHeader + line + "\n}\n"), "t.attn:2:" + std::to_string(col) + ": " +
+                                                   depth_message() + "\n" +
+                                                   shown_with_caret(line, col));
 }
 
 TEST(DepthError, ChainedStatements) {

@@ -40,6 +40,26 @@ TEST(FormatDiagnostic, EdgeCases) {
   EXPECT_EQ(format_diagnostic("f", "\xc3\xa9x!", {1, 4}, "m"), "f:1:4: error: m\n\xc3\xa9x!\n  ^");
 }
 
+TEST(FormatDiagnostic, ALongLineIsShownAsAWindowAroundTheColumn) {
+  std::string line;
+  for (int i = 0; i < 20000; ++i) line += "x" + std::to_string(i) + " + ";
+  const int col = 50001;  // 1-based byte column
+  const std::string d = format_diagnostic("f", line + "\n", {1, col}, "m");
+  EXPECT_LT(d.size(), 400u) << d.size();
+  const size_t a = d.find('\n'), b = d.find('\n', a + 1);
+  ASSERT_NE(b, std::string::npos);
+  const std::string shown = d.substr(a + 1, b - a - 1), caret = d.substr(b + 1);
+  EXPECT_EQ(shown.substr(0, 3), "...");
+  EXPECT_EQ(shown.substr(shown.size() - 3), "...");
+  ASSERT_EQ(caret.back(), '^');
+  EXPECT_EQ(shown[caret.size() - 1], line[col - 1]);  // the caret is under the column's byte
+  EXPECT_NE(shown.find(line.substr(col - 11, 20)), std::string::npos);
+  // Near the start: no leading "...", the caret where it was.
+  const std::string near = format_diagnostic("f", line, {1, 5}, "m");
+  EXPECT_EQ(near.substr(near.find('\n') + 1, 5), line.substr(0, 5));
+  EXPECT_EQ(near.substr(near.rfind('\n') + 1), "    ^");
+}
+
 TEST(ParseSource, SourceErrorCarriesLocationAndMessage) {
   try {
     parse_source("program p(q: f32[m]) {\n  out o: f32[m] = q / 0 +\n}\n", "x.attn");

@@ -66,9 +66,8 @@ TEST(CudaProfile, TimesTheKernelAndReadsItsLaunchFromTheModule) {
   ASSERT_EQ(r.kernels.size(), 1u);
   const KernelProfile& k = r.kernels[0];
   EXPECT_GT(k.median_ms, 0);
-  EXPECT_LE(k.min_ms, k.median_ms);
   EXPECT_GT(k.registers, 0);
-  EXPECT_GE(k.local_bytes, 0);
+  EXPECT_TRUE(k.note.empty()) << k.note;  // random inputs: no careful rerun
   EXPECT_GT(k.threads, 0);
   EXPECT_EQ(k.threads % 32, 0);
   EXPECT_GT(k.smem_bytes, 0);
