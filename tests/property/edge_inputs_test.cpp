@@ -1,6 +1,8 @@
 // Property test at the edges of the inputs: the random programs of tests/support/
 // random_program.h run on the CPU backend and the reference with (a) NaN, +-inf, -0 and f32
-// subnormals planted in their float inputs, (b) every extent 1, (c) one extent 0. The two
+// subnormals planted in their float inputs, (a') the ends of i32 / i64 and values beyond exact
+// doubles planted in their integer inputs, (b) every extent 1, (c) one extent 0. (Extents whose
+// products pass 2^60 cannot have inputs at all: tests/ref/call_limits_test.cpp.) The two
 // backends must agree: the same non-finite values at the same places (the language's rules:
 // f32 values are f32, 0 * NaN = 0), finite values within f32 accuracy, or the same error.
 // A fixed default seed (printed); FLASHGEN_PROPERTY_SEED and FLASHGEN_PROPERTY_COUNT change it.
@@ -45,6 +47,30 @@ void plant_edges(TensorMap& in, std::mt19937_64& rng) {
     for (int k = 0; k < count; ++k)
       t.set(static_cast<int64_t>(rng() % static_cast<uint64_t>(t.numel())), edges[rng() % 6]);
   }
+}
+
+// Plants integer edge values at a few random places of every integer input: 0, -1 and the ends
+// of i32 in i32 inputs; the ends of i64 and +-(2^53 + 1) (beyond exact doubles) in i64 inputs.
+// Used as indices they are out of range (both backends must say so); as values they wrap.
+int plant_integer_edges(TensorMap& in, std::mt19937_64& rng) {
+  int planted = 0;
+  const int32_t e32[] = {0, -1, std::numeric_limits<int32_t>::max(),
+                         std::numeric_limits<int32_t>::min()};
+  const int64_t e64[] = {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(),
+                         (int64_t(1) << 53) + 1, -(int64_t(1) << 53) - 1};
+  for (auto& [name, t] : in) {
+    if (!is_integer(t.dtype()) || t.numel() == 0) continue;
+    Tensor c = t.contiguous();
+    const int count = 1 + static_cast<int>(rng() % 2);
+    for (int k = 0; k < count; ++k) {
+      const int64_t at = static_cast<int64_t>(rng() % static_cast<uint64_t>(c.numel()));
+      if (c.dtype() == DType::i32) static_cast<int32_t*>(c.data())[at] = e32[rng() % 4];
+      else static_cast<int64_t*>(c.data())[at] = e64[rng() % 4];
+      ++planted;
+    }
+    t = c;
+  }
+  return planted;
 }
 
 int g_nan_row_exceptions = 0;
@@ -128,6 +154,7 @@ TEST(Property, EdgeInputsAgreeOnCpuAndReference) {
   precompile_cpu(second, {"-O1"});
   other.join();
   std::mt19937_64 rng(seed);
+  int integer_programs = 0;
   for (int i = 0; i < count; ++i) {
     const Program& p = progs[i];
     SCOPED_TRACE("FLASHGEN_PROPERTY_SEED=" + std::to_string(seed + i) + " (program index " +
@@ -136,6 +163,12 @@ TEST(Property, EdgeInputsAgreeOnCpuAndReference) {
     TensorMap in = random_inputs(p, gens[i].sizes, seed + i);
     plant_edges(in, rng);
     EXPECT_EQ(compare_backends(p, in, {}), "") << "edge values";
+    // (a') integer edge values in the integer inputs (indices out of range, values that wrap).
+    TensorMap ints = random_inputs(p, gens[i].sizes, seed + i);
+    if (plant_integer_edges(ints, rng) > 0) {
+      ++integer_programs;
+      EXPECT_EQ(compare_backends(p, ints, {}), "") << "integer edge values";
+    }
     // (b) every extent 1.
     Extents ones;
     for (const std::string& d : p.dims) ones[d] = 1;
@@ -145,6 +178,9 @@ TEST(Property, EdgeInputsAgreeOnCpuAndReference) {
     zero[p.dims[rng() % p.dims.size()]] = 0;
     EXPECT_EQ(compare_backends(p, random_inputs(p, zero, seed + i), zero), "") << "an extent 0";
   }
+  std::printf("edge-input property: integer edge values planted in %d programs\n",
+              integer_programs);
+  EXPECT_GT(integer_programs, 0);
   std::printf("edge-input property: %d elements NaN on cpu and 0 on ref in rows of a NaN "
               "softmax (the documented exception)\n", g_nan_row_exceptions);
 }
