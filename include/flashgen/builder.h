@@ -9,7 +9,7 @@
 //   b.output("o", DType::bf16, {"b", "h", "m", "e"}, b.sum(b.softmax(s, "n") * v, {"n"}));
 //   flashgen::Program p = b.build();
 //
-// Every call checks dimensions and types as LANGUAGE.md says and throws ProgramError (with the
+// Every call checks dimensions and types as docs/language.md says and throws ProgramError (with the
 // SourceLoc passed in, if any) on a violation. The frontend's parser builds programs through
 // this class, so the two paths cannot disagree. Equal sub-expressions are shared (hash-consing).
 #pragma once

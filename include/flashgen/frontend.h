@@ -9,7 +9,7 @@
 
 namespace flashgen {
 
-// A diagnostic formatted as LANGUAGE.md says:
+// A diagnostic formatted as docs/language.md says:
 //   FILE:LINE:COL: error: MESSAGE
 //   <the source line>
 //   <spaces>^

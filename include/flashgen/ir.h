@@ -28,7 +28,7 @@ bool is_integer(DType t);  // i32, i64 (not bool)
 int dtype_bytes(DType t);
 // The type arithmetic runs in: bf16/f16/f8 promote to f32, others stay.
 DType arithmetic_type(DType t);
-// Result type of an arithmetic op on a and b (LANGUAGE.md "Tensors, broadcasting and types").
+// Result type of an arithmetic op on a and b (docs/language.md "Tensors, broadcasting and types").
 DType promote(DType a, DType b);
 
 // ---------------------------------------------------------------------------------------------

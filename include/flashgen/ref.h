@@ -1,5 +1,5 @@
 // The reference evaluator: executes any valid Program directly, unfused, in f64, with exactly
-// LANGUAGE.md's semantics. It is the oracle of every test.
+// docs/language.md's semantics. It is the oracle of every test.
 #pragma once
 
 #include <map>

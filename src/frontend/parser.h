@@ -1,4 +1,4 @@
-// The .attn parser: tokens -> checked Programs, by recursive descent over LANGUAGE.md v1.
+// The .attn parser: tokens -> checked Programs, by recursive descent over docs/language.md.
 //
 // The parser resolves names (locals, parameters, dimensions, functions, outputs) and builds the
 // IR only through flashgen::ProgramBuilder, passing each construct's SourceLoc, so every

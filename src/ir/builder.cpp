@@ -1,9 +1,9 @@
-// ProgramBuilder: constructs IR nodes and checks dimensions and types (LANGUAGE.md).
+// ProgramBuilder: constructs IR nodes and checks dimensions and types (docs/language.md).
 //
 // This is the one place where the language's typing rules live; the .attn parser builds through
 // it, so a C++-built program and a parsed one are checked identically. Every violation throws
 // ProgramError carrying the SourceLoc given by the caller. Tests: tests/error/ (diagnostics),
-// tests/unit/builder_test.cpp (C++-built VARIANTS.md programs).
+// tests/unit/builder_test.cpp (C++-built variant programs).
 #include "flashgen/builder.h"
 
 #include <algorithm>
@@ -19,7 +19,7 @@ std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
 bool is_numeric(DType t) { return is_float(t) || is_integer(t); }
 
-// Float functions compute in f32 on integer or bool arguments (LANGUAGE.md).
+// Float functions compute in f32 on integer or bool arguments (docs/language.md).
 DType float_result(DType t) { return is_float(t) ? arithmetic_type(t) : DType::f32; }
 
 const char* spelling(Op op) {

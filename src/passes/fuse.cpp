@@ -1,5 +1,5 @@
 // fuse: structural fusion with dimension demotion, the online check, dimension elimination
-// and the logical grid (DESIGN.md ideas 2-4) -- the decision of what each kernel computes.
+// and the logical grid (dimension demotion and elimination) -- the decision of what each kernel computes.
 //
 // For a set of roots (the outputs, or intermediates that must be materialized) it picks:
 //   - the reduction dim R that is streamed (demoted from the producers' parallel dims): the

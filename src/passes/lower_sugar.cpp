@@ -5,7 +5,7 @@
 //   mean(x, D)      -> sum(x, D) / (size(d1) * ...)
 // where safe(M) = where(M == -inf, 0, M): a row whose every element is -inf gives exp(-inf) = 0
 // terms, so softmax is 0 there (div_or_zero) and logsumexp is 0 + log(0) = -inf, exactly as
-// LANGUAGE.md says. Preconditions: a checked program. Test: tests/passes/passes_test.cpp
+// docs/language.md says. Preconditions: a checked program. Test: tests/passes/passes_test.cpp
 // (reference results equal before and after on random inputs with fully masked rows).
 #include "passes/passes.h"
 

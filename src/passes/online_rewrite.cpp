@@ -1,6 +1,6 @@
 // online_rewrite: the algebra that puts dependent reductions into one-pass form.
 //
-// Step 1, exp normalization (the exp homomorphism, DESIGN.md idea 3). Every exp(E) / exp2(E)
+// Step 1, exp normalization (the exp homomorphism). Every exp(E) / exp2(E)
 // whose argument is, after moving terms, E = a*y + c - a*M with M = max(y, R) (raw, or safe
 // where(M == -inf, 0, M)), a > 0 a constant and c invariant along R, becomes
 //   exp(c) * exp(z - safe(max(z, R))),   z = a*y   (a folded with ln 2 for exp2)

@@ -1,4 +1,4 @@
-// The plan IR: a program's kernels as loop nests over tiles (DESIGN.md "Pipeline", idea 2-5).
+// The plan IR: a program's kernels as loop nests over tiles.
 //
 // A Plan holds the program it was built from (the canonical, online-rewritten program: every
 // node id below refers to it), the buffers that live in memory (inputs, outputs, materialized

@@ -1,5 +1,5 @@
 // classify_tiles: finds, per kernel, the mask condition that kills every accumulator's
-// contribution where it is false (DESIGN.md idea 5). A max over R of where(c, s, -inf) gains
+// contribution where it is false (block sparsity). A max over R of where(c, s, -inf) gains
 // nothing where c is false, and an online sum of g * exp(x - safe(max(x))) with that x adds
 // exp(-inf) = 0 there; if every accumulator is of these forms with the same c, a tile on which
 // c is false everywhere can be skipped and a tile on which it is true everywhere can drop the

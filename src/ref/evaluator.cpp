@@ -1,5 +1,5 @@
 // The reference evaluator: every node of a Program evaluated unfused, in f64, as a dense tensor
-// over the node's dimension set (dims sorted by id, row-major), exactly as LANGUAGE.md says.
+// over the node's dimension set (dims sorted by id, row-major), exactly as docs/language.md says.
 //
 // Representation: a node's value is a buffer of doubles (float types) or of int64 (i32, i64,
 // bool as 0/1) plus one stride per dimension of the node. Operands of an element-wise op are
@@ -9,7 +9,7 @@
 // after its last consumer ran. `sum(a * b, r)` is evaluated without materializing the product
 // when nothing else reads it (the contractions of attention are the largest tensors).
 //
-// Semantics, where LANGUAGE.md leaves a choice:
+// Semantics, where docs/language.md leaves a choice:
 // - Float-typed nodes (f32, and bf16/f16 arithmetic, which promotes to f32) compute exactly in
 //   f64 and round their result to their type, once per node: an f32 value is an f32 value, as
 //   in the compiled code (so `s + -1e9` absorbs s there too). Reductions and softmax accumulate

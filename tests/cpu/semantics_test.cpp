@@ -1,5 +1,5 @@
 // The CPU backend against the reference evaluator, exactly, on the integer and conversion
-// semantics of LANGUAGE.md / src/ref/evaluator.cpp: i32 ops wrap modulo 2^32 after every op
+// semantics of docs/language.md / src/ref/evaluator.cpp: i32 ops wrap modulo 2^32 after every op
 // (also through reductions), float->int casts truncate and saturate with NaN -> 0, `%` is the
 // floor modulo with x % -1 == 0 (also INT64_MIN % -1) and x % 0 a CallError, and constants the
 // compiler folds carry the same semantics (i32 wrap, bf16 rounding, exact int64 products).

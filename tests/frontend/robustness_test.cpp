@@ -1,5 +1,5 @@
 // Robustness of the frontend: thousands of random mutations of real sources (every .attn file
-// under examples/ and tests/golden/, or the LANGUAGE.md programs below when there are none):
+// under examples/ and tests/golden/, or the docs/language.md programs below when there are none):
 // characters and tokens deleted, inserted, swapped, duplicated, replaced; sources truncated.
 // parse_source must either succeed or throw SourceError with a well-formed diagnostic: never
 // crash, never throw anything else, never take long. A failure prints the seed, the iteration
@@ -21,7 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Used when the tree has no .attn files (the programs of LANGUAGE.md).
+// Used when the tree has no .attn files (the programs of docs/language.md).
 const char* const kFallback = R"(
 program alibi_gqa(q: bf16[b, g, r, m, d], k: bf16[b, g, n, d], v: bf16[b, g, n, e],
                   slope: f32[g, r]) {
@@ -66,7 +66,7 @@ std::vector<Source> corpus() {
   std::sort(out.begin(), out.end(), [](const Source& a, const Source& b) {
     return a.name < b.name;
   });
-  if (out.empty()) out.push_back({"LANGUAGE.md", kFallback});
+  if (out.empty()) out.push_back({"docs/language.md", kFallback});
   return out;
 }
 

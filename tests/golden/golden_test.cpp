@@ -1,4 +1,4 @@
-// Printer goldens: every program of every tests/golden/*.attn file (the LANGUAGE.md programs
+// Printer goldens: every program of every tests/golden/*.attn file (the docs/language.md programs
 // and programs that use every construct) is parsed and its Program::str() compared with the
 // checked-in tests/golden/NAME.txt. The text form is what the kernel cache hashes, so a change
 // here is a deliberate change of the IR or the printer.
@@ -68,7 +68,7 @@ TEST(Golden, PrinterTextOfEveryProgram) {
   for (const auto& e : fs::directory_iterator(golden_dir()))
     if (e.path().extension() == ".txt")
       EXPECT_TRUE(seen.count(e.path().stem().string())) << "stale golden " << e.path();
-  // The LANGUAGE.md programs are all there.
+  // The docs/language.md programs are all there.
   for (const char* name :
        {"alibi_gqa", "causal", "softcap", "document", "diff_attn", "evoformer_row"})
     EXPECT_TRUE(seen.count(name)) << name;

@@ -1,7 +1,7 @@
 // Every example on the CUDA backend (sm80 path) against the f64 reference evaluator, at odd
 // sizes (1, 7, 77, 333 x 1000: m != n, ragged tiles, fully masked rows) and at a benchmark-like
 // size (512 x 512, d = 128), on fresh random inputs. Outputs are poisoned (NaN) by run_cuda
-// before the launch, so an unwritten element fails. Tolerance (DESIGN.md, FlashAttention's
+// before the launch, so an unwritten element fails. Tolerance (FlashAttention's
 // rule): the RMS error against f64 is at most 2x that of a plain bf16 implementation, computed
 // here as the reference evaluator on the same program with the score contractions and the
 // softmax probabilities rounded to bf16 (what an eager bf16 PyTorch implementation stores),

@@ -31,7 +31,7 @@ void expect_matches(const Program& p, const Extents& ext, uint64_t seed, double 
 }
 
 const char* kHandWritten[] = {
-    // exactly as LANGUAGE.md defines softmax, without the safe max
+    // exactly as docs/language.md defines softmax, without the safe max
     "program manual2(q: f32[m, d], k: f32[n, d], v: f32[n, e]) {\n"
     "  s = sum(q * k, d) / sqrt(size(d))\n"
     "  p = exp(s - max(s, n))\n"

@@ -118,7 +118,7 @@ TEST(RefAttention, VanillaAndCausalMatchLoops) {
 }
 
 TEST(RefAttention, AlibiGqaMatchesLoops) {
-  // LANGUAGE.md's first program: g groups of r query heads, slope per head.
+  // docs/language.md's first program: g groups of r query heads, slope per head.
   ProgramBuilder b("alibi_gqa");
   auto q = b.param("q", DType::bf16, {"b", "g", "r", "m", "d"});
   auto k = b.param("k", DType::bf16, {"b", "g", "n", "d"});

@@ -1,4 +1,4 @@
-// The public C++ builder (include/flashgen/builder.h): builds VARIANTS.md programs without
+// The public C++ builder (include/flashgen/builder.h): builds the variant programs of examples/ without
 // text, checks their dimension sets and types, and shows structural equality and hashing.
 #include <gtest/gtest.h>
 
