@@ -155,5 +155,38 @@ TEST(MaskedKeys, AnUnderflowedWeightRemovesItsTermAfterARescale) {
     }
 }
 
+// docs/language.md §8, the choice on call-time errors: an out-of-range gather that only masked
+// elements would read is reported by the reference (it computes every element) and not by the
+// CPU backend, which never reads a key tile the mask removes entirely; its result is then the
+// same as the reference's on the keys the mask keeps.
+TEST(MaskedKeys, AGatherOutOfRangeOnlyBehindSkippedTilesIsNotRead) {
+  Program p = parse_source(
+      "program p(q: f32[m, d], k: f32[n, d], v: f32[n, e], bias: f32[r]) {\n"
+      "  s = where(n < size(r), sum(q * k, d) + bias[n], -inf)\n"
+      "  out o: f32[m, e] = sum(softmax(s, n) * v, n)\n"
+      "}\n", "t.attn").at(0);
+  const int64_t M = 40, N = 200, R = 64, D = 8, E = 5;  // keys >= 64: whole masked key tiles
+  TensorMap in = inputs(M, N, D, E, 17);
+  for (int64_t n = 0; n < N; ++n)  // finite values: only the reads differ
+    for (int64_t e = 0; e < E; ++e)
+      if (!std::isfinite(in["v"].at({n, e}))) in["v"].set_at({n, e}, 0.5);
+  std::mt19937_64 rng(3);
+  in["bias"] = testing::random_float_tensor(DType::f32, {R}, rng);
+  Extents ext = {{"r", R}};
+  EXPECT_THROW(evaluate_reference(p, in, ext), CallError);  // bias[64..199] is out of range
+  TensorMap cpu = run_cpu(p, in, ext);
+  // The reference on the keys the mask keeps (n < 64) gives the same output.
+  TensorMap kept = in;
+  for (const char* name : {"k", "v"}) {
+    const Tensor& t = in.at(name);
+    Tensor c(DType::f32, {R, t.shape()[1]});
+    for (int64_t n = 0; n < R; ++n)
+      for (int64_t j = 0; j < t.shape()[1]; ++j) c.set_at({n, j}, t.at({n, j}));
+    kept[name] = c;
+  }
+  TensorMap want = evaluate_reference(p, kept, ext);
+  EXPECT_EQ(testing::compare_tensors(cpu.at("o"), want.at("o"), 1e-5), "");
+}
+
 }  // namespace
 }  // namespace flashgen
