@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo: builds `flashgen`, shows what the compiler makes of the causal attention example
 # (one fused kernel), then compiles and runs it on the CPU backend on random inputs and prints
-# each output's summary and its error against the f64 reference evaluator.
+# each output's summary and its error against the f64 reference evaluator; then verifies the
+# sliding-window example on every backend of the machine and profiles it on the CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -18,3 +19,5 @@ echo "== examples/causal.attn"
 cat examples/causal.attn
 run explain examples/causal.attn --sizes b=1,h=4,m=n=256,d=e=64
 run run examples/causal.attn --random b=1,h=4,m=n=256,d=e=64 --backend cpu --check
+run verify examples/sliding_window.attn --random b=1,h=4,m=n=700,d=e=64
+run profile examples/sliding_window.attn --sizes b=1,h=4,m=n=700,d=e=64 --backend cpu --iters 5
