@@ -41,6 +41,10 @@ std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext
 std::string cuda_compile_build(const Program& p, Target target, const Extents& sizes,
                                const std::string& arch, CudaBuild build);
 
+// Whether the running GPU takes program `p` at the head extents in `ext`: the sm80 template fits
+// it and its shared memory fits the device (without compiling); if not, why. Needs a GPU.
+bool cuda_takes(const Program& p, const Extents& ext, std::string* why);
+
 // Device state of one call: buffers, params, launch geometry.
 struct CudaBound {
   std::vector<DeviceBuffer> bufs;

@@ -478,7 +478,8 @@ std::string profile_text(const ProfileReport& r) {
            << "intensity (" << (k.bound_by_memory ? "memory" : "compute") << "-bound); achieved "
            << fmt("%.1f", 100 * k.roofline_fraction) << "% of it"
            << (k.roofline_fraction > 1 && r.backend == Backend::cpu
-                   ? " (above the measured peak: other work ran while the peaks were measured)"
+                   ? " (above the measured peak: the kernel ran from cache, or other work ran "
+                     "while the peaks were measured)"
                    : "")
            << "\n";
       else

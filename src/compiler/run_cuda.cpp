@@ -204,6 +204,26 @@ void cuda_check_errors(const Program& p, const Plan& plan, const CudaBound& b) {
                   "' (dimension '" + p.dims[d] + "')");
 }
 
+bool cuda_takes(const Program& p, const Extents& ext, std::string* why) {
+  try {
+    Plan plan = cuda_plan(p, Target::cuda_sm80, {});
+    const CudaDeviceInfo& dev = cuda_device_info();
+    const SmemBudget budget{dev.max_smem_per_sm, dev.max_smem_per_block_optin};
+    CudaKernelSource src =
+        emit_sm80_kernel(plan, 0, Target::cuda_sm80, head_sizes(plan, ext), budget);
+    if (src.launch.smem_bytes > dev.max_smem_per_block_optin) {
+      *why = "its kernel needs " + std::to_string(src.launch.smem_bytes) +
+             " bytes of shared memory per block; this GPU allows " +
+             std::to_string(dev.max_smem_per_block_optin);
+      return false;
+    }
+  } catch (const BackendError& e) {
+    *why = e.what();
+    return false;
+  }
+  return true;
+}
+
 void cuda_run(const Program& p, const Extents& ext, const CudaLoaded& plain, CudaBound& b) {
   cuda_launch(plain, b, nullptr);
   cuda_synchronize();

@@ -1,7 +1,8 @@
 // verify: one program on every backend (ref, cpu, cuda) on the same inputs, each output
 // compared with the f64 reference by check_outputs (flashgen/check.h) at its dtype's tolerance
 // or a given one. A backend that is not available here, or that cannot take this program (the
-// CUDA template, checked by emitting it before the run), is listed with why; one that fails
+// CUDA template and the GPU's shared memory, checked before the backend runs: cuda_takes), is
+// listed with why; one that fails
 // while it runs where the reference did not (any error: a CallError of its own, a compiler or
 // device failure) or differs beyond the tolerance fails the verification.
 // Tests: tests/tools/verify_test.cpp (every example; planted differences),
@@ -13,7 +14,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "flashgen/compile.h"
+#include "compiler/cuda_call.h"
 #include "flashgen/error.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/host_compiler.h"
@@ -48,7 +49,11 @@ bool available(Backend b, const Program& p, const Extents& ext, std::string* why
   try {
     if (b == Backend::cuda) {
       if (!cuda_available(why)) return false;
-      emit_cuda(p, Target::cuda_sm80, ext);  // a program the CUDA template does not take throws
+      std::string w;
+      if (!cuda_takes(p, ext, &w)) {
+        *why = "cannot run this program: " + w;
+        return false;
+      }
     }
     if (b == Backend::cpu) host_compiler_version();
   } catch (const BackendError& e) {

@@ -89,7 +89,7 @@ std::string format_diagnostic(const std::string& file, const std::string& source
       while (i > 0 && i < line.size() && (static_cast<unsigned char>(line[i]) & 0xc0) == 0x80) --i;
       return i;
     };
-    const size_t at = static_cast<size_t>(std::max(col - 1, 0));
+    const size_t at = std::min(static_cast<size_t>(std::max(col - 1, 0)), line.size());
     size_t start = boundary(at > kWindow / 2 ? at - kWindow / 2 : 0);
     size_t end = std::min(line.size(), start + kWindow);
     if (end < line.size()) end = boundary(end);

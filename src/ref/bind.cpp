@@ -153,7 +153,7 @@ void check_input_values(const Program& p, const TensorMap& inputs) {
   std::vector<const Tensor*> ts = check_params(p, inputs);
   for (size_t i = 0; i < p.params.size(); ++i)
     if (p.params[i].type == DType::i32 && ts[i]->dtype() == DType::i64)
-      check_fits_i32(p, p.params[i], ts[i]->contiguous());
+      check_fits_i32(p, p.params[i], ts[i]->is_contiguous() ? *ts[i] : ts[i]->contiguous());
 }
 
 TensorMap prepare_inputs(const Program& p, const TensorMap& inputs) {

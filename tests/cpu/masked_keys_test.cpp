@@ -11,6 +11,7 @@
 #include <limits>
 #include <random>
 
+#include "compiler/pipeline.h"
 #include "flashgen/compile.h"
 #include "flashgen/flashgen.h"
 #include "support/support.h"
@@ -165,7 +166,9 @@ TEST(MaskedKeys, AGatherOutOfRangeOnlyBehindSkippedTilesIsNotRead) {
       "  s = where(n < size(r), sum(q * k, d) + bias[n], -inf)\n"
       "  out o: f32[m, e] = sum(softmax(s, n) * v, n)\n"
       "}\n", "t.attn").at(0);
-  const int64_t M = 40, N = 200, R = 64, D = 8, E = 5;  // keys >= 64: whole masked key tiles
+  // R: one key tile of the CPU kernel, so keys >= R fill whole masked tiles.
+  const int64_t R = compile_program(p, CompileOptions{}).plan.kernels[0].red_tile;
+  const int64_t M = 40, N = 3 * R + 8, D = 8, E = 5;
   TensorMap in = inputs(M, N, D, E, 17);
   for (int64_t n = 0; n < N; ++n)  // finite values: only the reads differ
     for (int64_t e = 0; e < E; ++e)
@@ -173,9 +176,9 @@ TEST(MaskedKeys, AGatherOutOfRangeOnlyBehindSkippedTilesIsNotRead) {
   std::mt19937_64 rng(3);
   in["bias"] = testing::random_float_tensor(DType::f32, {R}, rng);
   Extents ext = {{"r", R}};
-  EXPECT_THROW(evaluate_reference(p, in, ext), CallError);  // bias[64..199] is out of range
+  EXPECT_THROW(evaluate_reference(p, in, ext), CallError);  // bias[R..N) is out of range
   TensorMap cpu = run_cpu(p, in, ext);
-  // The reference on the keys the mask keeps (n < 64) gives the same output.
+  // The reference on the keys the mask keeps (n < R) gives the same output.
   TensorMap kept = in;
   for (const char* name : {"k", "v"}) {
     const Tensor& t = in.at(name);

@@ -54,6 +54,11 @@ TEST(FormatDiagnostic, ALongLineIsShownAsAWindowAroundTheColumn) {
   ASSERT_EQ(caret.back(), '^');
   EXPECT_EQ(shown[caret.size() - 1], line[col - 1]);  // the caret is under the column's byte
   EXPECT_NE(shown.find(line.substr(col - 11, 20)), std::string::npos);
+  // A column far past the end of a long line: the window ends at the line's end and the caret
+  // stands just after it.
+  const std::string past = format_diagnostic("f", std::string(200, 'a'), {1, 400}, "m");
+  EXPECT_EQ(past, "f:1:400: error: m\n..." + std::string(80, 'a') + "\n" +
+                      std::string(83, ' ') + "^");
   // Near the start: no leading "...", the caret where it was.
   const std::string near = format_diagnostic("f", line, {1, 5}, "m");
   EXPECT_EQ(near.substr(near.find('\n') + 1, 5), line.substr(0, 5));

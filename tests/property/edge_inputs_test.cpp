@@ -1,7 +1,7 @@
 // Property test at the edges of the inputs: the random programs of tests/support/
 // random_program.h run on the CPU backend and the reference with (a) NaN, +-inf, -0 and f32
-// subnormals planted in their float inputs, (a') the ends of i32 / i64 and values beyond exact
-// doubles planted in their integer inputs, (b) every extent 1, (c) one extent 0. (Extents whose
+// subnormals planted in their float inputs, (a') the ends of i32 planted in their integer inputs
+// (mask data), (b) every extent 1, (c) one extent 0. (Extents whose
 // products pass 2^60 cannot have inputs at all: tests/ref/call_limits_test.cpp.) The two
 // backends must agree: the same non-finite values at the same places (the language's rules:
 // f32 values are f32, 0 * NaN = 0), finite values within f32 accuracy, or the same error.
@@ -51,7 +51,8 @@ void plant_edges(TensorMap& in, std::mt19937_64& rng) {
 
 // Plants integer edge values at a few random places of every integer input: 0, -1 and the ends
 // of i32 in i32 inputs; the ends of i64 and +-(2^53 + 1) (beyond exact doubles) in i64 inputs.
-// Used as indices they are out of range (both backends must say so); as values they wrap.
+// The random programs' integer inputs are i32 document ids compared in masks (doc[m] == doc[n]),
+// which the tile classifiers bound by the data each tile reads: the edge ids test those bounds.
 int plant_integer_edges(TensorMap& in, std::mt19937_64& rng) {
   int planted = 0;
   const int32_t e32[] = {0, -1, std::numeric_limits<int32_t>::max(),
@@ -163,7 +164,7 @@ TEST(Property, EdgeInputsAgreeOnCpuAndReference) {
     TensorMap in = random_inputs(p, gens[i].sizes, seed + i);
     plant_edges(in, rng);
     EXPECT_EQ(compare_backends(p, in, {}), "") << "edge values";
-    // (a') integer edge values in the integer inputs (indices out of range, values that wrap).
+    // (a') integer edge values in the integer inputs.
     TensorMap ints = random_inputs(p, gens[i].sizes, seed + i);
     if (plant_integer_edges(ints, rng) > 0) {
       ++integer_programs;
