@@ -53,7 +53,7 @@ TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extr
 void precompile_cpu(const std::vector<Program>& programs,
                     const std::vector<std::string>& extra_flags = {});
 
-// ---- The CUDA backend (src/compiler/run_cuda.cpp; issue 4) ----
+// ---- The CUDA backend (src/compiler/run_cuda.cpp) ----
 // Generated CUDA source of every kernel for cuda-sm80 / cuda-sm90 (the sm80 path), specialized
 // for the head-dim extents in `sizes` (the dims the plan eliminates; others are ignored).
 std::string emit_cuda(const Program& p, Target target, const Extents& sizes);
@@ -75,7 +75,7 @@ struct CudaBenchResult {
                             // contraction + 2*DV per P.V accumulator
   double dense_flops = 0;   // the same counting every pair
   double tflops = 0;        // flops / median time
-  double peak_tflops = 0;   // dense bf16 tensor-core peak used for the fraction (H200: 989)
+  double peak_tflops = 0;   // dense bf16 tensor-core peak used for the fraction (datasheet)
 };
 // Times the program on random inputs of `sizes` (median over `iters` warm runs); inputs named
 // in `given` (e.g. document ids) replace the random ones.

@@ -19,7 +19,7 @@ struct Compiled {
 Compiled compile_program(const Program& p, const CompileOptions& opt,
                          const std::string& stop_after = "", std::string* dump = nullptr);
 
-// The CUDA emitter (src/codegen/cuda/, issue 4) defines this; until it is linked in,
+// The CUDA emitter (src/codegen/cuda/) defines this; until it is linked in,
 // emit_source for a CUDA target is a BackendError.
 std::string emit_cuda_source(const Plan& plan, Target target) __attribute__((weak));
 

@@ -19,7 +19,7 @@
 // extent row_tile / red_tile / full extent along them. `inlined` values have no array: the
 // emitter expands them into the single consumer that reads them (a contraction's product).
 //
-// Tile classification (block sparsity, issue 4 / DESIGN idea 5): `mask` names the condition
+// Tile classification (block sparsity): `mask` names the condition
 // that kills every accumulator's contribution where it is false; the emitter evaluates it by
 // interval arithmetic over a tile's index ranges (plan/tile_classes.cpp) and skips empty tiles
 // and mask evaluation on full ones.

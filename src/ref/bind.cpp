@@ -1,7 +1,7 @@
 // Call-time binding: checks inputs against a program's parameters, binds every dimension's
 // extent, and converts inputs to the declared dtypes.
 //
-// Rules (docs/language.md "Errors", issue 2 item 6): every parameter needs an input of its rank; a
+// Rules (docs/language.md "Errors"): every parameter needs an input of its rank; a
 // float parameter accepts a float array of any width (rounded to the declared dtype by
 // prepare_inputs); an integer parameter accepts an integer array of any width (values must fit
 // the declared type); a bool parameter needs a bool array. Two inputs binding one dimension must

@@ -307,9 +307,8 @@ class Sm80Writer {
     const int Sn = static_cast<int>(scores_.size()), A = static_cast<int>(pv_.size());
     // Small heads (D + DV <= 64, e.g. Evoformer's d = 32) do little tensor-core work per score
     // element, so the element code and its latencies dominate: 16 rows per warp and 5 blocks
-    // per SM (<= 102 registers) hide them better than 32 rows and 2 blocks (H200,
-    // scripts/gpu_ab: 4 blocks: evoformer_row 0.156 -> 0.134 ms, evoformer_col 0.086 -> 0.069;
-    // with staged tiles, 5 blocks vs 4: 0.099 -> 0.094, 0.067 -> 0.063; BN = 128: 0.70x).
+    // per SM (<= 102 registers) hide them better than 32 rows and 2 blocks (the A/B
+    // measurements: bench/NOTES.md, sessions 3 and 4).
     const bool small_heads = D_ + DV_ <= 64 && Sn == 1 && A == 1;  // (as measured)
     mw_ = (Sn == 1 && A == 1 && DV_ <= 128 && D_ <= 128 && !small_heads) ? 2 : 1;
     // Value-column split: when the accumulators of all value columns would not fit the
@@ -325,8 +324,7 @@ class Sm80Writer {
     launch_.warps = 4;
     launch_.block_m = 16 * mw_ * 4;
     staged_ = fit_staged(launch_.min_blocks);
-    // Small heads: staged tiles are worth more than a fifth block (H200: 4 blocks with the
-    // pair bias and key mask staged 0.099 ms, 4 without 0.132, 5 with 0.094).
+    // Small heads: staged tiles are worth more than a fifth block (bench/NOTES.md, session 4).
     if (small_heads && fit_staged(4).size() > staged_.size()) {
       launch_.min_blocks = 4;
       staged_ = fit_staged(4);

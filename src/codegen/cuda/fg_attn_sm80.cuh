@@ -367,8 +367,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // Spans of kSpan tiles are tested first: classify over the span's box is as sound as over one
   // tile (interval analysis is conservative), so an empty span skips kSpan tiles with one test
   // (sliding windows and the rows above a causal diagonal scan O(n / (64·kSpan)), not O(n / 64)).
-  // Then spans of 4 inside a non-empty span (a document's edges: H200, sliding_window n16K
-  // d64 1.07x, document 1.01-1.02x, causal 1.00x).
+  // Then spans of 4 inside a non-empty span (a document's edges; bench/RESULTS.md, session 4).
   constexpr int kSpan = 16;
   auto next_tile = [&](int j) {
     while (j < n_tiles) {
