@@ -28,7 +28,6 @@ struct CudaLoaded {
   std::string arch;           // "sm_90a"
   double compile_ms = 0;      // emit + NVRTC (or its disk cache) + module load
   bool from_disk_cache = false;
-  CudaBuild build = CudaBuild::plain;
 };
 
 // The kernel for program `p` at the head extents in `ext` (other extents are ignored), compiled

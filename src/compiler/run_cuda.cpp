@@ -91,7 +91,6 @@ std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext
   auto L = std::make_shared<CudaLoaded>();
   L->plan = std::move(plan);
   L->arch = arch;
-  L->build = build;
   L->src = emit_sm80_kernel(L->plan, 0, Target::cuda_sm80, heads, budget);
   Cubin cubin = nvrtc_compile(L->src.source, nvrtc_options(arch, L->src.launch.entry, build));
   CudaModule mod(cubin.bytes);
