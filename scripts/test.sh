@@ -5,16 +5,19 @@
 #            AddressSanitizer and UndefinedBehaviorSanitizer (-O1 -g); any report fails the test
 #            that triggered it.
 #   fuzz     scripts/fuzz.sh: the libFuzzer targets of fuzz/, a fixed seed, a bounded time.
+#   python   scripts/python_env.sh (.venv with torch and transformers from PyPI, flashgen
+#            installed by `pip install .`), then pytest over python/tests/ (GPU tests skip
+#            without a GPU).
 # `scripts/test.sh asan` (or any subset of the stage names) runs only those stages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 stages=("$@")
-((${#stages[@]})) || stages=(release asan fuzz)
+((${#stages[@]})) || stages=(release python asan fuzz)
 for s in "${stages[@]}"; do
   case "$s" in
-    release|asan|fuzz) ;;
-    *) echo "test.sh: unknown stage '$s' (release, asan, fuzz)" >&2; exit 2 ;;
+    release|python|asan|fuzz) ;;
+    *) echo "test.sh: unknown stage '$s' (release, python, asan, fuzz)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ " ${stages[*]} " == *" $1 "* ]]; }
@@ -29,6 +32,13 @@ if wants release; then
   stage release
   ninja -C build -j2
   (cd build && ctest --output-on-failure -j2)
+fi
+
+if wants python; then
+  stage "python: the flashgen package and its tests"
+  ./scripts/python_env.sh
+  # A fixed seed for everything random (the tests seed their generators too).
+  PYTHONHASHSEED=0 HF_HUB_OFFLINE=1 .venv/bin/python -m pytest python/tests -q -p no:cacheprovider
 fi
 
 if wants asan; then

@@ -4,6 +4,7 @@
 // in order; each pass has a name usable with --dump-after.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +48,9 @@ std::string emit_source(const Program& p, const CompileOptions& opt);
 
 // Runs on the CPU backend (compiles with the host compiler, cached on disk).
 TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extra = {});
+// The same, writing into `outputs` (checked by run_into, flashgen.h) in place.
+void run_cpu_into(const Program& p, const TensorMap& inputs, const Extents& extra,
+                  TensorMap& outputs);
 // Compiles several programs (distinct names) into one host library, so later run_cpu calls
 // on them start at once (one compiler run instead of one per program).
 // `extra_flags` go to the host compiler after its defaults (tests pass -O1 to compile faster).
@@ -64,6 +68,27 @@ std::string compile_cuda_cubin(const Program& p, Target target, const Extents& s
 // Runs on the GPU (sm_80 path; compiled for the running GPU's arch). Inputs of another dtype
 // are converted; any strides are accepted (packed before upload).
 TensorMap run_cuda(const Program& p, const TensorMap& inputs, const Extents& extra = {});
+// A tensor in GPU memory of the current device's primary context (a torch or CuPy CUDA
+// tensor that crossed by DLPack): strides in elements.
+struct DeviceTensor {
+  DType type = DType::f32;
+  std::vector<int64_t> shape, strides;
+  uint64_t ptr = 0;
+};
+using DeviceTensorMap = std::map<std::string, DeviceTensor>;
+// Launches the program on GPU memory in place, on `stream` (a CUstream; 0 is the legacy
+// default stream), and returns without synchronizing: a CUDA graph capture records it. Inputs
+// and outputs have their declared dtype and shape, packed in declared dim order and 16-byte
+// aligned (CallError naming the tensor otherwise). `err` is 8 zeroed int64 of device memory
+// where the kernel reports an out-of-range gather or x % 0 (err[0..3], decoded by
+// cuda_raise_error_word) and a non-finite accumulator (err[7]: the plain build does not follow
+// the strong zero of masked keys whose V is inf or NaN; the careful build does, slower).
+void cuda_launch_device(const Program& p, const DeviceTensorMap& inputs,
+                        const DeviceTensorMap& outputs, uint64_t err, uint64_t stream,
+                        bool careful = false);
+// The CallError an error word read back from such a call stands for (nothing if err[0] is 0);
+// `input_shapes` are the call's inputs (only their shapes are read).
+void cuda_raise_error_word(const Program& p, const TensorMap& input_shapes, const int64_t* err);
 // Kernels compiled (NVRTC or disk cache) and loaded by this process: a test asserts that
 // changing long extents does not raise it.
 int cuda_kernel_load_count();

@@ -1,5 +1,7 @@
-// Host tensors: a dtype, extents, strides (in elements) and owned storage in the dtype's own
-// encoding (f32 as float, bf16/f16 as uint16 bits, f8 as uint8 bits, bool as uint8).
+// Host tensors: a dtype, extents, strides (in elements) and storage in the dtype's own
+// encoding (f32 as float, bf16/f16 as uint16 bits, f8 as uint8 bits, bool as uint8). The
+// storage is owned, or borrowed from a caller (Tensor::borrow: numpy or torch memory that
+// crossed by DLPack, read and written in place).
 // Element access goes through double, with rounding to the dtype (round to nearest even).
 #pragma once
 
@@ -46,6 +48,11 @@ class Tensor {
   // elements (or a negative extent) is a CallError; a failed allocation a BackendError that
   // says "out of memory" and the size.
   Tensor(DType dtype, std::vector<int64_t> shape);
+  // A view of memory the caller owns: `data` holds `nbytes` bytes, the elements lie at
+  // `strides` (in elements, any sign-free layout inside those bytes); `keep` (may be null) is
+  // held as long as the view lives. CallError when the strides reach past `nbytes`.
+  static Tensor borrow(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides,
+                       void* data, size_t nbytes, std::shared_ptr<void> keep = nullptr);
 
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
@@ -61,9 +68,16 @@ class Tensor {
   void set_at(const std::vector<int64_t>& idx, double v);
 
   // Raw storage (contiguous tensors: numel * dtype_bytes bytes).
-  void* data() { return storage_ ? storage_->data() : nullptr; }
-  const void* data() const { return storage_ ? storage_->data() : nullptr; }
-  size_t nbytes() const { return storage_ ? storage_->size() : 0; }
+  void* data() { return storage_ ? storage_->ptr : nullptr; }
+  const void* data() const { return storage_ ? storage_->ptr : nullptr; }
+  size_t nbytes() const { return storage_ ? storage_->size : 0; }
+  // Whether the storage is a caller's (Tensor::borrow).
+  bool borrowed() const { return storage_ && storage_->keep_or_external; }
+
+  // Integer tensors: the exact 64-bit value (i32 keeps its low 32 bits); other dtypes: set().
+  void set_int(int64_t flat, int64_t v);
+  // Copies `src` (same dtype and shape, any strides) element by element into this tensor.
+  void copy_from(const Tensor& src);
 
   // A view with permuted or otherwise strided layout over the same storage.
   Tensor with_strides(std::vector<int64_t> shape, std::vector<int64_t> strides) const;
@@ -75,7 +89,14 @@ class Tensor {
   int64_t offset_of(int64_t flat) const;
   DType dtype_ = DType::f32;
   std::vector<int64_t> shape_, strides_;
-  std::shared_ptr<std::vector<uint8_t>> storage_;
+  struct Storage {
+    std::vector<uint8_t> owned;
+    uint8_t* ptr = nullptr;  // owned.data() or the caller's memory
+    size_t size = 0;
+    bool keep_or_external = false;
+    std::shared_ptr<void> keep;
+  };
+  std::shared_ptr<Storage> storage_;
 };
 
 using TensorMap = std::map<std::string, Tensor>;

@@ -48,5 +48,7 @@ CpuBound cpu_bind(const CpuCompiled& c, const Program& p, const TensorMap& input
 TileCounts cpu_run_kernel(const CpuCompiled& c, CpuBound& b, const Program& p, int k);
 // The outputs, of their declared dtype.
 TensorMap cpu_outputs(const CpuCompiled& c, const CpuBound& b);
+// Writes the outputs into `outputs` (one tensor per output, of its dtype and shape, any strides).
+void cpu_write_outputs(const CpuCompiled& c, const CpuBound& b, TensorMap& outputs);
 
 }  // namespace flashgen

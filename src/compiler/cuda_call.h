@@ -61,6 +61,10 @@ struct CudaBound {
 CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inputs,
                     const Extents& ext);
 void cuda_launch(const CudaLoaded& L, CudaBound& b, CudaStreamHandle stream);
+// An error word's out-of-range gather or x % 0 (err[0..3]) as a CallError; nothing if err[0]
+// is 0.
+void cuda_raise_error_word(const Program& p, const Plan& plan, const std::vector<int64_t>& extv,
+                           const int64_t* err);
 // After a synchronize: the kernel's out-of-range gather or x % 0 as a CallError.
 void cuda_check_errors(const Program& p, const Plan& plan, const CudaBound& b);
 // Runs the call to completion: the plain build, then, if it flagged a non-finite accumulator,

@@ -173,34 +173,46 @@ TileCounts cpu_run_kernel(const CpuCompiled& c, CpuBound& b, const Program& p, i
   return {err[4], err[5], err[6]};
 }
 
-TensorMap cpu_outputs(const CpuCompiled& c, const CpuBound& b) {
+void cpu_write_outputs(const CpuCompiled& c, const CpuBound& b, TensorMap& outputs) {
   const Plan& plan = c.plan;
-  TensorMap out;
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const PlanBuffer& B = plan.buffers[i];
     if (B.kind != PlanBuffer::Output) continue;
-    std::vector<int64_t> shape;
-    for (int d : B.dims) shape.push_back(b.extv[d]);
-    Tensor t(B.type, shape);
+    Tensor& t = outputs.at(B.name);
     const std::vector<int64_t>& src = b.owned[i];
-    if (B.type == DType::i64) {
-      if (!src.empty()) std::memcpy(t.data(), src.data(), 8 * src.size());
-    } else if (B.type == DType::i32) {  // i32 values are already wrapped to 32 bits
-      auto* dst = static_cast<int32_t*>(t.data());
-      for (size_t j = 0; j < src.size(); ++j) dst[j] = static_cast<int32_t>(src[j]);
+    const int64_t n = static_cast<int64_t>(src.size());
+    if (B.type == DType::i64 && t.is_contiguous()) {
+      if (n) std::memcpy(t.data(), src.data(), 8 * src.size());
+    } else if (is_integer(B.type)) {  // i32 values are already wrapped to 32 bits
+      for (int64_t j = 0; j < n; ++j) t.set_int(j, src[static_cast<size_t>(j)]);
     } else {
-      for (size_t j = 0; j < src.size(); ++j) {
+      for (int64_t j = 0; j < n; ++j) {
         double v;
-        std::memcpy(&v, &src[j], 8);
-        t.set(static_cast<int64_t>(j), v);
+        std::memcpy(&v, &src[static_cast<size_t>(j)], 8);
+        t.set(j, v);
       }
     }
-    out[B.name] = t;
   }
+}
+
+TensorMap cpu_outputs(const CpuCompiled& c, const CpuBound& b) {
+  TensorMap out;
+  for (size_t i = 0; i < c.plan.buffers.size(); ++i) {
+    const PlanBuffer& B = c.plan.buffers[i];
+    if (B.kind != PlanBuffer::Output) continue;
+    std::vector<int64_t> shape;
+    for (int d : B.dims) shape.push_back(b.extv[d]);
+    out[B.name] = Tensor(B.type, shape);
+  }
+  cpu_write_outputs(c, b, out);
   return out;
 }
 
-TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extra) {
+namespace {
+// A call's kernels run to completion (the bound buffers hold the outputs).
+std::pair<std::shared_ptr<const CpuCompiled>, CpuBound> cpu_call(const Program& p,
+                                                                 const TensorMap& inputs,
+                                                                 const Extents& extra) {
   bind_extents(p, inputs, extra);  // a bad call fails before anything is compiled
   std::shared_ptr<const CpuCompiled> c;
   {
@@ -211,7 +223,19 @@ TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extr
   if (!c) c = cpu_load(p);
   CpuBound b = cpu_bind(*c, p, inputs, extra);
   for (size_t k = 0; k < c->fns.size(); ++k) cpu_run_kernel(*c, b, p, static_cast<int>(k));
+  return {c, std::move(b)};
+}
+}  // namespace
+
+TensorMap run_cpu(const Program& p, const TensorMap& inputs, const Extents& extra) {
+  auto [c, b] = cpu_call(p, inputs, extra);
   return cpu_outputs(*c, b);
+}
+
+void run_cpu_into(const Program& p, const TensorMap& inputs, const Extents& extra,
+                  TensorMap& outputs) {
+  auto [c, b] = cpu_call(p, inputs, extra);
+  cpu_write_outputs(*c, b, outputs);
 }
 
 }  // namespace flashgen

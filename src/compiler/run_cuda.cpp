@@ -104,63 +104,62 @@ std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext
   return L;
 }
 
-CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inputs, const Extents& ext) {
-  const Plan& plan = L.plan;
-  const Sm80Launch& la = L.src.launch;
-  // The one conversion of inputs to their declared types (integer values must fit).
-  const TensorMap prepared = prepare_inputs(p, inputs);
-  CudaBound b;
+namespace {
+
+// The call's extents in the program's dim order; rows, keys and the element code's integer
+// indices are 32-bit on the device (the emitter narrows index arithmetic by this bound:
+// TargetTable::max_extent).
+std::vector<int64_t> cuda_extents(const CudaLoaded& L, const Program& p, const Extents& ext) {
+  std::vector<int64_t> extv;
   for (const std::string& d : p.dims) {
     auto it = ext.find(d);
-    b.extv.push_back(it == ext.end() ? 0 : it->second);
+    extv.push_back(it == ext.end() ? 0 : it->second);
   }
-  // Rows, keys and the element code's integer indices are 32-bit on the device (the emitter
-  // narrows index arithmetic by this bound: TargetTable::max_extent).
   for (int d : L.src.launch.int32_dims)
-    if (b.extv[d] > INT32_MAX)
-      throw CallError("dimension '" + p.dims[d] + "' has extent " + std::to_string(b.extv[d]) +
+    if (extv[d] > INT32_MAX)
+      throw CallError("dimension '" + p.dims[d] + "' has extent " + std::to_string(extv[d]) +
                       "; the CUDA backend indexes it with 32-bit ints (extents up to 2^31 - 1)");
+  return extv;
+}
+
+// A buffer's shape at the call's extents (CallError past 2^60 elements).
+std::vector<int64_t> buffer_shape(const PlanBuffer& B, const std::vector<int64_t>& extv) {
+  std::vector<int64_t> shape;
+  for (int d : B.dims) shape.push_back(extv[d]);
+  if (checked_element_count(shape) < 0) {
+    throw CallError("the CUDA backend cannot hold '" + B.name + "' of shape " +
+                    shape_text(shape) + ": more than 2^" + std::to_string(kMaxElementsLog2) +
+                    " elements");
+  }
+  return shape;
+}
+
+// The kernel's parameters and launch geometry for buffers at `ptrs` (one per plan buffer,
+// packed in dim order) and the error word at `err`; b.extv is set.
+void bind_launch(const CudaLoaded& L, const Program& p, const std::vector<DevicePtr>& ptrs,
+                 DevicePtr err, CudaBound& b) {
+  const Plan& plan = L.plan;
+  const Sm80Launch& la = L.src.launch;
   const int NB = la.num_buffers, R = la.max_rank;
   b.params.assign(NB + NB * R + la.num_dims + 1, 0);
   for (int i = 0; i < NB; ++i) {
-    const PlanBuffer& B = plan.buffers[i];
-    std::vector<int64_t> shape;
-    for (int d : B.dims) shape.push_back(b.extv[d]);
-    const int64_t n = checked_element_count(shape);
-    if (n < 0) {
-      throw CallError("the CUDA backend cannot hold '" + B.name + "' of shape " +
-                      shape_text(shape) + ": more than 2^" + std::to_string(kMaxElementsLog2) +
-                      " elements");
-    }
-    std::vector<int64_t> st(B.dims.size());
-    int64_t acc = 1;  // at most n: no overflow
-    for (int j = static_cast<int>(B.dims.size()) - 1; j >= 0; --j) {
-      st[j] = acc;
+    const std::vector<int64_t> shape = buffer_shape(plan.buffers[i], b.extv);
+    int64_t acc = 1;  // at most the element count: no overflow
+    for (int j = static_cast<int>(shape.size()) - 1; j >= 0; --j) {
+      b.params[NB + i * R + j] = acc;
       acc *= shape[j];
     }
-    size_t bytes = static_cast<size_t>(n) * dtype_bytes(B.type);
-    b.bufs.emplace_back(bytes);
-    if (B.kind == PlanBuffer::Input) {
-      const Tensor& given = prepared.at(B.name);
-      Tensor t = given.dtype() == B.type && given.is_contiguous() ? given : given.to(B.type);
-      if (bytes) b.bufs.back().upload(t.data(), bytes);
-    } else if (bytes) {
-      b.bufs.back().fill_u32(0x7fc07fc0u);  // NaN in bf16 pairs and in f32
-    }
-    b.params[i] = static_cast<int64_t>(b.bufs.back().ptr());
-    for (size_t j = 0; j < st.size(); ++j) b.params[NB + i * R + j] = st[j];
+    b.params[i] = static_cast<int64_t>(ptrs[i]);
   }
   for (int d = 0; d < la.num_dims; ++d) b.params[NB + NB * R + d] = b.extv[d];
-  b.err = DeviceBuffer(8 * sizeof(int64_t));
-  b.err.memset(0);
-  b.params.back() = static_cast<int64_t>(b.err.ptr());
+  b.params.back() = static_cast<int64_t>(err);
   int64_t P = 1;
   for (int d : la.par_dims) P *= b.extv[d];
   P *= la.value_split;
   int64_t M = b.extv[la.row_dim];
   if (P == 0 || M == 0) {
     b.empty = true;
-    return b;
+    return;
   }
   // Gathers by plain dim indices run unchecked on the device: their range is the index dim's.
   for (const Sm80Launch::GatherCheck& g : la.gather_checks) {
@@ -181,6 +180,33 @@ CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inpu
             static_cast<unsigned>(std::min<int64_t>(P, 65535)),
             static_cast<unsigned>((P + 65534) / 65535)};
   b.block = {static_cast<unsigned>(32 * la.warps), 1, 1};
+}
+
+}  // namespace
+
+CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inputs, const Extents& ext) {
+  const Plan& plan = L.plan;
+  // The one conversion of inputs to their declared types (integer values must fit).
+  const TensorMap prepared = prepare_inputs(p, inputs);
+  CudaBound b;
+  b.extv = cuda_extents(L, p, ext);
+  std::vector<DevicePtr> ptrs;
+  for (const PlanBuffer& B : plan.buffers) {
+    const std::vector<int64_t> shape = buffer_shape(B, b.extv);
+    size_t bytes = static_cast<size_t>(checked_element_count(shape)) * dtype_bytes(B.type);
+    b.bufs.emplace_back(bytes);
+    if (B.kind == PlanBuffer::Input) {
+      const Tensor& given = prepared.at(B.name);
+      Tensor t = given.dtype() == B.type && given.is_contiguous() ? given : given.to(B.type);
+      if (bytes) b.bufs.back().upload(t.data(), bytes);
+    } else if (bytes) {
+      b.bufs.back().fill_u32(0x7fc07fc0u);  // NaN in bf16 pairs and in f32
+    }
+    ptrs.push_back(b.bufs.back().ptr());
+  }
+  b.err = DeviceBuffer(8 * sizeof(int64_t));
+  b.err.memset(0);
+  bind_launch(L, p, ptrs, b.err.ptr(), b);
   return b;
 }
 
@@ -190,17 +216,22 @@ void cuda_launch(const CudaLoaded& L, CudaBound& b, CudaStreamHandle stream) {
   L.kernel.launch(b.grid, b.block, L.src.launch.smem_bytes, stream, args);
 }
 
-void cuda_check_errors(const Program& p, const Plan& plan, const CudaBound& b) {
-  int64_t err[4];
-  b.err.download(err, sizeof err);
+void cuda_raise_error_word(const Program& p, const Plan& plan, const std::vector<int64_t>& extv,
+                           const int64_t* err) {
   if (!err[0]) return;
   if (err[0] == 2)  // integer x % 0 (fg_mod_e): err[3] = node id of the program
     scalar::throw_mod_by_zero(plan.program.nodes[err[3]].loc);
   const Parameter& P = p.params[err[1]];
   int d = P.dims[err[2]];
   throw CallError("index " + std::to_string(err[3]) + " is out of range [0, " +
-                  std::to_string(b.extv[d]) + ") in a read of parameter '" + P.name +
+                  std::to_string(extv[d]) + ") in a read of parameter '" + P.name +
                   "' (dimension '" + p.dims[d] + "')");
+}
+
+void cuda_check_errors(const Program& p, const Plan& plan, const CudaBound& b) {
+  int64_t err[4];
+  b.err.download(err, sizeof err);
+  cuda_raise_error_word(p, plan, b.extv, err);
 }
 
 bool cuda_takes(const Program& p, const Extents& ext, std::string* why) {
@@ -287,6 +318,94 @@ std::string cuda_compile_build(const Program& p, Target target, const Extents& s
 int cuda_kernel_load_count() {
   std::lock_guard<std::mutex> lock(g_mu);
   return g_loads;
+}
+
+namespace {
+
+// Shape-only host views of device tensors, for bind_extents (their memory is never read).
+TensorMap shape_views(const DeviceTensorMap& m) {
+  TensorMap out;
+  for (const auto& [name, t] : m) {
+    const int64_t n = checked_element_count(t.shape);
+    if (n < 0)
+      throw CallError("'" + name + "' of shape " + shape_text(t.shape) +
+                      " has a negative extent or more than 2^" +
+                      std::to_string(kMaxElementsLog2) + " elements");
+    static uint8_t nothing;
+    std::vector<int64_t> packed(t.shape.size());
+    int64_t acc = 1;
+    for (size_t j = t.shape.size(); j-- > 0;) packed[j] = acc, acc *= t.shape[j];
+    out[name] = Tensor::borrow(t.type, t.shape, packed, &nothing,
+                               static_cast<size_t>(n) * dtype_bytes(t.type));
+  }
+  return out;
+}
+
+// A device tensor the kernel reads or writes in place: its dtype, packed dim order and a
+// 16-byte aligned start (the kernel's vector loads and stores).
+void check_device_tensor(const std::string& what, const DeviceTensor& t, DType want) {
+  if (t.type != want)
+    throw CallError(what + " is " + dtype_name(t.type) + "; the program declares " +
+                    dtype_name(want) + " (convert it first: the GPU path reads it in place)");
+  int64_t acc = 1;
+  for (size_t j = t.shape.size(); j-- > 0;) {
+    if (t.shape[j] != 1 && t.strides[j] != acc)
+      throw CallError(what + " of shape " + shape_text(t.shape) + " is not contiguous (strides " +
+                      shape_text(t.strides) + "); the GPU path reads packed tensors");
+    acc *= t.shape[j];
+  }
+  if (t.ptr % 16 != 0)
+    throw CallError(what + " starts at a device address that is not 16-byte aligned");
+}
+
+}  // namespace
+
+void cuda_launch_device(const Program& p, const DeviceTensorMap& inputs,
+                        const DeviceTensorMap& outputs, uint64_t err, uint64_t stream,
+                        bool careful) {
+  cuda_require();
+  const TensorMap views = shape_views(inputs);
+  const Extents ext = bind_extents(p, views);
+  for (const Parameter& par : p.params)
+    check_device_tensor("input '" + par.name + "'", inputs.at(par.name), par.type);
+  for (const auto& [name, t] : outputs) {
+    bool known = false;
+    for (const Output& o : p.outputs) known |= o.name == name;
+    if (!known) throw CallError("'" + name + "' is not an output of program '" + p.name + "'");
+  }
+  std::shared_ptr<const CudaLoaded> L =
+      cuda_load(p, ext, careful ? CudaBuild::careful : CudaBuild::plain);
+  CudaBound b;
+  b.extv = cuda_extents(*L, p, ext);
+  std::vector<DevicePtr> ptrs;
+  for (const PlanBuffer& B : L->plan.buffers) {
+    const std::vector<int64_t> shape = buffer_shape(B, b.extv);
+    if (B.kind == PlanBuffer::Input) {
+      ptrs.push_back(inputs.at(B.name).ptr);
+      continue;
+    }
+    if (B.kind != PlanBuffer::Output)
+      throw BackendError("the CUDA backend's device calls take one-kernel plans");
+    auto it = outputs.find(B.name);
+    if (it == outputs.end()) throw CallError("missing output '" + B.name + "'");
+    check_device_tensor("output '" + B.name + "'", it->second, B.type);
+    if (it->second.shape != shape)
+      throw CallError("output '" + B.name + "' has shape " + shape_text(it->second.shape) +
+                      "; this call gives " + shape_text(shape));
+    ptrs.push_back(it->second.ptr);
+  }
+  if (err % 8 != 0 || err == 0)
+    throw CallError("the error word must be 8 zeroed, 8-byte aligned int64 in device memory");
+  bind_launch(*L, p, ptrs, err, b);
+  cuda_launch(*L, b, reinterpret_cast<CudaStreamHandle>(static_cast<uintptr_t>(stream)));
+}
+
+void cuda_raise_error_word(const Program& p, const TensorMap& input_shapes, const int64_t* err) {
+  if (!err[0]) return;
+  const Extents ext = bind_extents(p, input_shapes);
+  std::vector<int64_t> extv;
+  for (const std::string& d : p.dims) extv.push_back(ext.at(d));
+  cuda_raise_error_word(p, cuda_plan(p, Target::cuda_sm80, {}), extv, err);
 }
 
 TensorMap run_cuda(const Program& p, const TensorMap& inputs, const Extents& extra) {

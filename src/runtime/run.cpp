@@ -39,4 +39,46 @@ TensorMap run(const Program& p, const TensorMap& inputs, const RunOptions& opt) 
   throw BackendError("unknown backend");
 }
 
+std::map<std::string, std::vector<int64_t>> output_shapes(const Program& p,
+                                                          const TensorMap& inputs,
+                                                          const Extents& extra) {
+  const Extents ext = bind_extents(p, inputs, extra);
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const Output& o : p.outputs) {
+    std::vector<int64_t>& shape = out[o.name];
+    for (int d : o.dims) shape.push_back(ext.at(p.dims[d]));
+  }
+  return out;
+}
+
+void run_into(const Program& p, const TensorMap& inputs, TensorMap& outputs,
+              const RunOptions& opt) {
+  const auto shapes = output_shapes(p, inputs, opt.extra_extents);
+  check_input_values(p, inputs);
+  for (const auto& [name, t] : outputs)
+    if (!shapes.count(name))
+      throw CallError("'" + name + "' is not an output of program '" + p.name + "'");
+  for (const Output& o : p.outputs) {
+    auto it = outputs.find(o.name);
+    if (it == outputs.end()) throw CallError("missing output '" + o.name + "'");
+    const Tensor& t = it->second;
+    if (t.dtype() != o.type)
+      throw CallError("output '" + o.name + "' is " + dtype_name(t.dtype()) + "; the program " +
+                      "declares " + dtype_name(o.type));
+    const std::vector<int64_t>& want = shapes.at(o.name);
+    if (t.shape() != want) {
+      std::string dims;
+      for (size_t i = 0; i < o.dims.size(); ++i) dims += (i ? ", " : "") + p.dims[o.dims[i]];
+      throw CallError("output '" + o.name + "' has shape " + shape_text(t.shape()) + "; this " +
+                      "call gives [" + dims + "] = " + shape_text(want));
+    }
+  }
+  if (opt.backend == Backend::cpu) {
+    run_cpu_into(p, inputs, opt.extra_extents, outputs);
+    return;
+  }
+  TensorMap result = run(p, inputs, opt);
+  for (auto& [name, t] : outputs) t.copy_from(result.at(name));
+}
+
 }  // namespace flashgen

@@ -245,7 +245,11 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(
   check_fits_memory(bytes, "a " + std::string(dtype_name(dtype_)) + " tensor of shape " +
                                shape_text(shape_));
   try {
-    storage_ = std::make_shared<std::vector<uint8_t>>(bytes, 0);
+    auto st = std::make_shared<Storage>();
+    st->owned.assign(bytes, 0);
+    st->ptr = st->owned.data();
+    st->size = bytes;
+    storage_ = std::move(st);
   } catch (const std::bad_alloc&) {
     throw BackendError("out of memory: a " + std::string(dtype_name(dtype_)) + " tensor of shape " +
                        shape_text(shape_) + " needs " + std::to_string(bytes) + " bytes");
@@ -339,6 +343,72 @@ double Tensor::at(const std::vector<int64_t>& idx) const {
 }
 void Tensor::set_at(const std::vector<int64_t>& idx, double v) {
   store(static_cast<uint8_t*>(data()), dtype_, multi_offset(shape_, strides_, idx), v);
+}
+
+void Tensor::set_int(int64_t flat, int64_t v) {
+  const int64_t off = offset_of(flat);
+  uint8_t* base = static_cast<uint8_t*>(data());
+  if (dtype_ == DType::i64) std::memcpy(base + 8 * off, &v, 8);
+  else if (dtype_ == DType::i32) {
+    const int32_t w = static_cast<int32_t>(static_cast<uint32_t>(v));
+    std::memcpy(base + 4 * off, &w, 4);
+  } else {
+    set(flat, static_cast<double>(v));
+  }
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  if (src.dtype_ != dtype_ || src.shape_ != shape_)
+    throw std::invalid_argument("Tensor::copy_from: a " + std::string(dtype_name(src.dtype_)) +
+                                shape_text(src.shape_) + " into a " + dtype_name(dtype_) +
+                                shape_text(shape_));
+  const int64_t n = numel();
+  const size_t eb = static_cast<size_t>(dtype_bytes(dtype_));
+  const uint8_t* from = static_cast<const uint8_t*>(src.data());
+  uint8_t* to = static_cast<uint8_t*>(data());
+  if (is_contiguous() && src.is_contiguous()) {
+    if (n) std::memmove(to, from, static_cast<size_t>(n) * eb);
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j)
+    std::memmove(to + eb * offset_of(j), from + eb * src.offset_of(j), eb);
+}
+
+Tensor Tensor::borrow(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides,
+                      void* data, size_t nbytes, std::shared_ptr<void> keep) {
+  if (shape.size() != strides.size())
+    throw CallError("a borrowed tensor of shape " + shape_text(shape) + " has " +
+                    std::to_string(strides.size()) + " strides");
+  if (checked_element_count(shape) < 0)
+    throw CallError("a borrowed tensor of shape " + shape_text(shape) +
+                    " has a negative extent or more than 2^" + std::to_string(kMaxElementsLog2) +
+                    " elements");
+  // The last element's offset, in 128 bits: extents and strides come from a caller.
+  __int128 max_off = 0;
+  bool empty = false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (strides[i] < 0)
+      throw CallError("a borrowed tensor of shape " + shape_text(shape) + " has a negative stride (" +
+                      std::to_string(strides[i]) + " along axis " + std::to_string(i) + ")");
+    if (shape[i] == 0) empty = true;
+    else max_off += static_cast<__int128>(shape[i] - 1) * strides[i];
+  }
+  const __int128 have = static_cast<__int128>(nbytes / static_cast<size_t>(dtype_bytes(dtype)));
+  if (!empty && max_off >= have)
+    throw CallError("a borrowed tensor of shape " + shape_text(shape) +
+                    " reaches past its memory (" + std::to_string(nbytes) + " bytes)");
+  if (!empty && data == nullptr) throw CallError("a borrowed tensor has no memory (null data)");
+  auto st = std::make_shared<Storage>();
+  st->ptr = static_cast<uint8_t*>(data);
+  st->size = nbytes;
+  st->keep_or_external = true;
+  st->keep = std::move(keep);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.strides_ = std::move(strides);
+  t.storage_ = std::move(st);
+  return t;
 }
 
 Tensor Tensor::with_strides(std::vector<int64_t> shape, std::vector<int64_t> strides) const {

@@ -1,0 +1,138 @@
+"""flashgen.torch.flex_attention against torch.nn.attention.flex_attention: the FlexAttention
+variants (causal, sliding window, prefix LM, document ids, ALiBi, soft-capping, a bias gathered
+from a table, GQA), return_lse, block_mask, rows that attend nothing, and the errors for mods it
+cannot translate. Shows python/flashgen/torch/_flex.py."""
+import warnings
+
+import pytest
+import torch
+from torch.nn.attention.flex_attention import create_block_mask
+from torch.nn.attention.flex_attention import flex_attention as torch_flex
+
+import flashgen
+from flashgen.torch import flex_attention
+
+warnings.filterwarnings("ignore", message=".*flex_attention.*")
+
+B, H, M, N, D = 2, 4, 80, 72, 16
+G = torch.Generator().manual_seed(0)
+BIAS = torch.randn(H, 256, generator=G)
+DOC = torch.sort(torch.randint(0, 3, (max(M, N),), generator=G)).values
+SLOPES = torch.rand(H, generator=G)
+LENGTHS = torch.tensor([50, 72])
+
+VARIANTS = {
+    "vanilla": (None, None),
+    "causal": (None, lambda b, h, qi, ki: qi >= ki),
+    "sliding_window": (None, lambda b, h, qi, ki: (qi - ki).abs() <= 8),
+    "prefix_lm": (None, lambda b, h, qi, ki: (ki <= qi) | (ki < 10)),
+    "document": (None, lambda b, h, qi, ki: DOC[qi] == DOC[ki]),
+    "alibi": (lambda s, b, h, qi, ki: s + SLOPES[h] * (ki - qi), None),
+    "softcap": (lambda s, b, h, qi, ki: 20.0 * torch.tanh(s / 20.0), None),
+    "table_bias": (lambda s, b, h, qi, ki: s + BIAS[h, torch.clamp(qi - ki + 128, 0, 255)],
+                   lambda b, h, qi, ki: qi >= ki),
+    "lengths": (None, lambda b, h, qi, ki: (ki < LENGTHS[b]) & (qi < LENGTHS[b])),
+}
+
+
+def qkv(hq=H, hkv=H, dtype=torch.float32, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(B, hq, M, D, generator=g).to(dtype),
+            torch.randn(B, hkv, N, D, generator=g).to(dtype),
+            torch.randn(B, hkv, N, D, generator=g).to(dtype))
+
+
+def reference(q, k, v, sm, mm, **kw):
+    bm = create_block_mask(mm, B, q.shape[1], M, N, device="cpu") if mm else None
+    return torch_flex(q, k, v, score_mod=sm, block_mask=bm, return_lse=True, **kw)
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_variant_matches_flex_attention(name):
+    sm, mm = VARIANTS[name]
+    q, k, v = qkv()
+    want, want_lse = reference(q, k, v, sm, mm)
+    o, lse = flex_attention(q, k, v, score_mod=sm, mask_mod=mm, return_lse=True)
+    assert o.shape == want.shape and o.dtype == torch.float32
+    assert torch.allclose(o, want, atol=2e-5, rtol=1e-4)
+    live = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(lse), live)
+    assert torch.allclose(lse[live], want_lse[live], atol=2e-5, rtol=1e-4)
+
+
+def test_rows_that_attend_nothing_are_zero_with_lse_minus_inf():
+    q, k, v = qkv()
+    mm = VARIANTS["lengths"][1]
+    o, lse = flex_attention(q, k, v, mask_mod=mm, return_lse=True)
+    assert torch.all(o[0, :, 50:] == 0)
+    assert torch.all(lse[0, :, 50:] == -float("inf"))
+    assert torch.all(torch.isfinite(lse[1, :, :72])) and torch.all(o[1, :, 72:] == 0)
+    assert torch.all(lse[1, :, 72:] == -float("inf"))
+
+
+@pytest.mark.parametrize("hkv", [1, 2])
+def test_gqa_matches_flex_attention(hkv):
+    sm, mm = VARIANTS["alibi"][0], VARIANTS["causal"][1]
+    q, k, v = qkv(hq=H, hkv=hkv)
+    want, _ = reference(q, k, v, sm, mm, enable_gqa=True)
+    o = flex_attention(q, k, v, score_mod=sm, mask_mod=mm, enable_gqa=True)
+    assert torch.allclose(o, want, atol=2e-5, rtol=1e-4)
+    with pytest.raises(flashgen.CallError, match="enable_gqa"):
+        flex_attention(q, k, v)
+
+
+def test_scale_block_mask_and_bf16():
+    q, k, v = qkv(dtype=torch.bfloat16)
+    mm = VARIANTS["sliding_window"][1]
+    bm = create_block_mask(mm, B, H, M, N, device="cpu")
+    want = torch_flex(q.float(), k.float(), v.float(), block_mask=bm, scale=0.3)
+    o = flex_attention(q, k, v, block_mask=bm, scale=0.3)
+    assert o.dtype == torch.bfloat16
+    assert (o.float() - want).abs().max().item() < 2e-2
+
+
+def test_identical_mods_share_one_kernel():
+    q, k, v = qkv()
+    before = len(flashgen._kernel._KERNELS)
+    flex_attention(q, k, v, mask_mod=lambda b, h, qi, ki: qi >= ki)
+    flex_attention(q, k, v, mask_mod=lambda b, h, x, y: x >= y)
+    assert len(flashgen._kernel._KERNELS) - before <= 1
+
+
+def test_a_captured_tensor_is_read_at_call_time():
+    q, k, v = qkv()
+    table = torch.zeros(H)
+    sm = lambda s, b, h, qi, ki: s + table[h] * ki  # noqa: E731
+    o1 = flex_attention(q, k, v, score_mod=sm)
+    table += 0.5
+    o2 = flex_attention(q, k, v, score_mod=sm)
+    want2, _ = reference(q, k, v, sm, None)
+    assert not torch.allclose(o1, o2)
+    assert torch.allclose(o2, want2, atol=2e-5, rtol=1e-4)
+
+
+def test_a_rebound_capture_is_traced_again():
+    q, k, v = qkv()
+    table = torch.zeros(H)
+
+    def sm(s, b, h, qi, ki):
+        return s + table[h]
+    o1 = flex_attention(q, k, v, score_mod=sm)
+    table = torch.ones(H)  # a new object in sm's closure cell: the cached trace is stale
+    o2 = flex_attention(q, k, v, score_mod=sm)
+    assert torch.allclose(o2, o1, atol=1e-6)  # softmax is shift-invariant per row ...
+    sm2 = lambda s, b, h, qi, ki: s + table[h] * ki  # noqa: E731
+    o3 = flex_attention(q, k, v, score_mod=sm2)
+    table = torch.full((H,), -0.5)
+    o4 = flex_attention(q, k, v, score_mod=sm2)
+    want4, _ = reference(q, k, v, sm2, None)
+    assert not torch.allclose(o3, o4)  # ... but not to a per-key bias
+    assert torch.allclose(o4, want4, atol=2e-5, rtol=1e-4)
+
+
+def test_untranslatable_mods_are_clear_errors():
+    q, k, v = qkv()
+    with pytest.raises(flashgen.CallError, match=r"score_mod uses .*cumsum"):
+        flex_attention(q, k, v, score_mod=lambda s, b, h, qi, ki: torch.cumsum(s, 0))
+    with pytest.raises(flashgen.CallError, match=r"mask_mod returns"):
+        flex_attention(q, k, v, mask_mod=lambda b, h, qi, ki: qi - ki)
