@@ -347,6 +347,7 @@ void check_device_tensor(const std::string& what, const DeviceTensor& t, DType w
   if (t.type != want)
     throw CallError(what + " is " + dtype_name(t.type) + "; the program declares " +
                     dtype_name(want) + " (convert it first: the GPU path reads it in place)");
+  if (checked_element_count(t.shape) == 0) return;  // nothing is read or written
   int64_t acc = 1;
   for (size_t j = t.shape.size(); j-- > 0;) {
     if (t.shape[j] != 1 && t.strides[j] != acc)

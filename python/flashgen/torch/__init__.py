@@ -7,9 +7,10 @@
 - `compile_backend`: the torch.compile backend `"flashgen"` (torch.compile(model,
   backend="flashgen")), which replaces the attention it finds in FX graphs by flashgen kernels
   and hands the rest to Inductor; `last_report()` says what it captured and what it left alone
-  (_backend.py).
+  since `reset_report()` (_backend.py). Importing this module registers the backend name.
 """
 from . import _ops
+from ._backend import compile_backend, last_report, reset_report  # registers "flashgen"
 from ._flex import flex_attention
 
 
@@ -21,11 +22,4 @@ def call(kernel, *tensors, **named):
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def __getattr__(name):
-    if name in ("compile_backend", "last_report"):
-        from . import _backend
-        return getattr(_backend, name)
-    raise AttributeError(f"module 'flashgen.torch' has no attribute '{name}'")
-
-
-__all__ = ["call", "flex_attention", "compile_backend", "last_report"]
+__all__ = ["call", "flex_attention", "compile_backend", "last_report", "reset_report"]
