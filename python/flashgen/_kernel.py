@@ -123,6 +123,23 @@ def check_errors() -> None:
         k.check_errors()
 
 
+def _gpu_in_place(v) -> bool:
+    """Whether the CUDA kernels read a torch tensor where it is (cuda_launch_device's rule): a
+    16-byte aligned start, and packed, or strided with a contiguous last dim and every other
+    stride a multiple of 16 bytes (HF's q.transpose(1, 2) of a [B, M, H, D] projection)."""
+    if v.numel() == 0:
+        return True
+    if v.data_ptr() % 16:
+        return False
+    if v.is_contiguous():
+        return True
+    vec = 16 // v.element_size()
+    shape, st = v.shape, v.stride()
+    if shape[-1] != 1 and st[-1] != 1:
+        return False
+    return all(e == 1 or (s >= 0 and s % vec == 0) for e, s in zip(shape[:-1], st[:-1]))
+
+
 class Kernel:
     """A compiled program; call it with arrays (positionally, in parameter order, or by name)."""
 
@@ -266,7 +283,7 @@ class Kernel:
                     raise CallError(f"input '{name}' is {v.dtype}; the program declares {dt} "
                                     f"(convert it: .to({want}))")
                 v = v.to(want)  # floats round to the declared type, as the language says
-            if not v.is_contiguous() or v.data_ptr() % 16:
+            if not _gpu_in_place(v):
                 v = v.contiguous() if not v.is_contiguous() else v.clone()
             args[name] = (dt, list(v.shape), list(v.stride()), v.data_ptr())
         shapes = {n: (a[0], a[1], a[2], 0) for n, a in args.items()}

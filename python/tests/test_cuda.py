@@ -103,6 +103,24 @@ def test_f32_inputs_are_converted_and_strided_ones_packed():
     assert (o.float() - want).abs().max().item() < TOL
 
 
+def test_strided_bf16_views_are_read_in_place():
+    kern = flashgen.compile(EX / "causal.attn")
+    g = torch.Generator(device="cuda").manual_seed(7)
+    B, M, H, D = 2, 333, 4, 64
+    proj = torch.randn(B, M, 3, H, D, device="cuda", generator=g).bfloat16()  # fused q/k/v
+    q, k, v = (proj[:, :, i].transpose(1, 2) for i in range(3))  # [B, H, M, D] views
+    assert not q.is_contiguous() and flashgen._kernel._gpu_in_place(q)
+    o = kern(q, k, v)
+    want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
+    assert (o.float() - want).abs().max().item() < TOL
+    odd = torch.randn(B, H, M, D + 8, device="cuda", generator=g).bfloat16()[..., 4:D + 4]
+    assert not flashgen._kernel._gpu_in_place(odd)  # a start 8 bytes in: packed first
+    o2 = kern(odd, k, v)
+    want2 = F.scaled_dot_product_attention(odd.float(), k.float(), v.float(), is_causal=True)
+    assert (o2.float() - want2).abs().max().item() < TOL
+    flashgen.check_errors()
+
+
 @pytest.mark.parametrize("variant", ["causal", "document", "alibi", "softcap", "gqa"])
 def test_flex_attention_on_the_gpu(variant):
     from torch.nn.attention.flex_attention import flex_attention as torch_flex

@@ -134,10 +134,11 @@ std::vector<int64_t> buffer_shape(const PlanBuffer& B, const std::vector<int64_t
   return shape;
 }
 
-// The kernel's parameters and launch geometry for buffers at `ptrs` (one per plan buffer,
-// packed in dim order) and the error word at `err`; b.extv is set.
+// The kernel's parameters and launch geometry for buffers at `ptrs` (one per plan buffer) with
+// `strides` (in elements, one list per buffer; an empty list: packed in dim order) and the
+// error word at `err`; b.extv is set.
 void bind_launch(const CudaLoaded& L, const Program& p, const std::vector<DevicePtr>& ptrs,
-                 DevicePtr err, CudaBound& b) {
+                 const std::vector<std::vector<int64_t>>& strides, DevicePtr err, CudaBound& b) {
   const Plan& plan = L.plan;
   const Sm80Launch& la = L.src.launch;
   const int NB = la.num_buffers, R = la.max_rank;
@@ -146,7 +147,7 @@ void bind_launch(const CudaLoaded& L, const Program& p, const std::vector<Device
     const std::vector<int64_t> shape = buffer_shape(plan.buffers[i], b.extv);
     int64_t acc = 1;  // at most the element count: no overflow
     for (int j = static_cast<int>(shape.size()) - 1; j >= 0; --j) {
-      b.params[NB + i * R + j] = acc;
+      b.params[NB + i * R + j] = strides[i].empty() ? acc : strides[i][j];
       acc *= shape[j];
     }
     b.params[i] = static_cast<int64_t>(ptrs[i]);
@@ -206,7 +207,7 @@ CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inpu
   }
   b.err = DeviceBuffer(8 * sizeof(int64_t));
   b.err.memset(0);
-  bind_launch(L, p, ptrs, b.err.ptr(), b);
+  bind_launch(L, p, ptrs, std::vector<std::vector<int64_t>>(ptrs.size()), b.err.ptr(), b);
   return b;
 }
 
@@ -341,22 +342,37 @@ TensorMap shape_views(const DeviceTensorMap& m) {
   return out;
 }
 
-// A device tensor the kernel reads or writes in place: its dtype, packed dim order and a
-// 16-byte aligned start (the kernel's vector loads and stores).
-void check_device_tensor(const std::string& what, const DeviceTensor& t, DType want) {
+// A device tensor the kernel reads or writes in place: its dtype, a 16-byte aligned start,
+// and a layout the kernel's 16-byte vector loads and stores take: packed in declared dim order,
+// or any strides where the innermost dim is contiguous and every other stride is a multiple of
+// 16 bytes (a transposed view of a [b, m, h, d] tensor read as [b, h, m, d]). Returns the
+// strides to bind (empty: packed).
+std::vector<int64_t> check_device_tensor(const std::string& what, const DeviceTensor& t,
+                                         DType want) {
   if (t.type != want)
     throw CallError(what + " is " + dtype_name(t.type) + "; the program declares " +
                     dtype_name(want) + " (convert it first: the GPU path reads it in place)");
-  if (checked_element_count(t.shape) == 0) return;  // nothing is read or written
-  int64_t acc = 1;
-  for (size_t j = t.shape.size(); j-- > 0;) {
-    if (t.shape[j] != 1 && t.strides[j] != acc)
-      throw CallError(what + " of shape " + shape_text(t.shape) + " is not contiguous (strides " +
-                      shape_text(t.strides) + "); the GPU path reads packed tensors");
-    acc *= t.shape[j];
-  }
+  if (checked_element_count(t.shape) == 0) return {};  // nothing is read or written
   if (t.ptr % 16 != 0)
     throw CallError(what + " starts at a device address that is not 16-byte aligned");
+  bool packed = true;
+  int64_t acc = 1;
+  for (size_t j = t.shape.size(); j-- > 0;) {
+    if (t.shape[j] != 1 && t.strides[j] != acc) packed = false;
+    acc *= t.shape[j];
+  }
+  if (packed) return {};
+  const int64_t vec = 16 / dtype_bytes(t.type);
+  const size_t r = t.shape.size();
+  bool ok = t.shape[r - 1] == 1 || t.strides[r - 1] == 1;
+  for (size_t j = 0; j + 1 < r; ++j)
+    ok = ok && (t.shape[j] == 1 || (t.strides[j] >= 0 && t.strides[j] % vec == 0));
+  if (!ok)
+    throw CallError(what + " of shape " + shape_text(t.shape) + " has strides " +
+                    shape_text(t.strides) + ": the GPU path reads packed tensors, or strided " +
+                    "ones whose last dim is contiguous and whose other strides are multiples "
+                    "of 16 bytes");
+  return t.strides;
 }
 
 }  // namespace
@@ -367,8 +383,10 @@ void cuda_launch_device(const Program& p, const DeviceTensorMap& inputs,
   cuda_require();
   const TensorMap views = shape_views(inputs);
   const Extents ext = bind_extents(p, views);
+  std::map<std::string, std::vector<int64_t>> in_strides;
   for (const Parameter& par : p.params)
-    check_device_tensor("input '" + par.name + "'", inputs.at(par.name), par.type);
+    in_strides[par.name] =
+        check_device_tensor("input '" + par.name + "'", inputs.at(par.name), par.type);
   for (const auto& [name, t] : outputs) {
     bool known = false;
     for (const Output& o : p.outputs) known |= o.name == name;
@@ -379,25 +397,27 @@ void cuda_launch_device(const Program& p, const DeviceTensorMap& inputs,
   CudaBound b;
   b.extv = cuda_extents(*L, p, ext);
   std::vector<DevicePtr> ptrs;
+  std::vector<std::vector<int64_t>> strides;
   for (const PlanBuffer& B : L->plan.buffers) {
     const std::vector<int64_t> shape = buffer_shape(B, b.extv);
     if (B.kind == PlanBuffer::Input) {
       ptrs.push_back(inputs.at(B.name).ptr);
+      strides.push_back(in_strides.at(B.name));
       continue;
     }
     if (B.kind != PlanBuffer::Output)
       throw BackendError("the CUDA backend's device calls take one-kernel plans");
     auto it = outputs.find(B.name);
     if (it == outputs.end()) throw CallError("missing output '" + B.name + "'");
-    check_device_tensor("output '" + B.name + "'", it->second, B.type);
     if (it->second.shape != shape)
       throw CallError("output '" + B.name + "' has shape " + shape_text(it->second.shape) +
                       "; this call gives " + shape_text(shape));
+    strides.push_back(check_device_tensor("output '" + B.name + "'", it->second, B.type));
     ptrs.push_back(it->second.ptr);
   }
   if (err % 8 != 0 || err == 0)
     throw CallError("the error word must be 8 zeroed, 8-byte aligned int64 in device memory");
-  bind_launch(*L, p, ptrs, err, b);
+  bind_launch(*L, p, ptrs, strides, err, b);
   cuda_launch(*L, b, reinterpret_cast<CudaStreamHandle>(static_cast<uintptr_t>(stream)));
 }
 
