@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -83,9 +84,13 @@ using DeviceTensorMap = std::map<std::string, DeviceTensor>;
 // where the kernel reports an out-of-range gather or x % 0 (err[0..3], decoded by
 // cuda_raise_error_word) and a non-finite accumulator (err[7]: the plain build does not follow
 // the strong zero of masked keys whose V is inf or NaN; the careful build does, slower).
+// `cache` (from make_cuda_launch_cache, one per program, optional) keeps the loaded kernels by
+// head extents and build, so repeated calls skip the compiler's pipeline.
+struct CudaLaunchCache;
+std::shared_ptr<CudaLaunchCache> make_cuda_launch_cache();
 void cuda_launch_device(const Program& p, const DeviceTensorMap& inputs,
                         const DeviceTensorMap& outputs, uint64_t err, uint64_t stream,
-                        bool careful = false);
+                        bool careful = false, CudaLaunchCache* cache = nullptr);
 // The CallError an error word read back from such a call stands for (nothing if err[0] is 0);
 // `input_shapes` are the call's inputs (only their shapes are read).
 void cuda_raise_error_word(const Program& p, const TensorMap& input_shapes, const int64_t* err);

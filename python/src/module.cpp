@@ -38,6 +38,7 @@ namespace {
 struct PyProgram {
   Program program;
   std::string source, filename;
+  std::shared_ptr<CudaLaunchCache> cuda = make_cuda_launch_cache();  // loaded GPU kernels
 };
 
 PyObject* g_error = nullptr;
@@ -223,7 +224,7 @@ NB_MODULE(_core, m) {
              DeviceTensorMap in = device_views(inputs, "input");
              DeviceTensorMap out = device_views(outputs, "output");
              nb::gil_scoped_release release;
-             cuda_launch_device(pp.program, in, out, err, stream, careful);
+             cuda_launch_device(pp.program, in, out, err, stream, careful, pp.cuda.get());
            },
            nb::arg("inputs"), nb::arg("outputs"), nb::arg("err"), nb::arg("stream"),
            nb::arg("careful") = false,
@@ -279,7 +280,11 @@ NB_MODULE(_core, m) {
   m.def("parse",
         [](const std::string& source, const std::string& filename, const std::string& name) {
           std::vector<Program> ps = parse_source(source, filename);
-          return PyProgram{select_program(ps, name), source, filename};
+          PyProgram pp;
+          pp.program = select_program(ps, name);
+          pp.source = source;
+          pp.filename = filename;
+          return pp;
         },
         nb::arg("source"), nb::arg("filename"), nb::arg("program") = "",
         "Parses and checks `source` and picks the program named `program` (or the only one)");

@@ -377,9 +377,26 @@ std::vector<int64_t> check_device_tensor(const std::string& what, const DeviceTe
 
 }  // namespace
 
+struct CudaLaunchCache {
+  std::mutex mu;
+  bool have_heads = false;
+  std::vector<std::string> heads;  // the plan's head dims (cuda_head_dims)
+  std::map<std::string, std::shared_ptr<const CudaLoaded>> loaded;  // by build and head extents
+
+  std::string key(const Extents& ext, bool careful) const {
+    std::string k = careful ? "careful" : "plain";
+    for (const std::string& d : heads) k += " " + d + "=" + std::to_string(ext.at(d));
+    return k;
+  }
+};
+
+std::shared_ptr<CudaLaunchCache> make_cuda_launch_cache() {
+  return std::make_shared<CudaLaunchCache>();
+}
+
 void cuda_launch_device(const Program& p, const DeviceTensorMap& inputs,
                         const DeviceTensorMap& outputs, uint64_t err, uint64_t stream,
-                        bool careful) {
+                        bool careful, CudaLaunchCache* cache) {
   cuda_require();
   const TensorMap views = shape_views(inputs);
   const Extents ext = bind_extents(p, views);
@@ -392,8 +409,22 @@ void cuda_launch_device(const Program& p, const DeviceTensorMap& inputs,
     for (const Output& o : p.outputs) known |= o.name == name;
     if (!known) throw CallError("'" + name + "' is not an output of program '" + p.name + "'");
   }
-  std::shared_ptr<const CudaLoaded> L =
-      cuda_load(p, ext, careful ? CudaBuild::careful : CudaBuild::plain);
+  std::shared_ptr<const CudaLoaded> L;
+  if (cache) {
+    std::lock_guard<std::mutex> lock(cache->mu);
+    if (cache->have_heads) {
+      auto it = cache->loaded.find(cache->key(ext, careful));
+      if (it != cache->loaded.end()) L = it->second;
+    }
+  }
+  if (!L) {
+    L = cuda_load(p, ext, careful ? CudaBuild::careful : CudaBuild::plain);
+    if (cache) {
+      std::lock_guard<std::mutex> lock(cache->mu);
+      if (!cache->have_heads) cache->heads = cuda_head_dims(L->plan), cache->have_heads = true;
+      cache->loaded[cache->key(ext, careful)] = L;
+    }
+  }
   CudaBound b;
   b.extv = cuda_extents(*L, p, ext);
   std::vector<DevicePtr> ptrs;
