@@ -276,6 +276,7 @@ class Kernel:
         if dev.index not in (None, 0):
             raise CallError(f"flashgen's CUDA backend runs on cuda:0; the inputs are on {dev}")
         args = {}
+        keep = []  # converted or packed copies: alive until the launch is on the stream
         for (name, dt, _), v in zip(self.params, vals):
             want = torch_dtype(dt)
             if v.dtype != want:
@@ -285,6 +286,7 @@ class Kernel:
                 v = v.to(want)  # floats round to the declared type, as the language says
             if not _gpu_in_place(v):
                 v = v.contiguous() if not v.is_contiguous() else v.clone()
+            keep.append(v)
             args[name] = (dt, list(v.shape), list(v.stride()), v.data_ptr())
         shapes = {n: (a[0], a[1], a[2], 0) for n, a in args.items()}
         out_shapes = self._prog.output_shapes(shapes)
@@ -296,6 +298,7 @@ class Kernel:
         err = torch.zeros(8, dtype=torch.int64, device=dev)
         stream = torch.cuda.current_stream(dev)
         self._prog.launch_cuda(args, out_args, err.data_ptr(), stream.cuda_stream, self.careful)
+        del keep  # freed memory is reused in stream order, after the kernel
         with self._lock:
             if capturing:
                 self._captured.append((err, shapes))

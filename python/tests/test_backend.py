@@ -93,8 +93,23 @@ def test_sdpa_float_mask(op_spy, shape, dims):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
     r = compiled_matches(fn, *qkv(), torch.randn(shape), spy=op_spy)
-    assert f"mask: f32{dims}" in r.captured[0].program
+    assert f"mask_in: f32{dims}" in r.captured[0].program
+    assert "mask = maximum(mask_in, -1.7e38)" in r.captured[0].program
     assert "+ mask" in r.captured[0].program
+
+
+def test_sdpa_float_mask_of_the_dtypes_minimum_with_fully_masked_rows(op_spy):
+    """HF's padding masks: 0 or finfo.min, whole rows of finfo.min for padded queries. Floats the
+    scores read are floored at -1.7e38 so the CUDA kernels' base-2 logits cannot overflow to
+    -inf (which made such rows NaN); the weights stay exact: 0 for masked keys, uniform over a
+    fully masked row, as in eager."""
+    def fn(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    mask = torch.zeros(B, 1, M, N)
+    mask[:, :, :, 5:] = torch.finfo(torch.float32).min
+    mask[1, :, 3] = torch.finfo(torch.float32).min  # a fully masked row
+    compiled_matches(fn, *qkv(), mask, spy=op_spy)
 
 
 def test_sdpa_gqa_reads_kv_heads_once(op_spy):
@@ -112,7 +127,7 @@ def test_sdpa_gqa_with_a_per_head_mask(op_spy):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
 
     r = compiled_matches(fn, *qkv(hkv=HKV, e=8), torch.randn(B, H, M, N), spy=op_spy)
-    assert "mask: f32[b, g, r, m, n]" in r.captured[0].program
+    assert "mask_in: f32[b, g, r, m, n]" in r.captured[0].program
 
 
 def test_sdpa_dynamic_sequence_lengths(op_spy):
@@ -141,7 +156,7 @@ def eager_attention(q, k, v, mask):
 def test_eager_chain(op_spy):
     r = compiled_matches(eager_attention, *qkv(), torch.randn(B, 1, M, N), spy=op_spy)
     c = r.captured[0]
-    assert c.kind == "eager chain" and "t0: f32[b, m, n]" in c.program
+    assert c.kind == "eager chain" and "t0_in: f32[b, m, n]" in c.program
     assert "((s / 4.0) + t0)" in c.program
 
 
@@ -209,7 +224,7 @@ class OlderGPT2Attention(torch.nn.Module):
 def test_older_gpt2_chain_with_tensor_constants(op_spy):
     r = compiled_matches(OlderGPT2Attention().eval(), *qkv(), spy=op_spy)
     prog = r.captured[0].program
-    assert "t0: bool[m, n], t1: f32[], t2: f32[]" in prog and "where(t0, " in prog
+    assert "t0: bool[m, n], t1_in: f32[], t2_in: f32[]" in prog and "where(t0, " in prog
 
 
 # ---- left alone ----

@@ -679,8 +679,18 @@ def _program(m: _Match) -> str:
     dt = {n: _torch_dtype_name(_val(getattr(m, n)).dtype) for n in ("q", "k", "v")}
     params = [f"q: {dt['q']}[b, {hq}, m, d]", f"k: {dt['k']}[b, {hkv}, n, d]",
               f"v: {dt['v']}[b, {hkv}, n, e]"]
-    params += [f"{x.name}: {x.dtype}[{', '.join(x.dims)}]" for x in m.extras]
+    # Float tensors the scores read (masks, biases) are floored at -1.7e38 (about -2^127): the
+    # CUDA kernels carry logits in base 2 (times log2 e), where a value below
+    # -FLT_MAX / log2 e (-2.36e38) overflows to -inf, and HF's masks hold the dtype's minimum
+    # (-3.39e38 in f32 and bf16), which made its fully masked (padding) rows NaN on the GPU.
+    # At -1.7e38 a masked key's weight is still exactly 0 unless its whole row is masked, where
+    # the weights are uniform, as in eager.
+    floor = [x for x in m.extras if x.dtype in _FLOAT_TYPES]
+    params += [f"{x.name}{'_in' if x in floor else ''}: {x.dtype}[{', '.join(x.dims)}]"
+               for x in m.extras]
+    lets = "".join(f"  {x.name} = maximum({x.name}_in, -1.7e38)\n" for x in floor)
     return (f"program {name}({', '.join(params)}) {{\n"
+            f"{lets}"
             f"  s = sum(q * k, d)\n"
             f"  x = {m.score}\n"
             f"  out o: {m.out_dtype}[b, {hq}, m, e] = sum(softmax(x, n) * v, n)\n"

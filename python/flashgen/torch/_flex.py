@@ -233,13 +233,23 @@ class _ProgramText:
         return "".join(", " + p for p in out)
 
 
-def _trace(fn, n_args: int):
-    args = [torch.zeros(1, dtype=torch.float32)] if n_args == 5 else []
-    args += [torch.zeros(1, dtype=torch.int32) for _ in range(4)]
-    return make_fx(fn, tracing_mode="fake", _allow_non_fake_inputs=True)(*args)
+def _trace(fn, n_args: int, device):
+    """The mod's aten graph, traced on fake one-element tensors of the query's device (the
+    tensors it captures must be there too, as FlexAttention requires)."""
+    args = [torch.zeros(1, dtype=torch.float32, device=device)] if n_args == 5 else []
+    args += [torch.zeros(1, dtype=torch.int32, device=device) for _ in range(4)]
+    try:
+        return make_fx(fn, tracing_mode="fake", _allow_non_fake_inputs=True)(*args)
+    except RuntimeError as e:
+        if "device" not in str(e):
+            raise
+        raise flashgen.CallError(f"tracing the {'score_mod' if n_args == 5 else 'mask_mod'} "
+                                 f"on {device}: {e} (tensors a mod captures must be on the "
+                                 "query's device)") from None
 
 
-def program_for(score_mod, mask_mod, dtype: str, gqa: bool, scale, return_lse: bool):
+def program_for(score_mod, mask_mod, dtype: str, gqa: bool, scale, return_lse: bool,
+                device="cpu"):
     """The flex program's text and its captured tensors, in parameter order."""
     p = _ProgramText()
     if gqa:
@@ -252,12 +262,12 @@ def program_for(score_mod, mask_mod, dtype: str, gqa: bool, scale, return_lse: b
     p.lines.append(f"  s = sum(q * k, d) {sc}")
     score = "s"
     if score_mod is not None:
-        expr, dt = _Translator(p, _trace(score_mod, 5), ["s"] + idx, "score_mod").run()
+        expr, dt = _Translator(p, _trace(score_mod, 5, device), ["s"] + idx, "score_mod").run()
         if not dt.is_floating_point:
             expr = f"f32({expr})"
         score = p.let(expr)
     if mask_mod is not None:
-        expr, dt = _Translator(p, _trace(mask_mod, 4), idx, "mask_mod").run()
+        expr, dt = _Translator(p, _trace(mask_mod, 4, device), idx, "mask_mod").run()
         if dt != torch.bool:
             raise flashgen.CallError(f"mask_mod returns {dt}, not a bool")
         score = p.let(f"where({expr}, {score}, -inf)")
@@ -310,8 +320,8 @@ def _cell_full(cell) -> bool:
 _TRACES: dict = {}
 
 
-def _kernel_for(score_mod, mask_mod, dtype, gqa, scale, return_lse):
-    key = (score_mod, mask_mod, dtype, gqa, scale, return_lse)
+def _kernel_for(score_mod, mask_mod, dtype, gqa, scale, return_lse, device):
+    key = (score_mod, mask_mod, dtype, gqa, scale, return_lse, str(device))
     fp = (_fingerprint(score_mod), _fingerprint(mask_mod))
     try:
         hit = _TRACES.get(key)
@@ -319,7 +329,7 @@ def _kernel_for(score_mod, mask_mod, dtype, gqa, scale, return_lse):
         hit, key = None, None
     if hit is not None and hit[0] == fp:
         return hit[1], hit[2]
-    text, captured = program_for(score_mod, mask_mod, dtype, gqa, scale, return_lse)
+    text, captured = program_for(score_mod, mask_mod, dtype, gqa, scale, return_lse, device)
     kernel = flashgen.compile(text)
     if key is not None:
         _TRACES[key] = (fp, kernel, captured)
@@ -357,7 +367,8 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, scale=None,
                                      "for grouped-query attention")
         if Hkv == 0 or Hq % Hkv:
             raise flashgen.CallError(f"query's {Hq} heads are not a multiple of key's {Hkv}")
-    kernel, captured = _kernel_for(score_mod, mask_mod, dtype, gqa, scale, return_lse)
+    kernel, captured = _kernel_for(score_mod, mask_mod, dtype, gqa, scale, return_lse,
+                                   query.device)
     q = query.view(B, Hkv, Hq // Hkv, M, D) if gqa else query
     caps = [c.to(query.device) if c.device != query.device else c for c in captured]
     outs = kernel(q, key, value, *caps)
