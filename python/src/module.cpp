@@ -10,7 +10,7 @@
 //   Program.output_shapes / explain / emit / kernel_count / params / outputs
 // Errors arrive as flashgen.ProgramError / CallError / BackendError (subclasses of
 // flashgen.Error), with what() intact: a ProgramError's `file:line:col`, source line and caret.
-// Tests: python/tests/test_core.py.
+// Tests: python/tests/test_kernel.py, python/tests/test_torch_ops.py, python/tests/test_cuda.py.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
