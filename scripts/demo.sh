@@ -4,7 +4,7 @@
 # each output's summary and its error against the f64 reference evaluator; then verifies the
 # sliding-window example on every backend of the machine and profiles it on the CPU; then makes
 # the Python environment (scripts/python_env.sh: torch from PyPI, flashgen by `pip install .`)
-# and runs examples/python/quickstart.py: a program called with torch tensors, FlexAttention's
+# and runs python/examples/quickstart.py: a program called with torch tensors, FlexAttention's
 # call with a document mask, and torch.compile(backend="flashgen") on a small attention module.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +26,7 @@ run verify examples/sliding_window.attn --random b=1,h=4,m=n=700,d=e=64
 run profile examples/sliding_window.attn --sizes b=1,h=4,m=n=700,d=e=64 --backend cpu --iters 5
 
 echo
-echo "== from Python: examples/python/quickstart.py"
+echo "== from Python: python/examples/quickstart.py"
 ./scripts/python_env.sh
-echo "\$ .venv/bin/python examples/python/quickstart.py"
-.venv/bin/python examples/python/quickstart.py
+echo "\$ .venv/bin/python python/examples/quickstart.py"
+.venv/bin/python python/examples/quickstart.py

@@ -275,6 +275,9 @@ class Kernel:
         dev = vals[0].device
         if dev.index not in (None, 0):
             raise CallError(f"flashgen's CUDA backend runs on cuda:0; the inputs are on {dev}")
+        for (name, _, _), v in zip(self.params, vals):
+            if v.device != dev:
+                raise CallError(f"input '{name}' is on {v.device}, the others on {dev}")
         args = {}
         keep = []  # converted or packed copies: alive until the launch is on the stream
         for (name, dt, _), v in zip(self.params, vals):
@@ -319,16 +322,25 @@ class Kernel:
                     item[1].synchronize()
                 (done if wait or item[1].query() else keep).append(item)
             self._pending = keep
-        for host, _, shapes in done:
-            self._raise(host.tolist(), shapes)
+        self._report([(host.tolist(), shapes) for host, _, shapes in done])
 
-    def _raise(self, word, shapes):
-        if word[0]:
-            try:
-                self._prog.raise_error_word(shapes, word)
-            except _core.CallError as e:
-                raise _core.CallError(f"a GPU call of '{self.name}' failed (reported at a later "
-                                      f"call: GPU calls do not wait for the GPU): {e}") from None
+    def _report(self, words):
+        """Warns for every word that flags a non-finite accumulator, then raises the first
+        error among them (and says how many calls failed)."""
+        errors = []
+        for word, shapes in words:
+            self._warn(word)
+            if word[0]:
+                try:
+                    self._prog.raise_error_word(shapes, word)
+                except _core.CallError as e:
+                    errors.append(str(e))
+        if errors:
+            more = f" ({len(errors) - 1} more calls failed too)" if len(errors) > 1 else ""
+            raise _core.CallError(f"a GPU call of '{self.name}' failed (reported at a later call: "
+                                  f"GPU calls do not wait for the GPU): {errors[0]}{more}")
+
+    def _warn(self, word):
         if word[7] and not self.careful:
             warnings.warn(
                 f"a GPU call of '{self.name}' ended with inf or NaN accumulators: where inf or "
@@ -338,12 +350,12 @@ class Kernel:
 
     def check_errors(self) -> None:
         """Waits for this kernel's GPU calls and raises the first error an error word holds;
-        words of calls captured in a CUDA graph hold the latest replay's."""
+        words of calls captured in a CUDA graph hold the latest replay's (call it after a
+        replay: before the first one they hold nothing yet)."""
         self._poll(wait=True)
         with self._lock:
             captured = list(self._captured)
-        for err, shapes in captured:
-            self._raise(err.tolist(), shapes)
+        self._report([(err.tolist(), shapes) for err, shapes in captured])
 
     # ---- tools ----
     def explain(self, sizes: dict | None = None, *, json: bool = False,

@@ -94,7 +94,7 @@ def test_sdpa_float_mask(op_spy, shape, dims):
 
     r = compiled_matches(fn, *qkv(), torch.randn(shape), spy=op_spy)
     assert f"mask_in: f32{dims}" in r.captured[0].program
-    assert "mask = maximum(mask_in, -1.7e38)" in r.captured[0].program
+    assert "mask = where(mask_in == -inf, -inf, maximum(mask_in, -1.7e38))" in r.captured[0].program
     assert "+ mask" in r.captured[0].program
 
 

@@ -130,6 +130,72 @@ def test_a_rebound_capture_is_traced_again():
     assert torch.allclose(o4, want4, atol=2e-5, rtol=1e-4)
 
 
+def test_clamp_bounds_of_zero_are_kept():
+    q, k, v = qkv()
+    sm = lambda s, b, h, qi, ki: s + 0.1 * torch.clamp(ki - qi, max=0)  # noqa: E731
+    sm2 = lambda s, b, h, qi, ki: s.clamp_max(0.0) + s.clamp_min(0.0) * 0.5  # noqa: E731
+    for mod in (sm, sm2):
+        want, _ = reference(q, k, v, mod, None)
+        assert torch.allclose(flex_attention(q, k, v, score_mod=mod), want, atol=2e-5, rtol=1e-4)
+
+
+def test_negative_indices_read_from_the_end_as_in_pytorch():
+    q, k, v = qkv()
+    sm = lambda s, b, h, qi, ki: s + BIAS[h, (qi - ki) % 7 - 7]  # noqa: E731  (-7 .. -1)
+    want, _ = reference(q, k, v, sm, None)
+    assert torch.allclose(flex_attention(q, k, v, score_mod=sm), want, atol=2e-5, rtol=1e-4)
+
+
+def test_an_f64_capture_changed_in_place_is_seen():
+    q, k, v = qkv()
+    table = torch.zeros(H, dtype=torch.float64)
+    sm = lambda s, b, h, qi, ki: s + table[h] * ki  # noqa: E731
+    flex_attention(q, k, v, score_mod=sm)
+    table += 0.25
+    want, _ = reference(q, k, v, sm, None)
+    assert torch.allclose(flex_attention(q, k, v, score_mod=sm), want, atol=2e-5, rtol=1e-4)
+
+
+class _Config:
+    width = 4
+
+
+CFG = _Config()
+
+
+def test_state_a_mod_reads_is_part_of_its_trace():
+    q, k, v = qkv()
+    mm = lambda b, h, qi, ki: (qi - ki).abs() < CFG.width  # noqa: E731
+    o4 = flex_attention(q, k, v, mask_mod=mm)
+    CFG.width = 9
+    try:
+        want, _ = reference(q, k, v, None, mm)
+        o9 = flex_attention(q, k, v, mask_mod=mm)
+        assert torch.allclose(o9, want, atol=2e-5, rtol=1e-4) and not torch.allclose(o4, o9)
+    finally:
+        CFG.width = 4
+
+
+def test_the_trace_cache_is_bounded():
+    from flashgen.torch import _flex
+
+    q, k, v = qkv()
+    for i in range(_flex._TRACE_CAP + 5):
+        doc = torch.full((max(M, N),), i % 2)
+        flex_attention(q, k, v, mask_mod=lambda b, h, qi, ki: doc[qi] == doc[ki])
+    assert len(_flex._TRACES) <= _flex._TRACE_CAP
+
+
+def test_a_block_mask_without_a_mask_mod_is_refused():
+    q, k, v = qkv()
+    from torch.nn.attention.flex_attention import BlockMask
+    n_blocks = (N + 127) // 128
+    bm = BlockMask.from_kv_blocks(torch.ones(1, 1, 1, dtype=torch.int32),
+                                  torch.zeros(1, 1, 1, n_blocks, dtype=torch.int32))
+    with pytest.raises(flashgen.CallError, match="no mask_mod"):
+        flex_attention(q, k, v, block_mask=bm)
+
+
 def test_untranslatable_mods_are_clear_errors():
     q, k, v = qkv()
     with pytest.raises(flashgen.CallError, match=r"score_mod uses .*cumsum"):

@@ -220,9 +220,19 @@ void cuda_launch(const CudaLoaded& L, CudaBound& b, CudaStreamHandle stream) {
 void cuda_raise_error_word(const Program& p, const Plan& plan, const std::vector<int64_t>& extv,
                            const int64_t* err) {
   if (!err[0]) return;
-  if (err[0] == 2)  // integer x % 0 (fg_mod_e): err[3] = node id of the program
+  // The word comes from device memory: every field is checked before it indexes anything.
+  const auto corrupt = [&] {
+    return BackendError("the kernel's error word is not one it writes (" +
+                        std::to_string(err[0]) + ", " + std::to_string(err[1]) + ", " +
+                        std::to_string(err[2]) + ", " + std::to_string(err[3]) + ")");
+  };
+  if (err[0] == 2) {  // integer x % 0 (fg_mod_e): err[3] = node id of the program
+    if (err[3] < 0 || err[3] >= static_cast<int64_t>(plan.program.nodes.size())) throw corrupt();
     scalar::throw_mod_by_zero(plan.program.nodes[err[3]].loc);
+  }
+  if (err[0] != 1 || err[1] < 0 || err[1] >= static_cast<int64_t>(p.params.size())) throw corrupt();
   const Parameter& P = p.params[err[1]];
+  if (err[2] < 0 || err[2] >= static_cast<int64_t>(P.dims.size())) throw corrupt();
   int d = P.dims[err[2]];
   throw CallError("index " + std::to_string(err[3]) + " is out of range [0, " +
                   std::to_string(extv[d]) + ") in a read of parameter '" + P.name +

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "flashgen/compile.h"
 #include "flashgen/flashgen.h"
 
 namespace flashgen {
@@ -99,6 +100,37 @@ TEST(Tensor, CopyFromAndSetIntKeepEveryBit) {
   b.copy_from(a);
   EXPECT_EQ(mem, (std::vector<int64_t>{INT64_MIN, 7, 0, 7, (int64_t{1} << 60) + 1, 7}));
   EXPECT_THROW(b.copy_from(Tensor(DType::i32, {3})), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace flashgen
+
+namespace flashgen {
+namespace {
+
+// A GPU call's error word comes from device memory: cuda_raise_error_word decodes the words the
+// kernels write and refuses any other as a BackendError instead of indexing with it.
+TEST(CudaErrorWord, KnownWordsDecodeAndOthersAreRefused) {
+  const Program p = parse_source(R"(program g(x: f32[t], i: i64[m]) { out y: f32[m] = x[i] })",
+                                 "g.attn")[0];
+  TensorMap shapes{{"x", Tensor(DType::f32, {4})}, {"i", Tensor(DType::i64, {3})}};
+  const int64_t none[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  EXPECT_NO_THROW(cuda_raise_error_word(p, shapes, none));
+  const int64_t gather[8] = {1, 0, 0, 9, 0, 0, 0, 0};
+  try {
+    cuda_raise_error_word(p, shapes, gather);
+    ADD_FAILURE() << "no error";
+  } catch (const CallError& e) {
+    EXPECT_NE(std::string(e.what()).find("index 9 is out of range [0, 4) in a read of "
+                                         "parameter 'x' (dimension 't')"),
+              std::string::npos)
+        << e.what();
+  }
+  for (auto bad : {std::vector<int64_t>{7, 0, 0, 0}, {1, 5, 0, 0}, {1, -1, 0, 0}, {1, 0, 3, 0},
+                   {2, 0, 0, 100000}, {2, 0, 0, -2}}) {
+    bad.resize(8, 0);
+    EXPECT_THROW(cuda_raise_error_word(p, shapes, bad.data()), BackendError) << bad[0];
+  }
 }
 
 }  // namespace

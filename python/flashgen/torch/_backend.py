@@ -215,6 +215,7 @@ def _lit(v) -> str:
         f = torch.tensor(v, dtype=torch.float32).item()
         if math.isinf(f):
             return "inf" if f > 0 else "(-inf)"
+        f = max(f, -1.7e38)  # masked_fill(..., finfo.min): see the floor in _program
         text = repr(f)
         if "." not in text and "e" not in text:
             text += "."
@@ -684,11 +685,13 @@ def _program(m: _Match) -> str:
     # -FLT_MAX / log2 e (-2.36e38) overflows to -inf, and HF's masks hold the dtype's minimum
     # (-3.39e38 in f32 and bf16), which made its fully masked (padding) rows NaN on the GPU.
     # At -1.7e38 a masked key's weight is still exactly 0 unless its whole row is masked, where
-    # the weights are uniform, as in eager.
+    # the weights are uniform, as in eager; -inf stays -inf. Float literals get the same floor
+    # (_lit: masked_fill with finfo.min).
     floor = [x for x in m.extras if x.dtype in _FLOAT_TYPES]
     params += [f"{x.name}{'_in' if x in floor else ''}: {x.dtype}[{', '.join(x.dims)}]"
                for x in m.extras]
-    lets = "".join(f"  {x.name} = maximum({x.name}_in, -1.7e38)\n" for x in floor)
+    lets = "".join(f"  {x.name} = where({x.name}_in == -inf, -inf, maximum({x.name}_in, "
+                   f"-1.7e38))\n" for x in floor)
     return (f"program {name}({', '.join(params)}) {{\n"
             f"{lets}"
             f"  s = sum(q * k, d)\n"

@@ -16,12 +16,16 @@ The mask is a plain condition of the program, so the compiler derives tile skipp
 there is no block mask to build. GQA (enable_gqa, fewer K/V heads) splits q's head dim into
 (g, r) without a copy: kv head g, query head h = g * size(r) + r. Identical traced programs
 share one compiled kernel (flashgen.compile's cache), and a mod traced once is not traced again
-while the objects it refers to stay the same (_fingerprint).
+while the values it refers to stay the same (_fingerprint). Negative indices of captured tensors
+read from the end, as in PyTorch; integer floor division goes through f32 (exact below 2^24).
 Tests: python/tests/test_flex.py.
 """
 from __future__ import annotations
 
+import collections
+import functools
 import math
+import types
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -45,6 +49,8 @@ def _lit(v) -> str:
             return "(inf - inf)"
         if math.isinf(v):
             return "inf" if v > 0 else "(-inf)"
+        if v < -1.7e38:  # see _backend._program: base-2 logits of the CUDA kernels
+            v = -1.7e38
         r = repr(v)
         return f"({r})" if v < 0 else r
     raise flashgen.CallError(f"a score_mod or mask_mod constant {v!r} of type "
@@ -162,8 +168,13 @@ class _Translator:
         if name == "where":
             return f"where({self.arg(a[0])}, {self.arg(a[1])}, {self.arg(a[2])})"
         if name in ("clamp", "clamp_min", "clamp_max"):
-            lo = a[1] if len(a) > 1 and name != "clamp_max" else kw.get("min")
-            hi = (a[1] if name == "clamp_max" else a[2] if len(a) > 2 else None) or kw.get("max")
+            if name == "clamp_max":
+                lo, hi = None, a[1] if len(a) > 1 else kw.get("max")
+            elif name == "clamp_min":
+                lo, hi = a[1] if len(a) > 1 else kw.get("min"), None
+            else:
+                lo = a[1] if len(a) > 1 else kw.get("min")
+                hi = a[2] if len(a) > 2 else kw.get("max")
             e = self.arg(a[0])
             if lo is not None:
                 e = f"maximum({e}, {self.arg(lo)})"
@@ -195,7 +206,12 @@ class _Translator:
             if len(idx) != t.dim() or any(i is None for i in idx):
                 self.fail(n, f"indexing a {t.dim()}-dim tensor with {len(idx)} indices "
                           "(give one index expression per dimension)")
-            return f"{self.arg(src)}[{', '.join(self.arg(i) for i in idx)}]"
+            name = self.arg(src)
+            # PyTorch reads a negative index from the end; flashgen's range check then
+            # reports what is out of range either way.
+            wrapped = [f"where({self.arg(i)} < 0, {self.arg(i)} + size({name}_{j}), "
+                       f"{self.arg(i)})" for j, i in enumerate(idx)]
+            return f"{name}[{', '.join(wrapped)}]"
         self.fail(n)
 
 
@@ -217,8 +233,8 @@ class _ProgramText:
         for orig, _, name in self.captures:
             if orig is t:
                 return name
-        value = t.float() if t.dtype == torch.float64 else t
-        if _torch_dtype_name(value.dtype) is None:
+        value = t  # f64 is converted at each call (program_inputs): in-place changes show
+        if _torch_dtype_name(t.dtype) is None and t.dtype != torch.float64:
             raise flashgen.CallError(f"the {what} captures a tensor of dtype {t.dtype}, which "
                                      "flashgen has no type for")
         name = f"c{len(self.captures)}"
@@ -229,7 +245,8 @@ class _ProgramText:
         out = []
         for _, t, name in self.captures:
             dims = ", ".join(f"{name}_{i}" for i in range(t.dim()))
-            out.append(f"{name}: {_torch_dtype_name(t.dtype)}[{dims}]")
+            dt = "f32" if t.dtype == torch.float64 else _torch_dtype_name(t.dtype)
+            out.append(f"{name}: {dt}[{dims}]")
         return "".join(", " + p for p in out)
 
 
@@ -280,18 +297,26 @@ def program_for(score_mod, mask_mod, dtype: str, gqa: bool, scale, return_lse: b
     return text, [t for _, t, _ in p.captures]
 
 
-def _fingerprint(fn, depth: int = 0) -> tuple:
-    """What a traced mod depends on besides its code: the objects its closure cells and the
-    globals its code names hold, by identity (functions among them recursively). A cached trace
-    is reused only while every one is the same object; tensors may change in place (they are
-    inputs of the program, read at each call)."""
+_SCALARS = (int, float, bool, str, bytes, type(None), complex)
+
+
+def _fingerprint(fn, refs: list, depth: int = 0) -> tuple:
+    """What a traced mod depends on besides its code: the values its closure cells and the
+    globals its code names hold — numbers and strings by value, tensors and functions by
+    identity (functions recursively), other objects by identity and their attributes one level
+    down (containers and plain objects, three levels). Every object fingerprinted by identity is appended to `refs`, which the cache holds,
+    so no id is reused while its entry lives. None: something it cannot see into (an object
+    without __dict__), so the mod is traced again at each call."""
     if fn is None:
         return ()
     code = getattr(fn, "__code__", None)
-    if code is None:  # a callable object: its __call__
+    if code is None:  # a callable object: its attributes and its __call__
         call = getattr(type(fn), "__call__", None)
-        return (id(fn),) + (_fingerprint(call, depth + 1) if call and depth < 4 else ())
-    out = [id(fn), id(code)]
+        state = _value_print(fn, refs, depth)
+        inner = _fingerprint(call, refs, depth + 1) if call and depth < 4 else ()
+        return None if state is None or inner is None else (state, inner)
+    refs.append(code)
+    out = [id(code)]
     vals = [c.cell_contents for c in (fn.__closure__ or ()) if _cell_full(c)]
     names = set(code.co_names)
     stack = [c for c in code.co_consts if hasattr(c, "co_names")]
@@ -302,9 +327,41 @@ def _fingerprint(fn, depth: int = 0) -> tuple:
     g = getattr(fn, "__globals__", {})
     vals += [g[n] for n in sorted(names) if n in g]
     for v in vals:
-        out.append(id(v))
-        if callable(v) and not isinstance(v, type) and depth < 4 and hasattr(v, "__code__"):
-            out.extend(_fingerprint(v, depth + 1))
+        fp = _value_print(v, refs, depth)
+        if fp is None:
+            return None
+        out.append(fp)
+    return tuple(out)
+
+
+def _value_print(v, refs: list, depth: int):
+    if isinstance(v, _SCALARS):
+        return ("=", type(v).__name__, v)
+    refs.append(v)
+    if isinstance(v, (torch.Tensor, type, types.ModuleType, types.BuiltinFunctionType,
+                      torch.dtype, torch.device)):
+        return (id(v),)
+    if hasattr(v, "__code__"):
+        inner = _fingerprint(v, refs, depth + 1) if depth < 4 else None
+        return None if inner is None else (id(v), inner)
+    if depth >= 3:
+        return None
+    if isinstance(v, functools.partial):
+        parts = [v.func, v.args, v.keywords]
+    elif isinstance(v, (tuple, list)):
+        parts = list(v)
+    elif isinstance(v, dict):
+        parts = [x for kv in sorted(v.items(), key=lambda kv: repr(kv[0])) for x in kv]
+    elif isinstance(getattr(v, "__dict__", None), dict) and not hasattr(type(v), "__slots__"):
+        parts = [x for kv in sorted(vars(v).items()) for x in kv]
+    else:
+        return None
+    out = [id(v), type(v).__name__]
+    for x in parts:
+        fp = _value_print(x, refs, depth + 1)
+        if fp is None:
+            return None
+        out.append(fp)
     return tuple(out)
 
 
@@ -316,23 +373,27 @@ def _cell_full(cell) -> bool:
     return True
 
 
-# (score_mod, mask_mod, dtype, gqa, scale, return_lse) -> (fingerprints, kernel, captured)
-_TRACES: dict = {}
+# (mod fingerprints, dtype, gqa, scale, return_lse, device) -> (refs, kernel, captured); the
+# most recent _TRACE_CAP traces (a mod rebuilt at every call, a closure over new tensors, adds
+# one each time).
+_TRACES: "collections.OrderedDict" = collections.OrderedDict()
+_TRACE_CAP = 64
 
 
 def _kernel_for(score_mod, mask_mod, dtype, gqa, scale, return_lse, device):
-    key = (score_mod, mask_mod, dtype, gqa, scale, return_lse, str(device))
-    fp = (_fingerprint(score_mod), _fingerprint(mask_mod))
-    try:
-        hit = _TRACES.get(key)
-    except TypeError:  # an unhashable mod: trace every call
-        hit, key = None, None
-    if hit is not None and hit[0] == fp:
+    refs: list = []
+    fps = (_fingerprint(score_mod, refs), _fingerprint(mask_mod, refs))
+    key = None if None in fps else (fps, dtype, gqa, scale, return_lse, str(device))
+    hit = _TRACES.get(key) if key is not None else None
+    if hit is not None:
+        _TRACES.move_to_end(key)
         return hit[1], hit[2]
     text, captured = program_for(score_mod, mask_mod, dtype, gqa, scale, return_lse, device)
     kernel = flashgen.compile(text)
     if key is not None:
-        _TRACES[key] = (fp, kernel, captured)
+        _TRACES[key] = (refs, kernel, captured)
+        while len(_TRACES) > _TRACE_CAP:
+            _TRACES.popitem(last=False)
     return kernel, captured
 
 
@@ -348,6 +409,10 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, scale=None,
         if mask_mod is not None:
             raise flashgen.CallError("give mask_mod or block_mask, not both")
         mask_mod = getattr(block_mask, "mask_mod", None)
+        if mask_mod is None or getattr(mask_mod, "__name__", "") == "noop_mask":
+            raise flashgen.CallError("this BlockMask has no mask_mod (built from blocks): "
+                                     "flashgen derives its tile skipping from a mask_mod; "
+                                     "give one")
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
             raise flashgen.CallError(f"{name} must be a 4-dim tensor [B, H, L, D]")
@@ -370,7 +435,8 @@ def flex_attention(query, key, value, score_mod=None, mask_mod=None, scale=None,
     kernel, captured = _kernel_for(score_mod, mask_mod, dtype, gqa, scale, return_lse,
                                    query.device)
     q = query.view(B, Hkv, Hq // Hkv, M, D) if gqa else query
-    caps = [c.to(query.device) if c.device != query.device else c for c in captured]
+    caps = [c.to(device=query.device, dtype=torch.float32 if c.dtype == torch.float64
+                 else c.dtype) for c in captured]
     outs = kernel(q, key, value, *caps)
     if not return_lse:
         outs = (outs,)

@@ -1,6 +1,6 @@
 """flashgen from PyTorch in three steps (CPU tensors here; CUDA tensors run on the GPU).
 
-    .venv/bin/python examples/python/quickstart.py      (after ./scripts/python_env.sh)
+    .venv/bin/python python/examples/quickstart.py      (after ./scripts/python_env.sh)
 """
 from pathlib import Path
 
@@ -17,9 +17,11 @@ q, k, v = (torch.randn(2, 4, 256, 64) for _ in range(3))
 # 1. A program of the .attn language, compiled and called with torch tensors.
 causal = flashgen.compile(ROOT / "examples" / "causal.attn")
 print(causal)
-o = causal(q.bfloat16(), k.bfloat16(), v.bfloat16())
-ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-print(f"1. causal.attn on the CPU: max |o - sdpa| = {(o.float() - ref).abs().max():.2e} (bf16)")
+qb, kb, vb = q.bfloat16(), k.bfloat16(), v.bfloat16()
+o = causal(qb, kb, vb)
+ref = F.scaled_dot_product_attention(qb.float(), kb.float(), vb.float(), is_causal=True)
+print(f"1. causal.attn on the CPU: max |o - sdpa| = {(o.float() - ref).abs().max():.2e} "
+      "(bf16 inputs and output)")
 
 # 2. FlexAttention's call: the mask is traced into a program; tile skipping comes from it.
 doc = torch.sort(torch.randint(0, 5, (256,))).values
