@@ -378,3 +378,23 @@ def test_fullgraph_traces_a_kernel_call(repo, how):
     torch.testing.assert_close(out, kern(q, k, v) * 2, atol=0, rtol=0)
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
     torch.testing.assert_close(out.float(), ref * 2, atol=4e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("how", ["einsum", "bmm"])
+def test_attention_through_einsum_or_bmm_is_reported_left_alone(how):
+    """The matcher takes matmul chains; attention written with einsum or flattened bmm is not
+    captured, and the report says so (never silently)."""
+    def fn(q, k, v):
+        if how == "einsum":
+            w = torch.softmax(torch.einsum("bhmd,bhnd->bhmn", q, k) * 0.25, -1)
+            return torch.einsum("bhmn,bhnd->bhmd", w, v)
+        w = torch.softmax(torch.bmm(q.flatten(0, 1), k.flatten(0, 1).transpose(1, 2)) * 0.25, -1)
+        return torch.bmm(w, v.flatten(0, 1)).view(q.shape)
+
+    q, k, v = qkv()
+    out = torch.compile(fn, backend="flashgen")(q, k, v)
+    torch.testing.assert_close(out, fn(q, k, v), **TOL)
+    report = last_report()
+    assert report.captured == [] and len(report.left_alone) == 1, report
+    assert report.left_alone[0].kind == "eager chain" and report.left_alone[0].reason
+

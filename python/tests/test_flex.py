@@ -60,6 +60,33 @@ def test_variant_matches_flex_attention(name):
     assert torch.allclose(lse[live], want_lse[live], atol=2e-5, rtol=1e-4)
 
 
+W = 8
+OFFSET = torch.tensor(5)
+MORE = {  # mods nobody here wrote first: attention-gym style masks and scores
+    "natten_2d": (None, lambda b, h, qi, ki: ((qi // W - ki // W).abs() <= 1)
+                  & ((qi % W - ki % W).abs() <= 1)),
+    "dilated_causal": (None, lambda b, h, qi, ki: ((qi - ki) % 3 == 0) & (ki <= qi)),
+    "causal_offset_tensor": (None, lambda b, h, qi, ki: qi + OFFSET >= ki),
+    "xor_blocks": (None, lambda b, h, qi, ki: ((qi < 32) ^ (ki < 32)) | (qi == ki)),
+    "squared_distance": (lambda s, b, h, qi, ki: s - ((qi - ki).float() ** 2) * 0.01, None),
+    "per_head_temperature": (lambda s, b, h, qi, ki: s * (h + 1).float() / 2, None),
+    "sign_bias": (lambda s, b, h, qi, ki: s + torch.sign(qi - ki).float()
+                  + torch.sign(s) * 0.1, None),
+    "softplus_scores": (lambda s, b, h, qi, ki: torch.log1p(torch.exp(s)), None),
+    "clipped_both_ways": (lambda s, b, h, qi, ki: torch.maximum(s, torch.tensor(-1.0))
+                          + torch.minimum(s, torch.tensor(1.0)), None),
+}
+
+
+@pytest.mark.parametrize("name", list(MORE))
+def test_more_mods_match_flex_attention(name):
+    sm, mm = MORE[name]
+    q, k, v = qkv()
+    want, _ = reference(q, k, v, sm, mm)
+    o = flex_attention(q, k, v, score_mod=sm, mask_mod=mm)
+    assert torch.allclose(o, want, atol=2e-5, rtol=1e-4)
+
+
 def test_rows_that_attend_nothing_are_zero_with_lse_minus_inf():
     q, k, v = qkv()
     mm = VARIANTS["lengths"][1]

@@ -242,6 +242,15 @@ def _is_matmul(node) -> bool:
     return _is_call(node, _MATMUL_FUNCS, ("matmul",))
 
 
+# Products a softmax of attention may come from or feed that the matcher does not take: a
+# softmax next to one is a candidate, reported as left alone with the reason.
+_OTHER_PRODUCTS = (torch.einsum, torch.bmm, torch.baddbmm, torch.mm)
+
+
+def _is_product(node) -> bool:
+    return _is_matmul(node) or _is_call(node, _OTHER_PRODUCTS, ("bmm", "mm", "baddbmm"))
+
+
 def _softmax_args(node: Node):
     """(input, dim, dtype) of a softmax call."""
     if node.op == "call_method":
@@ -659,12 +668,19 @@ def _eager_candidate(sm: Node) -> bool:
     x = sm.args[0] if sm.args else sm.kwargs.get("input")
     if _Scores().has_qk(x):
         return True
+    node = x  # up the scores' first operands: a product (einsum, bmm) a few ops back
+    for _ in range(6):
+        if not isinstance(node, Node):
+            break
+        if _is_product(node):
+            return True
+        node = node.args[0] if node.args else None
     node = sm
     for _ in range(4):
         users = list(node.users)
         if not users:
             return False
-        if any(_is_matmul(u) for u in users):
+        if any(_is_product(u) for u in users):
             return True
         node = users[0]
     return False

@@ -65,6 +65,8 @@ _UNARY = {
     aten.sin.default: "sin({})", aten.cos.default: "cos({})", aten.relu.default: "relu({})",
     aten.floor.default: "floor({})", aten.ceil.default: "ceil({})",
     aten.logical_not.default: "(not {})",
+    aten.log1p.default: "log(1.0 + {})", aten.expm1.default: "(exp({}) - 1.0)",
+    aten.square.default: "(({0}) * ({0}))", aten.reciprocal.default: "(1.0 / {})",
 }
 _BINARY = {
     "add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "remainder": "({} % {})",
@@ -135,11 +137,13 @@ class _Translator:
         if f in _UNARY:
             return _UNARY[f].format(self.arg(a[0]))
         name = f.overloadpacket.__name__ if hasattr(f, "overloadpacket") else str(f)
-        if name in ("bitwise_and", "bitwise_or", "bitwise_not"):
+        if name in ("bitwise_and", "bitwise_or", "bitwise_not", "bitwise_xor", "logical_xor"):
             if any(_dtype(x) != torch.bool for x in a):
                 self.fail(n, "bitwise operations on integers")
             if name == "bitwise_not":
                 return f"(not {self.arg(a[0])})"
+            if name in ("bitwise_xor", "logical_xor"):
+                return f"({self.arg(a[0])} != {self.arg(a[1])})"
             return ("({} and {})" if name == "bitwise_and" else "({} or {})").format(
                 self.arg(a[0]), self.arg(a[1]))
         if name in ("add", "sub") and kw.get("alpha", 1) != 1:
@@ -165,6 +169,11 @@ class _Translator:
             if not _dtype(a[0]).is_floating_point and not _dtype(a[1]).is_floating_point:
                 return f"i64(floor(f32({x}) / {y}))"
             return f"floor({x} / {y})"
+        if name == "sign":
+            x = self.arg(a[0])
+            if _dtype(a[0]).is_floating_point:  # NaN stays NaN, as in torch
+                return f"where({x} > 0, 1.0, where({x} < 0, -1.0, where({x} == {x}, 0.0, {x})))"
+            return f"where({x} > 0, 1, where({x} < 0, -1, 0))"
         if name == "where":
             return f"where({self.arg(a[0])}, {self.arg(a[1])}, {self.arg(a[2])})"
         if name in ("clamp", "clamp_min", "clamp_max"):
