@@ -84,6 +84,10 @@ using DeviceTensorMap = std::map<std::string, DeviceTensor>;
 // where the kernel reports an out-of-range gather or x % 0 (err[0..3], decoded by
 // cuda_raise_error_word) and a non-finite accumulator (err[7]: the plain build does not follow
 // the strong zero of masked keys whose V is inf or NaN; the careful build does, slower).
+// Shape-only host views of device tensors (dtype and shape; their memory is never read), for
+// the calls that take a TensorMap only to bind extents: output_shapes, cuda_raise_error_word.
+// CallError for a negative extent or more than 2^60 elements.
+TensorMap device_shape_views(const DeviceTensorMap& m);
 // `cache` (from make_cuda_launch_cache, one per program, optional) keeps the loaded kernels by
 // head extents and build, so repeated calls skip the compiler's pipeline.
 struct CudaLaunchCache;

@@ -43,28 +43,35 @@ def _torch():
     return sys.modules.get("torch")
 
 
-def torch_dtype(name: str):
-    import torch
+_TORCH_TABLE = None  # flashgen dtype name -> torch dtype, built at the first use
 
-    table = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
-             "i32": torch.int32, "i64": torch.int64, "bool": torch.bool}
-    if hasattr(torch, "float8_e4m3fn"):
-        table["f8e4m3"] = torch.float8_e4m3fn
-        table["f8e5m2"] = torch.float8_e5m2
+
+def _torch_table() -> dict:
+    global _TORCH_TABLE
+    if _TORCH_TABLE is None:
+        import torch
+
+        table = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+                 "i32": torch.int32, "i64": torch.int64, "bool": torch.bool}
+        if hasattr(torch, "float8_e4m3fn"):
+            table["f8e4m3"] = torch.float8_e4m3fn
+            table["f8e5m2"] = torch.float8_e5m2
+        _TORCH_TABLE = table
+    return _TORCH_TABLE
+
+
+def torch_dtype(name: str):
+    table = _torch_table()
     if name not in table:
         raise CallError(f"torch has no dtype for flashgen's {name}")
     return table[name]
 
 
 def _torch_dtype_name(dt):
-    import torch
-
-    table = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
-             torch.int32: "i32", torch.int64: "i64", torch.bool: "bool"}
-    if hasattr(torch, "float8_e4m3fn"):
-        table[torch.float8_e4m3fn] = "f8e4m3"
-        table[torch.float8_e5m2] = "f8e5m2"
-    return table.get(dt)
+    for name, t in _torch_table().items():
+        if t == dt:
+            return name
+    return None
 
 
 def _numpy_dtype_name(dt):

@@ -118,9 +118,16 @@ Extents extents_of(const std::map<std::string, int64_t>& sizes) {
   return e;
 }
 
-std::vector<std::string> dim_names(const Program& p, const std::vector<int>& dims) {
-  std::vector<std::string> out;
-  for (int d : dims) out.push_back(p.dims[d]);
+// [(name, dtype, dim names)] of a program's parameters or outputs.
+template <class Decl>
+std::vector<std::tuple<std::string, std::string, std::vector<std::string>>> signature(
+    const Program& p, const std::vector<Decl>& decls) {
+  std::vector<std::tuple<std::string, std::string, std::vector<std::string>>> out;
+  for (const Decl& x : decls) {
+    std::vector<std::string> dims;
+    for (int d : x.dims) dims.push_back(p.dims[d]);
+    out.emplace_back(x.name, dtype_name(x.type), dims);
+  }
   return out;
 }
 
@@ -170,33 +177,15 @@ NB_MODULE(_core, m) {
       .def_prop_ro("source", [](const PyProgram& p) { return p.source; })
       .def_prop_ro("filename", [](const PyProgram& p) { return p.filename; })
       .def_prop_ro("dims", [](const PyProgram& p) { return p.program.dims; })
-      .def("params",
-           [](const PyProgram& pp) {
-             std::vector<std::tuple<std::string, std::string, std::vector<std::string>>> out;
-             for (const Parameter& par : pp.program.params)
-               out.emplace_back(par.name, dtype_name(par.type), dim_names(pp.program, par.dims));
-             return out;
-           },
+      .def("params", [](const PyProgram& pp) { return signature(pp.program, pp.program.params); },
            "[(name, dtype, dims)] of the parameters, in order")
-      .def("outputs",
-           [](const PyProgram& pp) {
-             std::vector<std::tuple<std::string, std::string, std::vector<std::string>>> out;
-             for (const Output& o : pp.program.outputs)
-               out.emplace_back(o.name, dtype_name(o.type), dim_names(pp.program, o.dims));
-             return out;
-           },
+      .def("outputs", [](const PyProgram& pp) { return signature(pp.program, pp.program.outputs); },
            "[(name, dtype, dims)] of the outputs, in order")
       .def("output_shapes",
            [](const PyProgram& pp, const std::map<std::string, DeviceArg>& shapes,
               const std::map<std::string, int64_t>& extra) {
-             const DeviceTensorMap d = device_views(shapes, "input");
-             TensorMap views;
-             static uint8_t nothing;
-             for (const auto& [name, t] : d) {
-               std::vector<int64_t> packed(t.shape.size(), 0);  // a shape-only view
-               views[name] = Tensor::borrow(t.type, t.shape, packed, &nothing, 1 << 4);
-             }
-             return output_shapes(pp.program, views, extents_of(extra));
+             return output_shapes(pp.program, device_shape_views(device_views(shapes, "input")),
+                                  extents_of(extra));
            },
            nb::arg("inputs"), nb::arg("extra") = std::map<std::string, int64_t>{},
            "The shape of every output for inputs given as {name: (dtype, shape, strides, ptr)}")
@@ -233,14 +222,8 @@ NB_MODULE(_core, m) {
            [](const PyProgram& pp, const std::map<std::string, DeviceArg>& shapes,
               const std::vector<int64_t>& err) {
              if (err.size() < 4) throw CallError("an error word has 8 int64");
-             const DeviceTensorMap d = device_views(shapes, "input");
-             TensorMap views;
-             static uint8_t nothing;
-             for (const auto& [name, t] : d) {
-               std::vector<int64_t> packed(t.shape.size(), 0);
-               views[name] = Tensor::borrow(t.type, t.shape, packed, &nothing, 1 << 4);
-             }
-             cuda_raise_error_word(pp.program, views, err.data());
+             cuda_raise_error_word(pp.program, device_shape_views(device_views(shapes, "input")),
+                                   err.data());
            },
            "Raises the CallError of a GPU call's error word (nothing when err[0] is 0)")
       .def("explain",

@@ -333,25 +333,6 @@ int cuda_kernel_load_count() {
 
 namespace {
 
-// Shape-only host views of device tensors, for bind_extents (their memory is never read).
-TensorMap shape_views(const DeviceTensorMap& m) {
-  TensorMap out;
-  for (const auto& [name, t] : m) {
-    const int64_t n = checked_element_count(t.shape);
-    if (n < 0)
-      throw CallError("'" + name + "' of shape " + shape_text(t.shape) +
-                      " has a negative extent or more than 2^" +
-                      std::to_string(kMaxElementsLog2) + " elements");
-    static uint8_t nothing;
-    std::vector<int64_t> packed(t.shape.size());
-    int64_t acc = 1;
-    for (size_t j = t.shape.size(); j-- > 0;) packed[j] = acc, acc *= t.shape[j];
-    out[name] = Tensor::borrow(t.type, t.shape, packed, &nothing,
-                               static_cast<size_t>(n) * dtype_bytes(t.type));
-  }
-  return out;
-}
-
 // A device tensor the kernel reads or writes in place: its dtype, a 16-byte aligned start,
 // and a layout the kernel's 16-byte vector loads and stores take: packed in declared dim order,
 // or any strides where the innermost dim is contiguous and every other stride is a multiple of
@@ -387,6 +368,24 @@ std::vector<int64_t> check_device_tensor(const std::string& what, const DeviceTe
 
 }  // namespace
 
+TensorMap device_shape_views(const DeviceTensorMap& m) {
+  TensorMap out;
+  for (const auto& [name, t] : m) {
+    const int64_t n = checked_element_count(t.shape);
+    if (n < 0)
+      throw CallError("'" + name + "' of shape " + shape_text(t.shape) +
+                      " has a negative extent or more than 2^" +
+                      std::to_string(kMaxElementsLog2) + " elements");
+    static uint8_t nothing;
+    std::vector<int64_t> packed(t.shape.size());
+    int64_t acc = 1;
+    for (size_t j = t.shape.size(); j-- > 0;) packed[j] = acc, acc *= t.shape[j];
+    out[name] = Tensor::borrow(t.type, t.shape, packed, &nothing,
+                               static_cast<size_t>(n) * dtype_bytes(t.type));
+  }
+  return out;
+}
+
 struct CudaLaunchCache {
   std::mutex mu;
   bool have_heads = false;
@@ -408,7 +407,7 @@ void cuda_launch_device(const Program& p, const DeviceTensorMap& inputs,
                         const DeviceTensorMap& outputs, uint64_t err, uint64_t stream,
                         bool careful, CudaLaunchCache* cache) {
   cuda_require();
-  const TensorMap views = shape_views(inputs);
+  const TensorMap views = device_shape_views(inputs);
   const Extents ext = bind_extents(p, views);
   std::map<std::string, std::vector<int64_t>> in_strides;
   for (const Parameter& par : p.params)
