@@ -20,26 +20,6 @@
 
 namespace flashgen::cli {
 
-namespace {
-
-// The CUDA kernel is compiled for fixed head dims (the dims its plan eliminates, e.g. d and e):
-// a CallError naming every one that --sizes does not give.
-void require_head_dims(const Program& p, const CompileOptions& opt) {
-  std::vector<std::string> heads = cuda_head_dims(compile_program(p, opt).plan);
-  std::string missing, example;
-  for (const std::string& d : heads) {
-    example += (example.empty() ? "" : ",") + d + "=" + (opt.sizes.count(d)
-                                                          ? std::to_string(opt.sizes.at(d))
-                                                          : std::string("N"));
-    if (!opt.sizes.count(d)) missing += (missing.empty() ? "" : ", ") + d;
-  }
-  if (missing.empty()) return;
-  throw CallError("the CUDA kernel is specialized to its head dims: give --sizes " + example +
-                  " (missing: " + missing + ")");
-}
-
-}  // namespace
-
 void add_emit(CLI::App& app, int& exit_code) {
   struct Options {
     std::string file, program, target, sizes, dump_after, cubin;
@@ -81,18 +61,22 @@ void add_emit(CLI::App& app, int& exit_code) {
       if (!o->cubin.empty() && !cuda)
         throw CallError("--cubin needs a cuda-sm80 or cuda-sm90 target");
       const bool source = o->dump_after.empty() || o->dump_after == "emit";
-      if (cuda && source) require_head_dims(p, opt);
       if (!o->cubin.empty()) {
         std::error_code ec;
         if (std::filesystem::is_directory(o->cubin, ec))
           throw CallError("--cubin: cannot write " + o->cubin + ": it is a folder");
-        std::string bin = compile_cuda_cubin(p, opt.target, opt.sizes);
-        errno = 0;
-        std::ofstream f(o->cubin, std::ios::binary);
-        if (!f || !f.write(bin.data(), static_cast<std::streamsize>(bin.size())) || !f.flush())
-          throw CallError("--cubin: cannot write " + o->cubin + ": " +
-                          (errno ? std::strerror(errno) : "write error"));
-        std::cerr << "wrote " << o->cubin << " (" << bin.size() << " bytes)\n";
+        // One kernel: PATH; several: PATH.0, PATH.1, ... in plan order.
+        const std::vector<std::string> bins = compile_cuda_cubins(p, opt.target, opt.sizes);
+        for (size_t i = 0; i < bins.size(); ++i) {
+          const std::string path = bins.size() == 1 ? o->cubin : o->cubin + "." + std::to_string(i);
+          const std::string& bin = bins[i];
+          errno = 0;
+          std::ofstream f(path, std::ios::binary);
+          if (!f || !f.write(bin.data(), static_cast<std::streamsize>(bin.size())) || !f.flush())
+            throw CallError("--cubin: cannot write " + path + ": " +
+                            (errno ? std::strerror(errno) : "write error"));
+          std::cerr << "wrote " << path << " (" << bin.size() << " bytes)\n";
+        }
         return kOk;
       }
       std::string text = !source ? dump_after(p, o->dump_after, opt)

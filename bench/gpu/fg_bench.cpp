@@ -9,6 +9,7 @@
 // SIZES like b=4,h=16,m=n=4096,d=e=128. Last line of `bench`: BENCH name sizes ms tflops frac.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "flashgen/compile.h"
@@ -35,12 +36,17 @@ static Extents parse(const std::string& text) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: fg_bench bench|run FILE SIZES [NAME=FILE.npy ...]\n");
+    std::fprintf(stderr, "usage: [FG_PROGRAM=NAME] fg_bench bench|run FILE SIZES [NAME=FILE.npy ...]\n");
     return 2;
   }
   try {
     std::string mode = argv[1];
-    Program p = parse_file(argv[2]).at(0);
+    // FILE's first program, or the one FG_PROGRAM names.
+    std::vector<Program> all = parse_file(argv[2]);
+    Program p = all.at(0);
+    if (const char* want = std::getenv("FG_PROGRAM"))
+      for (const Program& q : all)
+        if (q.name == want) p = q;
     if (mode == "sweep") {
       for (int i = 3; i < argc; ++i) {
         std::stringstream spec(argv[i]);

@@ -27,6 +27,10 @@ struct CompileOptions {
   // eliminates into a tile) may specialize a kernel; long dims never cause a recompile.
   Extents sizes;
   bool strict = false;  // a materialized intermediate is an error (ProgramError)
+  // CUDA targets: the shared memory of the GPU the kernels are for, in bytes (0: the target's
+  // default device, an A100 for cuda-sm80 and an H100/H200 for cuda-sm90); run_cuda passes
+  // the running GPU's.
+  int smem_per_sm = 0, smem_per_block = 0;
 };
 
 // The names of the pipeline's stages, in order (valid values of --dump-after).
@@ -59,15 +63,26 @@ void precompile_cpu(const std::vector<Program>& programs,
                     const std::vector<std::string>& extra_flags = {});
 
 // ---- The CUDA backend (src/compiler/run_cuda.cpp) ----
-// Generated CUDA source of every kernel for cuda-sm80 / cuda-sm90 (the sm80 path), specialized
-// for the head-dim extents in `sizes` (the dims the plan eliminates; others are ignored).
+// Generated CUDA source of every kernel for cuda-sm80 / cuda-sm90: each lowered kernel on the
+// tensor-core path (specialized for the head-dim extents in `sizes`: the dims the plan
+// eliminates; others are ignored) or the element path (`flashgen print --dump-after lower`
+// says which and why).
 std::string emit_cuda(const Program& p, Target target, const Extents& sizes);
 // Compiles that source with NVRTC for `arch` ("sm_80", "sm_90a"; empty: sm_80 for cuda-sm80,
 // sm_90a for cuda-sm90) and returns the cubin (one kernel; more is a BackendError). Needs no GPU.
 std::string compile_cuda_cubin(const Program& p, Target target, const Extents& sizes,
                                const std::string& arch = "");
-// Runs on the GPU (sm_80 path; compiled for the running GPU's arch). Inputs of another dtype
-// are converted; any strides are accepted (packed before upload).
+// Which path each kernel of the plan takes on a CUDA target at these sizes (the lowered
+// description: "tensor_core" or "element") and why, in plan order.
+struct CudaKernelPath {
+  std::string kernel, path, why;
+};
+std::vector<CudaKernelPath> cuda_paths(const Program& p, Target target, const Extents& sizes);
+// The same for a plan of any number of kernels: one cubin each, in plan order.
+std::vector<std::string> compile_cuda_cubins(const Program& p, Target target,
+                                             const Extents& sizes, const std::string& arch = "");
+// Runs on the GPU (compiled for the running GPU's arch). Inputs of another dtype are converted;
+// any strides are accepted (packed before upload).
 TensorMap run_cuda(const Program& p, const TensorMap& inputs, const Extents& extra = {});
 // A tensor in GPU memory of the current device's primary context (a torch or CuPy CUDA
 // tensor that crossed by DLPack): strides in elements.

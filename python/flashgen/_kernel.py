@@ -374,5 +374,10 @@ class Kernel:
         """The generated source for `target` ("cpu", "cuda-sm80", "cuda-sm90")."""
         return self._prog.emit(target, dict(sizes or {}))
 
+    def cuda_paths(self, target: str = "cuda-sm80", sizes: dict | None = None) -> list:
+        """Which path each kernel takes on a CUDA target at `sizes`: a list of
+        (kernel, "tensor_core" or "element", why), in plan order."""
+        return self._prog.cuda_paths(target, dict(sizes or {}))
+
     def kernel_count(self, sizes: dict | None = None) -> int:
         return self._prog.kernel_count(dict(sizes or {}))

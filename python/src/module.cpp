@@ -251,6 +251,18 @@ NB_MODULE(_core, m) {
              return emit_cuda(pp.program, *t, extents_of(sizes));
            },
            nb::arg("target") = "cpu", nb::arg("sizes") = std::map<std::string, int64_t>{})
+      .def("cuda_paths",
+           [](const PyProgram& pp, const std::string& target,
+              const std::map<std::string, int64_t>& sizes) {
+             std::optional<Target> t = parse_target(target);
+             if (!t || *t == Target::cpu)
+               throw CallError("unknown CUDA target '" + target + "' (cuda-sm80, cuda-sm90)");
+             std::vector<std::tuple<std::string, std::string, std::string>> out;
+             for (const CudaKernelPath& k : cuda_paths(pp.program, *t, extents_of(sizes)))
+               out.emplace_back(k.kernel, k.path, k.why);
+             return out;
+           },
+           nb::arg("target") = "cuda-sm80", nb::arg("sizes") = std::map<std::string, int64_t>{})
       .def("kernel_count",
            [](const PyProgram& pp, const std::map<std::string, int64_t>& sizes) {
              CompileOptions opt;

@@ -84,25 +84,27 @@ FG_FN float fg_safe(float m) { return m == -INFINITY ? 0.f : m; }
 FG_FN float fg_rescale(float mold, float mnew) { return mold == -INFINITY ? 0.f : expf(mold - fg_safe(mnew)); }
 )";
 
-// Floor modulo that reports x % 0 through the kernel's err slot as {2, 0, 0, node} (the first
-// error wins; run_cpu / run_cuda raise the CallError) and then yields 0.
-const char* kCpuModPrelude = R"(
-static inline int64_t fg_mod_e(int64_t* err, int64_t node, int64_t a, int64_t b) {
-  if (b == 0) {
-    int64_t z = 0;
-    if (__atomic_compare_exchange_n(&err[0], &z, (int64_t)2, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-      err[3] = node;
-    return 0;
+// fg_report: the first error of a call wins the kernel's err slot ({kind, a, b, c}: 1 = a gather
+// out of range {param, dim position, index}, 2 = x % 0 {0, 0, node}); run_cpu / run_cuda raise
+// the CallError. fg_mod_e: floor modulo that reports x % 0 and then yields 0.
+const char* kCpuReportPrelude = R"(
+static inline void fg_report(int64_t* err, int64_t kind, int64_t a, int64_t b, int64_t c) {
+  int64_t z = 0;
+  if (__atomic_compare_exchange_n(&err[0], &z, kind, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    err[1] = a; err[2] = b; err[3] = c;
   }
-  return fg_mod(a, b);
 }
 )";
-const char* kCudaModPrelude = R"(
-static __device__ __forceinline__ int64_t fg_mod_e(int64_t* err, int64_t node, int64_t a, int64_t b) {
-  if (b == 0) {
-    if (atomicCAS((unsigned long long*)err, 0ull, 2ull) == 0ull) { err[3] = node; __threadfence(); }
-    return 0;
+const char* kCudaReportPrelude = R"(
+static __device__ __forceinline__ void fg_report(int64_t* err, int64_t kind, int64_t a, int64_t b, int64_t c) {
+  if (atomicCAS((unsigned long long*)err, 0ull, (unsigned long long)kind) == 0ull) {
+    err[1] = a; err[2] = b; err[3] = c; __threadfence();
   }
+}
+)";
+const char* kModPrelude = R"(
+FG_FN int64_t fg_mod_e(int64_t* err, int64_t node, int64_t a, int64_t b) {
+  if (b == 0) { fg_report(err, 2, 0, 0, node); return 0; }
   return fg_mod(a, b);
 }
 )";
@@ -133,7 +135,8 @@ TargetTable make_cpu() {
   t.prelude = "#include <cmath>\n#include <cstdint>\n#include <cstring>\n#include <memory>\n"
               "#include <algorithm>\nusing std::int64_t; using std::uint16_t; using std::uint8_t;\n"
               "using std::uint32_t; using std::uint64_t;\n" +
-              with_qualifier(kCommonPrelude, t.fn_qualifier) + kCpuModPrelude;
+              with_qualifier(kCommonPrelude, t.fn_qualifier) + kCpuReportPrelude +
+              with_qualifier(kModPrelude, t.fn_qualifier);
   return t;
 }
 
@@ -144,11 +147,15 @@ TargetTable make_cuda(Target which) {
   t.kernel_qualifier = "extern \"C\" __global__";
   t.float_fn = math_fns();
   t.max_extent = INT32_MAX;  // run_cuda rejects larger extents: rows and keys are `int`
-  t.prelude = "#define memcpy __builtin_memcpy\ntypedef long long int64_t; typedef unsigned "
+  // NVRTC has no memcpy: the prelude's 4-byte bit casts go through a device helper.
+  t.prelude = "typedef long long int64_t; typedef unsigned "
               "long long uint64_t;\ntypedef unsigned int uint32_t; typedef unsigned short "
               "uint16_t; typedef unsigned char uint8_t;\n#define INFINITY __int_as_float(0x7f800000)\n"
-              "#define NAN __int_as_float(0x7fffffff)\n" +
-              with_qualifier(kCommonPrelude, t.fn_qualifier) + kCudaModPrelude;
+              "#define NAN __int_as_float(0x7fffffff)\n"
+              "static __device__ __forceinline__ void fg_copy4(void* d, const void* s, int) { "
+              "*(unsigned*)d = *(const unsigned*)s; }\n#define memcpy fg_copy4\n" +
+              with_qualifier(kCommonPrelude, t.fn_qualifier) + kCudaReportPrelude +
+              with_qualifier(kModPrelude, t.fn_qualifier);
   return t;
 }
 

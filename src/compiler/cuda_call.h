@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "codegen/cuda/emit_sm80.h"
+#include "lower/lower.h"
 #include "flashgen/profile.h"
 #include "plan/plan.h"
 #include "runtime/cuda_driver.h"
@@ -20,39 +21,49 @@ namespace flashgen {
 // NaN: run again after the plain build flagged a non-finite accumulator).
 enum class CudaBuild { plain, count_tiles, careful };
 
-// A loaded kernel of a program for the running GPU and the head dims of a call.
-struct CudaLoaded {
-  Plan plan;
-  CudaKernelSource src;
+// A lowered kernel compiled and loaded for the running GPU.
+struct CudaLoadedKernel {
+  LoweredKernel low;
   CudaKernel kernel;
-  std::string arch;           // "sm_90a"
-  double compile_ms = 0;      // emit + NVRTC (or its disk cache) + module load
-  bool from_disk_cache = false;
 };
 
-// The kernel for program `p` at the head extents in `ext` (other extents are ignored), compiled
-// once per process and build; *from_process_cache says whether this call found it loaded.
+// The kernels of a program for the running GPU and the head dims of a call, in plan order.
+struct CudaLoaded {
+  Plan plan;
+  std::vector<CudaLoadedKernel> kernels;
+  std::string arch;           // "sm_90a"
+  double compile_ms = 0;      // the pipeline + NVRTC (or its disk cache) + module loads
+  bool from_disk_cache = false;  // every kernel came from the disk cache
+};
+
+// The kernels of program `p` at the head extents in `ext` (other extents are ignored), compiled
+// once per process and build; *from_process_cache says whether this call found them loaded.
 std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext,
                                             CudaBuild build = CudaBuild::plain,
                                             bool* from_process_cache = nullptr);
 
 // compile_cuda_cubin for a given build (CI compiles every build of every example).
-std::string cuda_compile_build(const Program& p, Target target, const Extents& sizes,
-                               const std::string& arch, CudaBuild build);
+std::vector<std::string> cuda_compile_build(const Program& p, Target target,
+                                            const Extents& sizes, const std::string& arch,
+                                            CudaBuild build);
 
-// Whether the running GPU takes program `p` at the head extents in `ext`: the sm80 template fits
-// it and its shared memory fits the device (without compiling); if not, why. Needs a GPU.
-bool cuda_takes(const Program& p, const Extents& ext, std::string* why);
+// One kernel's launch in a call: its parameter words and geometry.
+struct CudaBoundKernel {
+  std::vector<int64_t> params;
+  Dim3 grid, block;
+  std::size_t smem = 0;
+  bool empty = false;         // nothing to launch (a zero extent)
+  int64_t scratch_bytes = 0;  // element path: its workspaces in device memory (0: shared)
+};
 
-// Device state of one call: buffers, params, launch geometry.
+// Device state of one call: buffers, kernels' launches.
 struct CudaBound {
   std::vector<DeviceBuffer> bufs;
   // i64[8]: [0] error kind, [1..3] what; [4..6] tile counts (FG_COUNT_TILES); [7] a block's
   // accumulators ended non-finite (the plain build; run the careful one)
   DeviceBuffer err;
-  std::vector<int64_t> params;
-  Dim3 grid, block;
-  bool empty = false;  // nothing to launch (a zero extent)
+  DeviceBuffer scratch;  // the element kernels' device workspaces (one at a time: in order)
+  std::vector<CudaBoundKernel> kernels;
   std::vector<int64_t> extv;
 };
 
@@ -60,7 +71,8 @@ struct CudaBound {
 // dtype and poisons the outputs.
 CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inputs,
                     const Extents& ext);
-void cuda_launch(const CudaLoaded& L, CudaBound& b, CudaStreamHandle stream);
+// Launches every kernel in order on `stream`; `only` >= 0 launches that kernel alone.
+void cuda_launch(const CudaLoaded& L, CudaBound& b, CudaStreamHandle stream, int only = -1);
 // An error word's out-of-range gather or x % 0 (err[0..3]) as a CallError; nothing if err[0]
 // is 0.
 void cuda_raise_error_word(const Program& p, const Plan& plan, const std::vector<int64_t>& extv,

@@ -4,14 +4,17 @@
 //   online_rewrite  passes/online_rewrite.cpp
 //   fuse            passes/fuse.cpp + plan/build_plan.cpp (kernels, grid, eliminated dims)
 //   classify_tiles  plan/tile_classes.cpp (block sparsity from mask expressions)
-//   emit            codegen/ (cpu: codegen/cpu.cpp; cuda: codegen/cuda/)
+//   lower           lower/lower_cuda.cpp (CUDA targets: each kernel's path, launch, workspace)
+//   emit            codegen/ (cpu: codegen/cpu.cpp; cuda: codegen/cuda/emit_element.cpp)
 //
-// `dump_after(p, stage)` prints the program (first two) or plan (next two) or source (emit).
-// compile_program runs the emitter only when stopping after "emit"; emit_source runs it once.
+// `dump_after(p, stage)` prints the program (first two), the plan (next two), the lowered
+// kernels (lower) or the source (emit). compile_program lowers and emits only when stopping
+// after those stages (compile_to_target); emit_source runs them once.
 // Tests: tests/passes/golden_test.cpp, tests/plan/plan_test.cpp.
 #include "compiler/pipeline.h"
 
 #include "codegen/cpu.h"
+#include "codegen/cuda/emit_element.h"
 #include "flashgen/error.h"
 #include "passes/passes.h"
 
@@ -33,20 +36,24 @@ std::optional<Target> parse_target(std::string_view s) {
 }
 
 std::vector<std::string> pipeline_stage_names() {
-  return {"canonicalize", "online_rewrite", "fuse", "classify_tiles", "emit"};
+  return {"canonicalize", "online_rewrite", "fuse", "classify_tiles", "lower", "emit"};
 }
 
-namespace {
-
-std::string emit_for(const Plan& plan, Target t) {
-  if (t == Target::cpu) return emit_cpu_source(plan);
-  if (&emit_cuda_source == nullptr)
-    throw BackendError(std::string("no emitter for target ") + target_name(t) +
-                       " in this build");
-  return emit_cuda_source(plan, t);
+SmemBudget smem_budget(const CompileOptions& opt) {
+  SmemBudget b = smem_budget(opt.target == Target::cpu ? Target::cuda_sm80 : opt.target);
+  if (opt.smem_per_sm > 0) b.per_sm = opt.smem_per_sm;
+  if (opt.smem_per_block > 0) b.per_block = opt.smem_per_block;
+  return b;
 }
 
-}  // namespace
+Extents head_extents(const Plan& plan, const Extents& sizes) {
+  Extents out;
+  for (const std::string& d : cuda_head_dims(plan)) {
+    auto it = sizes.find(d);
+    if (it != sizes.end()) out[d] = it->second;
+  }
+  return out;
+}
 
 Compiled compile_program(const Program& p, const CompileOptions& opt,
                          const std::string& stop_after, std::string* dump) {
@@ -79,16 +86,40 @@ Compiled compile_program(const Program& p, const CompileOptions& opt,
       msg += "\n  " + c.plan.buffers[b].name + " is materialized: " + c.plan.buffers[b].reason;
     throw ProgramError(p.loc, msg);
   }
-  // Source is generated only when asked for (stop_after == "emit" or emit_source): compiling
-  // for a run or for explain must not pay for an emitter pass whose text is thrown away.
-  if (stop_after == "emit") stop("emit", emit_for(c.plan, opt.target));
+  // Lowering and source only when asked for (stop_after "lower" or "emit"): compiling for
+  // explain or a cost must not pay for passes whose result is thrown away.
+  if (stop_after != "lower" && stop_after != "emit") return c;
+  const bool cuda = opt.target != Target::cpu;
+  if (cuda) c.lowered = lower_cuda(c.plan, opt.target, head_extents(c.plan, opt.sizes),
+                                   smem_budget(opt));
+  if (stop_after == "lower") {
+    stop("lower", cuda ? c.lowered.str(c.plan)
+                       : "lowered for cpu: every kernel prints as a loop nest (the cpu skeleton "
+                         "of codegen/loop_kernel.h)\n");
+    return c;
+  }
+  std::string all;
+  if (cuda) {
+    for (const LoweredKernel& lk : c.lowered.kernels) {
+      c.sources.push_back(emit_lowered_kernel(c.plan, lk));
+      all += c.sources.back();
+    }
+  } else {
+    c.sources.push_back(emit_cpu_source(c.plan));
+    all = c.sources.back();
+  }
+  stop("emit", all);
   return c;
+}
+
+Compiled compile_to_target(const Program& p, const CompileOptions& opt) {
+  return compile_program(p, opt, "emit", nullptr);
 }
 
 std::string dump_after(const Program& p, const std::string& stage, const CompileOptions& opt) {
   std::string out;
   CompileOptions o = opt;
-  if (stage != "emit") o.strict = false;
+  if (stage != "emit" && stage != "lower") o.strict = false;
   compile_program(p, o, stage, &out);
   return out;
 }

@@ -340,69 +340,87 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
   std::shared_ptr<const CudaLoaded> counting = tr.span(
       "compile (tile-counting build)", "compile", [&] { return cuda_load(p, ext, CudaBuild::count_tiles); });
   r.peaks = cuda_peaks();
-  r.backend_detail = "cuda (sm80 path, " + L->arch + ")";
+  r.backend_detail = "cuda (" + L->arch + ")";
   CudaBound b = tr.span("upload inputs", "transfer", [&] { return cuda_bind(*L, p, inputs, ext); });
-  // Tile counts: the counting build once on the same buffers (its params have the same layout).
-  tr.span(L->src.launch.entry + " (tile-counting build)", "host", [&] {
+  // Tile counts: the counting build once over all kernels on the same buffers (its params have
+  // the same layout; later kernels read the intermediates of earlier ones), then each kernel
+  // alone from a zeroed word.
+  tr.span("all kernels (tile-counting build)", "host", [&] {
     cuda_launch(*counting, b, nullptr);
     cuda_synchronize();
     return 0;
   });
   cuda_check_errors(p, L->plan, b);
-  KernelProfile kp;
-  kp.tiles = cuda_tile_counts(b);
   CudaStream stream;
-  const double t_base = tr.now_us();
-  CudaTiming t = cuda_time([&](CudaStreamHandle s) { cuda_launch(*L, b, s); }, opt.warmup,
-                           opt.iters, stream.get());
-  // cuda_time returns when the last run's end event completes: place the runs back from now.
-  const double t_end = tr.now_us();
-  // Device spans: each run at its event offset from the first timed run, which starts after
-  // the warm-up runs; the host span covers the whole timing loop.
-  tr.add("timed runs (warm-up " + std::to_string(opt.warmup) + " + " +
-             std::to_string(opt.iters) + ")",
-         "host", t_base, t_end - t_base);
-  const double first = t_end - 1e3 * (t.start_offsets_ms.back() + t.samples_ms.back());
-  for (size_t i = 0; i < t.samples_ms.size(); ++i)
-    tr.add(L->src.launch.entry, "kernel", first + 1e3 * t.start_offsets_ms[i],
-           1e3 * t.samples_ms[i], 1);
-  cuda_check_errors(p, L->plan, b);
-  {
-    int64_t err[8];
-    b.err.download(err, sizeof err);
-    if (err[7])
-      kp.note = "on these inputs an accumulator ends inf or NaN, so a run also launches the "
-                "careful build (the strong zero of masked keys), which is not timed here";
+  for (size_t i = 0; i < L->kernels.size(); ++i) {
+    const CudaLoadedKernel& K = L->kernels[i];
+    const PlanKernel& pk = L->plan.kernels[K.low.plan_kernel];
+    const CudaBoundKernel& bk = b.kernels[i];
+    KernelProfile kp;
+    b.err.memset(0);
+    cuda_launch(*counting, b, nullptr, static_cast<int>(i));
+    cuda_synchronize();
+    kp.tiles = cuda_tile_counts(b);
+    b.err.memset(0);
+    const double t_base = tr.now_us();
+    CudaTiming t = cuda_time([&](CudaStreamHandle s) { cuda_launch(*L, b, s, static_cast<int>(i)); },
+                             opt.warmup, opt.iters, stream.get());
+    // cuda_time returns when the last run's end event completes: place the runs back from now.
+    const double t_end = tr.now_us();
+    // Device spans: each run at its event offset from the first timed run, which starts after
+    // the warm-up runs; the host span covers the whole timing loop.
+    tr.add(K.low.entry + ": timed runs (warm-up " + std::to_string(opt.warmup) + " + " +
+               std::to_string(opt.iters) + ")",
+           "host", t_base, t_end - t_base);
+    const double first = t_end - 1e3 * (t.start_offsets_ms.back() + t.samples_ms.back());
+    for (size_t j = 0; j < t.samples_ms.size(); ++j)
+      tr.add(K.low.entry, "kernel", first + 1e3 * t.start_offsets_ms[j], 1e3 * t.samples_ms[j],
+             1);
+    cuda_check_errors(p, L->plan, b);
+    {
+      int64_t err[8];
+      b.err.download(err, sizeof err);
+      if (err[7])
+        kp.note = "on these inputs an accumulator ends inf or NaN, so a run also launches the "
+                  "careful build (the strong zero of masked keys), which is not timed here";
+    }
+    kp.name = K.low.entry + " (" + path_name(K.low.path) + " path)";
+    kp.compiled = compiled_label(process_cache, L->from_disk_cache);
+    kp.compile_ms = process_cache || i > 0 ? 0 : L->compile_ms;
+    kp.iters = opt.iters;
+    kp.median_ms = t.median_ms;
+    kp.min_ms = t.min_ms;
+    kp.max_ms = t.max_ms;
+    fill_cost(kp, L->plan, K.low.plan_kernel, ext, inputs);
+    kp.has_key_loop = pk.red_dim >= 0;
+    if (pk.row_dim >= 0) kp.row_dim = L->plan.program.dims[pk.row_dim];
+    if (pk.red_dim >= 0) kp.key_dim = L->plan.program.dims[pk.red_dim];
+    kp.grid[0] = bk.grid.x;
+    kp.grid[1] = bk.grid.y;
+    kp.grid[2] = bk.grid.z;
+    kp.threads = static_cast<int>(bk.block.x);
+    kp.smem_bytes = static_cast<int64_t>(bk.smem);
+    const CudaKernelInfo info = K.kernel.info();
+    kp.registers = info.num_regs;
+    kp.local_bytes = info.local_bytes;
+    if (K.low.path == LoweredKernel::Path::tensor_core) {
+      const Sm80Launch& la = K.low.sm80.launch;
+      kp.row_tile = la.block_m;
+      kp.key_tile = la.block_n;
+      kp.blocks_per_sm = la.min_blocks;
+      kp.value_split = la.value_split;
+    } else {
+      kp.row_tile = pk.row_tile;
+      kp.key_tile = pk.red_tile;
+      kp.blocks_per_sm = K.low.element.blocks_per_sm;
+      if (bk.scratch_bytes > 0)
+        kp.note += std::string(kp.note.empty() ? "" : "; ") + "its workspace (" +
+                   std::to_string(bk.scratch_bytes) + " bytes) is in device memory";
+    }
+    finish_rates(kp, r.peaks);
+    r.kernels.push_back(kp);
   }
   tr.span("download outputs", "transfer", [&] { return cuda_download_outputs(*L, b).size(); });
-
-  const Sm80Launch& la = L->src.launch;
-  const PlanKernel& K = L->plan.kernels[0];
-  kp.name = la.entry;
-  kp.compiled = compiled_label(process_cache, L->from_disk_cache);
-  kp.compile_ms = process_cache ? 0 : L->compile_ms;
-  kp.iters = opt.iters;
-  kp.median_ms = t.median_ms;
-  kp.min_ms = t.min_ms;
-  kp.max_ms = t.max_ms;
-  fill_cost(kp, L->plan, 0, ext, inputs);
-  kp.has_key_loop = true;
-  kp.row_dim = L->plan.program.dims[la.row_dim];
-  kp.key_dim = L->plan.program.dims[K.red_dim];
-  kp.row_tile = la.block_m;
-  kp.key_tile = la.block_n;
-  kp.grid[0] = b.grid.x;
-  kp.grid[1] = b.grid.y;
-  kp.grid[2] = b.grid.z;
-  kp.threads = static_cast<int>(b.block.x);
-  kp.smem_bytes = la.smem_bytes;
-  const CudaKernelInfo info = L->kernel.info();
-  kp.registers = info.num_regs;
-  kp.local_bytes = info.local_bytes;
-  kp.blocks_per_sm = la.min_blocks;
-  kp.value_split = la.value_split;
-  finish_rates(kp, r.peaks);
-  r.kernels.push_back(kp);
   return r;
 }
 

@@ -1,11 +1,13 @@
-// run_cuda: the CUDA backend's host side. Compiles a program's plan (sm80 path,
-// codegen/cuda/emit_sm80.cpp) with NVRTC for the running GPU (sm_90a on Hopper, sm_<cc>
-// otherwise; disk-cached by runtime/nvrtc), loads it once per (program, head dims, arch) in
-// this process, uploads inputs packed in their declared dtype and dim order, poisons outputs
-// (NaN) so an unwritten element cannot pass a test, launches, reports out-of-range gathers as
-// CallError naming the parameter, and downloads outputs of their declared dtype.
-// bench_cuda times the same launch with device events (median of warm runs).
-// Tests: tests/gpu/cuda_examples_test.cpp (GPU), tests/cuda/nvrtc_examples_test.cpp (NVRTC).
+// run_cuda: the CUDA backend's host side. Compiles a program through the whole pipeline for the
+// running GPU (compile_to_target: plan, lowered kernels on the tensor-core or the element path,
+// one CUDA source each) with NVRTC (sm_90a on Hopper, sm_<cc> otherwise; disk-cached by
+// runtime/nvrtc), loads the kernels once per (program, head dims, arch) in this process, uploads
+// inputs packed in their declared dtype and dim order, poisons outputs (NaN) so an unwritten
+// element cannot pass a test, launches the kernels in plan order (intermediates in device
+// memory), reports out-of-range gathers as CallError naming the parameter, and downloads
+// outputs of their declared dtype. bench_cuda times the same launches with device events.
+// Tests: tests/gpu/cuda_examples_test.cpp, tests/gpu/element_gpu_test.cpp (GPU),
+// tests/cuda/nvrtc_examples_test.cpp, tests/cuda/element_kernel_test.cpp (NVRTC).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -16,6 +18,7 @@
 
 #include "codegen/cuda/embedded_headers.h"
 #include "codegen/cuda/emit_sm80.h"
+#include "codegen/loop_kernel.h"
 #include "compiler/cuda_call.h"
 #include "compiler/pipeline.h"
 #include "plan/cost.h"
@@ -36,12 +39,15 @@ Plan cuda_plan(const Program& p, Target target, const Extents& sizes) {
   return compile_program(p, opt).plan;
 }
 
-NvrtcOptions nvrtc_options(const std::string& arch, const std::string& name, CudaBuild build) {
+NvrtcOptions nvrtc_options(const std::string& arch, const LoweredKernel& lk, CudaBuild build) {
   NvrtcOptions o;
   o.arch = arch;
-  // Fast math: approximate division/exp/tanh (errors ~1e-6 relative, far inside bf16's 4e-3);
-  // IEEE division by non-constant scales cost as much as the softmax otherwise.
-  o.options = {"-std=c++17", "-default-device", "--disable-warnings", "--use_fast_math"};
+  o.options = {"-std=c++17", "-default-device", "--disable-warnings"};
+  // The tensor-core path: fast math (approximate division/exp/tanh, errors ~1e-6 relative, far
+  // inside bf16's 4e-3; IEEE division by non-constant scales costs as much as the softmax).
+  // The element path computes at f32 accuracy, as the CPU backend does.
+  if (lk.path == LoweredKernel::Path::tensor_core) o.options.push_back("--use_fast_math");
+  const std::string& name = lk.entry;
   o.cuda_include = false;  // the tile library includes nothing
   o.name = name + ".cu";
   int n = 0;
@@ -52,32 +58,30 @@ NvrtcOptions nvrtc_options(const std::string& arch, const std::string& name, Cud
   return o;
 }
 
-// Head-dim extents only, so long extents never reach the source.
-Extents head_sizes(const Plan& plan, const Extents& ext) {
-  Extents out;
-  for (const std::string& d : cuda_head_dims(plan)) {
-    auto it = ext.find(d);
-    if (it != ext.end()) out[d] = it->second;
-  }
-  return out;
-}
-
 std::mutex g_mu;
 int g_loads = 0;
 
 }  // namespace
+
+CompileOptions cuda_options(const Extents& heads) {
+  const CudaDeviceInfo& dev = cuda_device_info();
+  CompileOptions opt;
+  opt.target = dev.cc_major >= 9 ? Target::cuda_sm90 : Target::cuda_sm80;
+  opt.sizes = heads;
+  opt.smem_per_sm = dev.max_smem_per_sm;
+  opt.smem_per_block = dev.max_smem_per_block_optin;
+  return opt;
+}
 
 std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext, CudaBuild build,
                                             bool* from_process_cache) {
   static std::map<std::string, std::shared_ptr<const CudaLoaded>> cache;
   const auto t0 = std::chrono::steady_clock::now();
   const std::string arch = cuda_device_arch();
-  Plan plan = cuda_plan(p, Target::cuda_sm80, {});
-  Extents heads = head_sizes(plan, ext);
-  const CudaDeviceInfo& dev = cuda_device_info();
-  const SmemBudget budget{dev.max_smem_per_sm, dev.max_smem_per_block_optin};
-  std::string key = p.str() + "\n" + arch + " smem " + std::to_string(budget.per_sm) + "/" +
-                    std::to_string(budget.per_block) +
+  const Extents heads = head_extents(cuda_plan(p, Target::cuda_sm80, {}), ext);
+  CompileOptions opt = cuda_options(heads);
+  std::string key = p.str() + "\n" + arch + " smem " + std::to_string(opt.smem_per_sm) + "/" +
+                    std::to_string(opt.smem_per_block) +
                     (build == CudaBuild::count_tiles ? " count_tiles"
                      : build == CudaBuild::careful   ? " careful"
                                                      : "");
@@ -88,14 +92,18 @@ std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext
     if (from_process_cache) *from_process_cache = it != cache.end();
     if (it != cache.end()) return it->second;
   }
+  Compiled c = compile_to_target(p, opt);
   auto L = std::make_shared<CudaLoaded>();
-  L->plan = std::move(plan);
+  L->plan = std::move(c.plan);
   L->arch = arch;
-  L->src = emit_sm80_kernel(L->plan, 0, Target::cuda_sm80, heads, budget);
-  Cubin cubin = nvrtc_compile(L->src.source, nvrtc_options(arch, L->src.launch.entry, build));
-  CudaModule mod(cubin.bytes);
-  L->kernel = mod.kernel(L->src.launch.entry);
-  L->from_disk_cache = cubin.from_cache;
+  L->from_disk_cache = true;
+  for (size_t i = 0; i < c.lowered.kernels.size(); ++i) {
+    const LoweredKernel& lk = c.lowered.kernels[i];
+    Cubin cubin = nvrtc_compile(c.sources[i], nvrtc_options(arch, lk, build));
+    CudaModule mod(cubin.bytes);
+    L->kernels.push_back({lk, mod.kernel(lk.entry)});
+    L->from_disk_cache = L->from_disk_cache && cubin.from_cache;
+  }
   L->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lock(g_mu);
@@ -108,14 +116,22 @@ namespace {
 
 // The call's extents in the program's dim order; rows, keys and the element code's integer
 // indices are 32-bit on the device (the emitter narrows index arithmetic by this bound:
-// TargetTable::max_extent).
+// TargetTable::max_extent): every dim of an element kernel, the template's int32_dims.
 std::vector<int64_t> cuda_extents(const CudaLoaded& L, const Program& p, const Extents& ext) {
   std::vector<int64_t> extv;
   for (const std::string& d : p.dims) {
     auto it = ext.find(d);
     extv.push_back(it == ext.end() ? 0 : it->second);
   }
-  for (int d : L.src.launch.int32_dims)
+  std::vector<int> narrow;
+  for (const CudaLoadedKernel& k : L.kernels) {
+    if (k.low.path == LoweredKernel::Path::tensor_core)
+      narrow.insert(narrow.end(), k.low.sm80.launch.int32_dims.begin(),
+                    k.low.sm80.launch.int32_dims.end());
+    else
+      for (size_t d = 0; d < p.dims.size(); ++d) narrow.push_back(static_cast<int>(d));
+  }
+  for (int d : narrow)
     if (extv[d] > INT32_MAX)
       throw CallError("dimension '" + p.dims[d] + "' has extent " + std::to_string(extv[d]) +
                       "; the CUDA backend indexes it with 32-bit ints (extents up to 2^31 - 1)");
@@ -134,41 +150,55 @@ std::vector<int64_t> buffer_shape(const PlanBuffer& B, const std::vector<int64_t
   return shape;
 }
 
-// The kernel's parameters and launch geometry for buffers at `ptrs` (one per plan buffer) with
-// `strides` (in elements, one list per buffer; an empty list: packed in dim order) and the
-// error word at `err`; b.extv is set.
-void bind_launch(const CudaLoaded& L, const Program& p, const std::vector<DevicePtr>& ptrs,
-                 const std::vector<std::vector<int64_t>>& strides, DevicePtr err, CudaBound& b) {
-  const Plan& plan = L.plan;
-  const Sm80Launch& la = L.src.launch;
+// Bytes of buffer B in device memory: inputs and outputs in their declared dtype,
+// intermediates 8 bytes an element (the element kernels' double / int64).
+size_t buffer_bytes(const PlanBuffer& B, const std::vector<int64_t>& extv) {
+  const int64_t n = checked_element_count(buffer_shape(B, extv));
+  const int64_t w = B.kind == PlanBuffer::Intermediate ? 8 : dtype_bytes(B.type);
+  if (n > (int64_t{1} << 62) / w)
+    throw CallError("the CUDA backend cannot hold '" + B.name + "': too many bytes");
+  return static_cast<size_t>(n * w);
+}
+
+// Packed strides of buffer i (in elements), or the given ones.
+std::vector<int64_t> strides_of(const PlanBuffer& B, const std::vector<int64_t>& extv,
+                                const std::vector<int64_t>& given) {
+  if (!given.empty()) return given;
+  const std::vector<int64_t> shape = buffer_shape(B, extv);
+  std::vector<int64_t> st(shape.size());
+  int64_t acc = 1;  // at most the element count: no overflow
+  for (size_t j = shape.size(); j-- > 0;) st[j] = acc, acc *= shape[j];
+  return st;
+}
+
+// A tensor-core kernel's parameters and geometry (Params of emit_sm80.h).
+void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DevicePtr>& ptrs,
+               const std::vector<std::vector<int64_t>>& strides, DevicePtr err,
+               const std::vector<int64_t>& extv, CudaBoundKernel& bk) {
   const int NB = la.num_buffers, R = la.max_rank;
-  b.params.assign(NB + NB * R + la.num_dims + 1, 0);
+  bk.params.assign(NB + NB * R + la.num_dims + 1, 0);
   for (int i = 0; i < NB; ++i) {
-    const std::vector<int64_t> shape = buffer_shape(plan.buffers[i], b.extv);
-    int64_t acc = 1;  // at most the element count: no overflow
-    for (int j = static_cast<int>(shape.size()) - 1; j >= 0; --j) {
-      b.params[NB + i * R + j] = strides[i].empty() ? acc : strides[i][j];
-      acc *= shape[j];
-    }
-    b.params[i] = static_cast<int64_t>(ptrs[i]);
+    for (size_t j = 0; j < strides[i].size(); ++j) bk.params[NB + i * R + j] = strides[i][j];
+    bk.params[i] = static_cast<int64_t>(ptrs[i]);
   }
-  for (int d = 0; d < la.num_dims; ++d) b.params[NB + NB * R + d] = b.extv[d];
-  b.params.back() = static_cast<int64_t>(err);
+  for (int d = 0; d < la.num_dims; ++d) bk.params[NB + NB * R + d] = extv[d];
+  bk.params.back() = static_cast<int64_t>(err);
+  bk.smem = la.smem_bytes;
   int64_t P = 1;
-  for (int d : la.par_dims) P *= b.extv[d];
+  for (int d : la.par_dims) P *= extv[d];
   P *= la.value_split;
-  int64_t M = b.extv[la.row_dim];
+  int64_t M = extv[la.row_dim];
   if (P == 0 || M == 0) {
-    b.empty = true;
+    bk.empty = true;
     return;
   }
   // Gathers by plain dim indices run unchecked on the device: their range is the index dim's.
   for (const Sm80Launch::GatherCheck& g : la.gather_checks) {
     const Parameter& Pm = p.params[g.param];
     int pd = Pm.dims[g.pos];
-    if (b.extv[g.index_dim] > b.extv[pd])
-      throw CallError("index " + std::to_string(b.extv[pd]) + " is out of range [0, " +
-                      std::to_string(b.extv[pd]) + ") in a read of parameter '" + Pm.name +
+    if (extv[g.index_dim] > extv[pd])
+      throw CallError("index " + std::to_string(extv[pd]) + " is out of range [0, " +
+                      std::to_string(extv[pd]) + ") in a read of parameter '" + Pm.name +
                       "' (dimension '" + p.dims[pd] + "')");
   }
   // The kernel's parallel index y + 65535 * z is an int and reaches P + 65534 in the last
@@ -177,10 +207,81 @@ void bind_launch(const CudaLoaded& L, const Program& p, const std::vector<Device
     throw CallError(std::to_string(P) + " parallel indices (the product of the batch-like dims" +
                     (la.value_split > 1 ? " times the value-column split" : std::string()) +
                     ") is more than one grid takes (2^31 - 65536)");
-  b.grid = {static_cast<unsigned>((M + la.block_m - 1) / la.block_m),
-            static_cast<unsigned>(std::min<int64_t>(P, 65535)),
-            static_cast<unsigned>((P + 65534) / 65535)};
-  b.block = {static_cast<unsigned>(32 * la.warps), 1, 1};
+  bk.grid = {static_cast<unsigned>((M + la.block_m - 1) / la.block_m),
+             static_cast<unsigned>(std::min<int64_t>(P, 65535)),
+             static_cast<unsigned>((P + 65534) / 65535)};
+  bk.block = {static_cast<unsigned>(32 * la.warps), 1, 1};
+}
+
+// An element kernel's parameters (cuda_element_params) and geometry: one block per grid point
+// up to the lowered blocks per SM, the workspace in shared memory when it fits, else in the
+// scratch at `scratch` (bk.scratch_bytes says how much it needs; 0 while sizing).
+void bind_element(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
+                  const std::vector<DevicePtr>& ptrs,
+                  const std::vector<std::vector<int64_t>>& strides, DevicePtr err,
+                  DevicePtr scratch, const std::vector<int64_t>& extv, CudaBoundKernel& bk) {
+  const ElementParamLayout l = element_param_layout(plan, e);
+  bk.params.assign(l.words(), 0);
+  size_t si = 0;
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    bk.params[i] = static_cast<int64_t>(ptrs[i]);
+    for (int64_t st : strides[i]) bk.params[l.st() + si++] = st;
+  }
+  for (size_t d = 0; d < extv.size(); ++d) bk.params[l.ext() + d] = extv[d];
+  bk.params[l.err()] = static_cast<int64_t>(err);
+  std::vector<int64_t> offsets;
+  const int64_t ws = element_workspace(plan, k, e, extv, &offsets);
+  if (ws < 0) throw CallError("the workspace of kernel " + k.name + " overflows at these extents");
+  for (size_t i = 0; i < offsets.size(); ++i) bk.params[l.off() + i] = offsets[i];
+  int64_t points = 1;
+  for (int d : k.grid) {
+    const int64_t x = d == k.row_dim ? (extv[d] + k.row_tile - 1) / k.row_tile : extv[d];
+    if (x != 0 && points > INT64_MAX / x) throw CallError("kernel " + k.name + ": too many grid points");
+    points *= x;
+  }
+  if (points == 0) {
+    bk.empty = true;
+    return;
+  }
+  const int64_t most = static_cast<int64_t>(cuda_device_info().sm_count) * e.blocks_per_sm;
+  const int64_t blocks = std::min<int64_t>(points, std::max<int64_t>(1, most));
+  const bool smem = ws <= e.smem_limit;
+  bk.params[l.ws()] = ws;
+  bk.params[l.use_smem()] = smem ? 1 : 0;
+  bk.params[l.scratch()] = static_cast<int64_t>(scratch);
+  bk.smem = smem ? static_cast<size_t>(ws) : 0;
+  bk.scratch_bytes = smem ? 0 : ws * blocks;
+  bk.grid = {static_cast<unsigned>(blocks), 1, 1};
+  bk.block = {static_cast<unsigned>(e.threads), 1, 1};
+}
+
+// Every kernel's launch for buffers at `ptrs` (one per plan buffer) with `strides` (one list per
+// buffer; empty: packed in dim order), the error word at `err` and device scratch from
+// `scratch_for(bytes)` (called once, with the most any kernel needs, when one needs any).
+void bind_launch(const CudaLoaded& L, const Program& p, const std::vector<DevicePtr>& ptrs,
+                 const std::vector<std::vector<int64_t>>& given, DevicePtr err,
+                 const std::function<DevicePtr(int64_t)>& scratch_for, CudaBound& b) {
+  std::vector<std::vector<int64_t>> strides;
+  for (size_t i = 0; i < L.plan.buffers.size(); ++i)
+    strides.push_back(strides_of(L.plan.buffers[i], b.extv, given[i]));
+  b.kernels.assign(L.kernels.size(), {});
+  int64_t need = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    const DevicePtr scratch = pass == 1 && need > 0 ? scratch_for(need) : 0;
+    for (size_t i = 0; i < L.kernels.size(); ++i) {
+      const LoweredKernel& lk = L.kernels[i].low;
+      CudaBoundKernel& bk = b.kernels[i];
+      bk = {};
+      if (lk.path == LoweredKernel::Path::tensor_core) {
+        if (pass == 0) bind_sm80(lk.sm80.launch, p, ptrs, strides, err, b.extv, bk);
+        continue;
+      }
+      bind_element(L.plan, L.plan.kernels[lk.plan_kernel], lk.element, ptrs, strides, err,
+                   scratch, b.extv, bk);
+      need = std::max(need, bk.scratch_bytes);
+    }
+    if (need == 0) break;
+  }
 }
 
 }  // namespace
@@ -193,28 +294,37 @@ CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inpu
   b.extv = cuda_extents(L, p, ext);
   std::vector<DevicePtr> ptrs;
   for (const PlanBuffer& B : plan.buffers) {
-    const std::vector<int64_t> shape = buffer_shape(B, b.extv);
-    size_t bytes = static_cast<size_t>(checked_element_count(shape)) * dtype_bytes(B.type);
+    const size_t bytes = buffer_bytes(B, b.extv);
     b.bufs.emplace_back(bytes);
     if (B.kind == PlanBuffer::Input) {
       const Tensor& given = prepared.at(B.name);
       Tensor t = given.dtype() == B.type && given.is_contiguous() ? given : given.to(B.type);
       if (bytes) b.bufs.back().upload(t.data(), bytes);
-    } else if (bytes) {
+    } else if (bytes % 4 == 0) {
       b.bufs.back().fill_u32(0x7fc07fc0u);  // NaN in bf16 pairs and in f32
+    } else if (bytes) {
+      b.bufs.back().memset(0xff);  // NaN in f16 and bf16
     }
     ptrs.push_back(b.bufs.back().ptr());
   }
   b.err = DeviceBuffer(8 * sizeof(int64_t));
   b.err.memset(0);
-  bind_launch(L, p, ptrs, std::vector<std::vector<int64_t>>(ptrs.size()), b.err.ptr(), b);
+  bind_launch(L, p, ptrs, std::vector<std::vector<int64_t>>(ptrs.size()), b.err.ptr(),
+              [&](int64_t bytes) {
+                b.scratch = DeviceBuffer(static_cast<size_t>(bytes));
+                return b.scratch.ptr();
+              },
+              b);
   return b;
 }
 
-void cuda_launch(const CudaLoaded& L, CudaBound& b, CudaStreamHandle stream) {
-  if (b.empty) return;
-  void* args[] = {b.params.data(), nullptr};
-  L.kernel.launch(b.grid, b.block, L.src.launch.smem_bytes, stream, args);
+void cuda_launch(const CudaLoaded& L, CudaBound& b, CudaStreamHandle stream, int only) {
+  for (size_t i = 0; i < L.kernels.size(); ++i) {
+    CudaBoundKernel& bk = b.kernels[i];
+    if (bk.empty || (only >= 0 && static_cast<int>(i) != only)) continue;
+    void* args[] = {bk.params.data(), nullptr};
+    L.kernels[i].kernel.launch(bk.grid, bk.block, bk.smem, stream, args);
+  }
 }
 
 void cuda_raise_error_word(const Program& p, const Plan& plan, const std::vector<int64_t>& extv,
@@ -243,26 +353,6 @@ void cuda_check_errors(const Program& p, const Plan& plan, const CudaBound& b) {
   int64_t err[4];
   b.err.download(err, sizeof err);
   cuda_raise_error_word(p, plan, b.extv, err);
-}
-
-bool cuda_takes(const Program& p, const Extents& ext, std::string* why) {
-  try {
-    Plan plan = cuda_plan(p, Target::cuda_sm80, {});
-    const CudaDeviceInfo& dev = cuda_device_info();
-    const SmemBudget budget{dev.max_smem_per_sm, dev.max_smem_per_block_optin};
-    CudaKernelSource src =
-        emit_sm80_kernel(plan, 0, Target::cuda_sm80, head_sizes(plan, ext), budget);
-    if (src.launch.smem_bytes > dev.max_smem_per_block_optin) {
-      *why = "its kernel needs " + std::to_string(src.launch.smem_bytes) +
-             " bytes of shared memory per block; this GPU allows " +
-             std::to_string(dev.max_smem_per_block_optin);
-      return false;
-    }
-  } catch (const BackendError& e) {
-    *why = e.what();
-    return false;
-  }
-  return true;
 }
 
 void cuda_run(const Program& p, const Extents& ext, const CudaLoaded& plain, CudaBound& b) {
@@ -299,31 +389,57 @@ TileCounts cuda_tile_counts(const CudaBound& b) {
   return {err[4], err[5], err[6]};
 }
 
+namespace {
+Compiled compile_for(const Program& p, Target target, const Extents& sizes) {
+  if (target == Target::cpu) throw BackendError("target cpu is not a CUDA target");
+  CompileOptions opt;
+  opt.target = target;
+  opt.sizes = sizes;
+  return compile_to_target(p, opt);
+}
+}  // namespace
+
+std::vector<CudaKernelPath> cuda_paths(const Program& p, Target target, const Extents& sizes) {
+  if (target == Target::cpu) throw BackendError("target cpu is not a CUDA target");
+  CompileOptions opt;
+  opt.target = target;
+  opt.sizes = sizes;
+  Compiled c = compile_program(p, opt, "lower");
+  std::vector<CudaKernelPath> out;
+  for (const LoweredKernel& lk : c.lowered.kernels)
+    out.push_back({c.plan.kernels[lk.plan_kernel].name, path_name(lk.path), lk.why});
+  return out;
+}
+
 std::string emit_cuda(const Program& p, Target target, const Extents& sizes) {
-  if (target == Target::cpu) throw BackendError("emit_cuda: target cpu is not a CUDA target");
-  Plan plan = cuda_plan(p, target, sizes);
-  Extents heads = head_sizes(plan, sizes);
   std::string out;
-  for (int k = 0; k < plan.kernel_count(); ++k)
-    out += emit_sm80_kernel(plan, k, target, heads).source;
+  for (const std::string& s : compile_for(p, target, sizes).sources) out += s;
   return out;
 }
 
 std::string compile_cuda_cubin(const Program& p, Target target, const Extents& sizes,
                                const std::string& arch) {
+  std::vector<std::string> bins = cuda_compile_build(p, target, sizes, arch, CudaBuild::plain);
+  if (bins.size() != 1)
+    throw BackendError("program '" + p.name + "' has " + std::to_string(bins.size()) +
+                       " kernels: compile_cuda_cubins gives one cubin each");
+  return bins[0];
+}
+
+std::vector<std::string> compile_cuda_cubins(const Program& p, Target target,
+                                             const Extents& sizes, const std::string& arch) {
   return cuda_compile_build(p, target, sizes, arch, CudaBuild::plain);
 }
 
-std::string cuda_compile_build(const Program& p, Target target, const Extents& sizes,
-                               const std::string& arch, CudaBuild build) {
-  if (target == Target::cpu) throw BackendError("compile_cuda_cubin: target cpu is not CUDA");
-  Plan plan = cuda_plan(p, target, sizes);
-  if (plan.kernel_count() != 1)
-    throw BackendError("the CUDA backend takes one-kernel plans; this one has " +
-                       std::to_string(plan.kernel_count()));
-  CudaKernelSource src = emit_sm80_kernel(plan, 0, target, head_sizes(plan, sizes));
+std::vector<std::string> cuda_compile_build(const Program& p, Target target,
+                                            const Extents& sizes, const std::string& arch,
+                                            CudaBuild build) {
+  Compiled c = compile_for(p, target, sizes);
   std::string a = !arch.empty() ? arch : target == Target::cuda_sm90 ? "sm_90a" : "sm_80";
-  return nvrtc_compile(src.source, nvrtc_options(a, src.launch.entry, build)).bytes;
+  std::vector<std::string> out;
+  for (size_t i = 0; i < c.sources.size(); ++i)
+    out.push_back(nvrtc_compile(c.sources[i], nvrtc_options(a, c.lowered.kernels[i], build)).bytes);
+  return out;
 }
 
 int cuda_kernel_load_count() {
@@ -333,19 +449,26 @@ int cuda_kernel_load_count() {
 
 namespace {
 
-// A device tensor the kernel reads or writes in place: its dtype, a 16-byte aligned start,
-// and a layout the kernel's 16-byte vector loads and stores take: packed in declared dim order,
-// or any strides where the innermost dim is contiguous and every other stride is a multiple of
-// 16 bytes (a transposed view of a [b, m, h, d] tensor read as [b, h, m, d]). Returns the
-// strides to bind (empty: packed).
+// A device tensor the kernels read or write in place: its dtype, and a layout they take.
+// Element kernels read any strides at an address aligned to the element size. The tensor-core
+// template's 16-byte vector loads and stores (`vector`: a tensor-core kernel reads or writes
+// it) need a 16-byte aligned start and a packed layout in declared dim order, or strides where
+// the innermost dim is contiguous and every other stride is a multiple of 16 bytes (a
+// transposed view of a [b, m, h, d] tensor read as [b, h, m, d]). Returns the strides to bind
+// (empty: packed).
 std::vector<int64_t> check_device_tensor(const std::string& what, const DeviceTensor& t,
-                                         DType want) {
+                                         DType want, bool vector) {
   if (t.type != want)
     throw CallError(what + " is " + dtype_name(t.type) + "; the program declares " +
                     dtype_name(want) + " (convert it first: the GPU path reads it in place)");
+  if (t.strides.size() != t.shape.size())
+    throw CallError(what + " has " + std::to_string(t.strides.size()) + " strides for " +
+                    std::to_string(t.shape.size()) + " dims");
   if (checked_element_count(t.shape) == 0) return {};  // nothing is read or written
-  if (t.ptr % 16 != 0)
-    throw CallError(what + " starts at a device address that is not 16-byte aligned");
+  const uint64_t align = vector ? 16 : static_cast<uint64_t>(dtype_bytes(t.type));
+  if (t.ptr % align != 0)
+    throw CallError(what + " starts at a device address that is not " + std::to_string(align) +
+                    "-byte aligned");
   bool packed = true;
   int64_t acc = 1;
   for (size_t j = t.shape.size(); j-- > 0;) {
@@ -353,6 +476,7 @@ std::vector<int64_t> check_device_tensor(const std::string& what, const DeviceTe
     acc *= t.shape[j];
   }
   if (packed) return {};
+  if (!vector) return t.strides;
   const int64_t vec = 16 / dtype_bytes(t.type);
   const size_t r = t.shape.size();
   bool ok = t.shape[r - 1] == 1 || t.strides[r - 1] == 1;
@@ -360,11 +484,29 @@ std::vector<int64_t> check_device_tensor(const std::string& what, const DeviceTe
     ok = ok && (t.shape[j] == 1 || (t.strides[j] >= 0 && t.strides[j] % vec == 0));
   if (!ok)
     throw CallError(what + " of shape " + shape_text(t.shape) + " has strides " +
-                    shape_text(t.strides) + ": the GPU path reads packed tensors, or strided " +
-                    "ones whose last dim is contiguous and whose other strides are multiples "
-                    "of 16 bytes");
+                    shape_text(t.strides) + ": the tensor-core kernels read packed tensors, or " +
+                    "strided ones whose last dim is contiguous and whose other strides are "
+                    "multiples of 16 bytes");
   return t.strides;
 }
+
+// Stream-ordered device memory of one launch, freed on the same stream after its kernels.
+struct AsyncAllocs {
+  CudaStreamHandle stream;
+  std::vector<DevicePtr> ptrs;
+  DevicePtr get(size_t bytes) {
+    ptrs.push_back(cuda_alloc_async(bytes, stream));
+    return ptrs.back();
+  }
+  ~AsyncAllocs() {
+    for (DevicePtr p : ptrs) {
+      try {
+        cuda_free_async(p, stream);
+      } catch (const BackendError&) {  // a destructor cannot throw; the driver reports later
+      }
+    }
+  }
+};
 
 }  // namespace
 
@@ -409,10 +551,8 @@ void cuda_launch_device(const Program& p, const DeviceTensorMap& inputs,
   cuda_require();
   const TensorMap views = device_shape_views(inputs);
   const Extents ext = bind_extents(p, views);
-  std::map<std::string, std::vector<int64_t>> in_strides;
   for (const Parameter& par : p.params)
-    in_strides[par.name] =
-        check_device_tensor("input '" + par.name + "'", inputs.at(par.name), par.type);
+    if (!inputs.count(par.name)) throw CallError("missing input '" + par.name + "'");
   for (const auto& [name, t] : outputs) {
     bool known = false;
     for (const Output& o : p.outputs) known |= o.name == name;
@@ -434,31 +574,47 @@ void cuda_launch_device(const Program& p, const DeviceTensorMap& inputs,
       cache->loaded[cache->key(ext, careful)] = L;
     }
   }
+  // Buffers a tensor-core kernel touches take its vector layouts.
+  std::vector<bool> vector(L->plan.buffers.size(), false);
+  for (const CudaLoadedKernel& k : L->kernels) {
+    if (k.low.path != LoweredKernel::Path::tensor_core) continue;
+    const PlanKernel& pk = L->plan.kernels[k.low.plan_kernel];
+    for (int i : pk.reads) vector[i] = true;
+    for (int i : pk.writes) vector[i] = true;
+  }
+  if (err % 8 != 0 || err == 0)
+    throw CallError("the error word must be 8 zeroed, 8-byte aligned int64 in device memory");
   CudaBound b;
   b.extv = cuda_extents(*L, p, ext);
+  const CudaStreamHandle s = reinterpret_cast<CudaStreamHandle>(static_cast<uintptr_t>(stream));
+  AsyncAllocs mem{s, {}};
   std::vector<DevicePtr> ptrs;
   std::vector<std::vector<int64_t>> strides;
-  for (const PlanBuffer& B : L->plan.buffers) {
+  for (size_t i = 0; i < L->plan.buffers.size(); ++i) {
+    const PlanBuffer& B = L->plan.buffers[i];
     const std::vector<int64_t> shape = buffer_shape(B, b.extv);
     if (B.kind == PlanBuffer::Input) {
       ptrs.push_back(inputs.at(B.name).ptr);
-      strides.push_back(in_strides.at(B.name));
+      strides.push_back(check_device_tensor("input '" + B.name + "'", inputs.at(B.name), B.type,
+                                            vector[i]));
       continue;
     }
-    if (B.kind != PlanBuffer::Output)
-      throw BackendError("the CUDA backend's device calls take one-kernel plans");
+    if (B.kind == PlanBuffer::Intermediate) {  // between the call's kernels, on its stream
+      ptrs.push_back(mem.get(buffer_bytes(B, b.extv)));
+      strides.emplace_back();
+      continue;
+    }
     auto it = outputs.find(B.name);
     if (it == outputs.end()) throw CallError("missing output '" + B.name + "'");
     if (it->second.shape != shape)
       throw CallError("output '" + B.name + "' has shape " + shape_text(it->second.shape) +
                       "; this call gives " + shape_text(shape));
-    strides.push_back(check_device_tensor("output '" + B.name + "'", it->second, B.type));
+    strides.push_back(check_device_tensor("output '" + B.name + "'", it->second, B.type,
+                                          vector[i]));
     ptrs.push_back(it->second.ptr);
   }
-  if (err % 8 != 0 || err == 0)
-    throw CallError("the error word must be 8 zeroed, 8-byte aligned int64 in device memory");
-  bind_launch(*L, p, ptrs, strides, err, b);
-  cuda_launch(*L, b, reinterpret_cast<CudaStreamHandle>(static_cast<uintptr_t>(stream)));
+  bind_launch(*L, p, ptrs, strides, err, [&](int64_t bytes) { return mem.get(bytes); }, b);
+  cuda_launch(*L, b, s);
 }
 
 void cuda_raise_error_word(const Program& p, const TensorMap& input_shapes, const int64_t* err) {
@@ -490,20 +646,28 @@ CudaBenchResult bench_cuda(const Program& p, const Extents& sizes, int warmup, i
   CudaTiming t = cuda_time([&](CudaStreamHandle s) { cuda_launch(*L, b, s); }, warmup, iters,
                            stream.get());
   cuda_check_errors(p, L->plan, b);
-  const Sm80Launch& la = L->src.launch;
   CudaBenchResult r;
   r.device = cuda_device_info().name;
   r.median_ms = t.median_ms;
   r.min_ms = t.min_ms;
-  // Pairs: every grid point x rows x keys, times the fraction the mask keeps (cost.h).
-  const int row = la.row_dim, red = L->plan.kernels[0].red_dim;
-  double pairs = 1;
-  for (int d : la.par_dims) pairs *= static_cast<double>(b.extv[d]);
-  pairs *= static_cast<double>(b.extv[row]) * static_cast<double>(b.extv[red]);
-  const double frac = mask_fraction(L->plan, L->plan.kernels[0], inputs, b.extv);
-  const double per_pair = 2.0 * la.head_dim * la.num_scores + 2.0 * la.value_dim * la.num_acc;
-  r.dense_flops = pairs * per_pair;
-  r.flops = r.dense_flops * frac;
+  if (L->kernels.size() == 1 && L->kernels[0].low.path == LoweredKernel::Path::tensor_core) {
+    // Pairs: every grid point x rows x keys, times the fraction the mask keeps (cost.h).
+    const Sm80Launch& la = L->kernels[0].low.sm80.launch;
+    const int row = la.row_dim, red = L->plan.kernels[0].red_dim;
+    double pairs = 1;
+    for (int d : la.par_dims) pairs *= static_cast<double>(b.extv[d]);
+    pairs *= static_cast<double>(b.extv[row]) * static_cast<double>(b.extv[red]);
+    const double frac = mask_fraction(L->plan, L->plan.kernels[0], inputs, b.extv);
+    const double per_pair = 2.0 * la.head_dim * la.num_scores + 2.0 * la.value_dim * la.num_acc;
+    r.dense_flops = pairs * per_pair;
+    r.flops = r.dense_flops * frac;
+  } else {  // every value's FLOPs (cost.h), the body's over kept pairs only
+    for (const PlanKernel& k : L->plan.kernels) {
+      const KernelCost c = kernel_cost(L->plan, k, ext);
+      r.dense_flops += c.flops;
+      r.flops += must_flops(c, mask_fraction(L->plan, k, inputs, b.extv));
+    }
+  }
   r.tflops = r.median_ms > 0 ? r.flops / (r.median_ms * 1e-3) / 1e12 : 0;
   r.peak_tflops = 989.0;  // H200/H100 SXM dense bf16 datasheet
   const CudaDeviceInfo& di = cuda_device_info();

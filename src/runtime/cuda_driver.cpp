@@ -67,6 +67,8 @@ float CudaEvent::elapsed_ms_since(const CudaEvent&) const { no_cuda(); }
 CudaTiming cuda_time(const std::function<void(CudaStreamHandle)>&, int, int, CudaStreamHandle) {
   no_cuda();
 }
+DevicePtr cuda_alloc_async(std::size_t, CudaStreamHandle) { no_cuda(); }
+void cuda_free_async(DevicePtr, CudaStreamHandle) { no_cuda(); }
 
 #else  // FLASHGEN_HAVE_CUDA
 
@@ -97,7 +99,7 @@ std::string format_bytes(std::size_t bytes) {
   X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) \
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemsetD32) X(cuStreamCreate) \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) \
-  X(cuEventSynchronize) X(cuEventElapsedTime)
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemAllocAsync) X(cuMemFreeAsync)
 // clang-format on
 
 struct Api {
@@ -392,6 +394,26 @@ void DeviceBuffer::release() noexcept {
   if (ptr_ && driver().ok) driver().api.cuMemFree(ptr_);
   ptr_ = 0;
   size_ = 0;
+}
+
+DevicePtr cuda_alloc_async(std::size_t bytes, CudaStreamHandle stream) {
+  if (bytes == 0) return 0;
+  const Api& a = api();
+  CUdeviceptr p = 0;
+  CUresult r = a.cuMemAllocAsync(&p, bytes, static_cast<CUstream>(stream));
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    std::size_t free_bytes = 0, total = 0;
+    a.cuMemGetInfo(&free_bytes, &total);
+    throw BackendError("out of device memory: requested " + format_bytes(bytes) + ", " +
+                       format_bytes(free_bytes) + " free of " + format_bytes(total) + " on " +
+                       driver().info.name);
+  }
+  check(r, "cuMemAllocAsync(" + std::to_string(bytes) + " bytes)");
+  return p;
+}
+
+void cuda_free_async(DevicePtr p, CudaStreamHandle stream) {
+  if (p) check(api().cuMemFreeAsync(p, static_cast<CUstream>(stream)), "cuMemFreeAsync");
 }
 
 namespace {

@@ -142,6 +142,12 @@ class DeviceBuffer {
   std::size_t size_ = 0;
 };
 
+// Stream-ordered device memory (cuMemAllocAsync / cuMemFreeAsync): usable by work queued on
+// `stream` after the allocation and before the free; recorded by a CUDA graph capture. For the
+// scratch and intermediates of a launch that does not synchronize.
+DevicePtr cuda_alloc_async(std::size_t bytes, CudaStreamHandle stream);
+void cuda_free_async(DevicePtr p, CudaStreamHandle stream);
+
 class CudaStream {
  public:
   CudaStream();  // a non-blocking stream

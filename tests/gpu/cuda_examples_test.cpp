@@ -295,30 +295,24 @@ TEST(CudaBackend, CheckedGathersOfAStagedParameterStayChecked) {
   }
 }
 
-// Random template-shaped programs (tests/support/random_program.h; the NVRTC property test in
-// tests/cuda checks that they emit or say why): those that fit run against the reference.
+// Random template-shaped programs (tests/support/random_program.h): every one runs against the
+// reference, on the tensor-core path where the template takes it and the element path elsewhere.
 TEST(CudaProperty, RandomProgramsMatchTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-  uint64_t seed = std::random_device{}();
+  uint64_t seed = 20261130;  // fixed; printed below
   if (const char* e = std::getenv("FLASHGEN_PROPERTY_SEED")) seed = std::strtoull(e, nullptr, 10);
   testing::RandomProgramOptions opt;
   opt.cuda_shaped = true;
   int ran = 0;
-  for (int i = 0; i < 120 && ran < 25; ++i) {
+  for (int i = 0; i < 40; ++i) {
     testing::GeneratedProgram g = testing::random_attention_program(seed + i, i, opt);
     SCOPED_TRACE("FLASHGEN_PROPERTY_SEED=" + std::to_string(seed + i) + "\n" + g.text);
     Program p = parse_source(g.text, "random.attn").at(0);
-    try {
-      emit_cuda(p, Target::cuda_sm80, g.sizes);
-    } catch (const BackendError&) {
-      continue;  // does not fit the template (tests/cuda checks the message)
-    }
     check_example(p, g.sizes, seed + 7919 * i);
     ++ran;
   }
   std::printf("cuda property: %d random programs on the GPU (seed %llu)\n", ran,
               static_cast<unsigned long long>(seed));
-  EXPECT_GE(ran, 10);
 }
 
 TEST(CudaBackend, ModuloByZeroIsACallError) {

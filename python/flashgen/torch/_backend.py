@@ -717,9 +717,11 @@ def _program(m: _Match) -> str:
 
 
 def check_device(device: torch.device, kernel, head_sizes: tuple) -> None:
-    """Whether flashgen can run `kernel` where the inputs are: the CPU backend takes every
-    program; the CUDA backend runs on cuda:0 what its sm80 template takes (bf16 attention, head
-    sizes multiples of 32 up to 256: docs/python.md), which kernel.emit checks without a GPU."""
+    """Whether flashgen should run `kernel` where the inputs are: the CPU backend takes every
+    program; on cuda:0 the backend replaces PyTorch's attention only where flashgen's kernel
+    takes the tensor-core path (bf16/f16 attention, head sizes multiples of 32 up to 256:
+    docs/python.md), which kernel.cuda_paths says without a GPU. The element path runs every
+    program, but slower than PyTorch's fused kernels: such calls are left to PyTorch."""
     if device.type == "cpu":
         return
     if device.type != "cuda":
@@ -732,7 +734,10 @@ def check_device(device: torch.device, kernel, head_sizes: tuple) -> None:
     d, e = head_sizes
     if not (isinstance(d, int) and isinstance(e, int)):
         raise _Unsupported("symbolic head sizes (the CUDA backend specializes them)")
-    kernel.emit("cuda-sm80", {"d": d, "e": e})  # a BackendError says what the template lacks
+    for _name, path, why in kernel.cuda_paths("cuda-sm80", {"d": d, "e": e}):
+        if path != "tensor_core":
+            raise _Unsupported(f"flashgen would run it on its CUDA element path, slower than "
+                               f"PyTorch's kernels: {why}")
 
 
 def _call_method(graph, name: str, *args) -> Node:

@@ -30,16 +30,9 @@ std::string S(int64_t v) { return std::to_string(v); }
 
 // The CUDA element table: the shared one, with the MUFU tanh (|err| ~ 2^-11, far inside the bf16
 // tolerance) for soft-capping.
-// NVRTC has no __builtin_memcpy: the prelude's 4-byte bit casts go through a device helper.
 TargetTable adapt(Target which) {
   TargetTable x = target_table(which);
   x.float_fn[Op::Tanh] = "fg::fast_tanh";
-  const std::string from = "#define memcpy __builtin_memcpy";
-  size_t at = x.prelude.find(from);
-  if (at != std::string::npos)
-    x.prelude.replace(at, from.size(),
-                      "static __device__ __forceinline__ void fg_copy4(void* d, const void* s, "
-                      "int) { *(unsigned*)d = *(const unsigned*)s; }\n#define memcpy fg_copy4");
   return x;
 }
 
@@ -658,10 +651,6 @@ class Sm80Writer {
     os << "; every other extent is a run-time value in Params.\n";
     os << "#include \"fg_attn_sm80.cuh\"\n";
     os << T_.prelude << "\n";
-    os << "static __device__ __forceinline__ void fg_gather_error(int64_t* err, int param, int pos,"
-          " int64_t idx) {\n"
-          "  if (atomicCAS((unsigned long long*)err, 0ull, 1ull) == 0ull) {\n"
-          "    err[1] = param; err[2] = pos; err[3] = idx; __threadfence();\n  }\n}\n\n";
     os << "struct Params {\n  const void* buf[" << NB << "];\n  int64_t st[" << NB << "][" << R
        << "];\n  int64_t ext[" << ND << "];\n  int64_t* err;\n};\n\n";
     os << "struct Spec {\n";
@@ -712,7 +701,7 @@ class Sm80Writer {
       for (size_t i = 0; i < P.dims.size(); ++i) {
         if (checked)
           bd << "    if (i" << i << " < 0 || i" << i << " >= ctx.n" << P.dims[i]
-             << ") { fg_gather_error(ctx.err, " << n.param << ", " << i << ", i" << i
+             << ") { fg_report(ctx.err, 1, " << n.param << ", " << i << ", i" << i
              << "); return 0; }\n";
         off += " + i" + S(i) + " * ctx.s" + S(b) + "_" + S(i);
       }
@@ -926,20 +915,6 @@ std::vector<std::string> cuda_head_dims(const Plan& plan) {
     for (int d : k.elim)
       if (std::find(out.begin(), out.end(), plan.program.dims[d]) == out.end())
         out.push_back(plan.program.dims[d]);
-  return out;
-}
-
-// The pipeline's CUDA hook (compiler/pipeline.h): without known head-dim extents the source
-// is specialized for 128 and says so in its first lines; run_cuda and `emit --sizes` pass the
-// real extents through emit_cuda().
-std::string emit_cuda_source(const Plan& plan, Target target) {
-  Extents sizes;
-  for (const std::string& d : cuda_head_dims(plan)) sizes[d] = 128;
-  std::string out = "// head dims not given: specialized for";
-  for (const auto& [n, e] : sizes) out += " " + n + "=" + std::to_string(e);
-  out += " (give --sizes to specialize)\n";
-  for (int k = 0; k < plan.kernel_count(); ++k)
-    out += emit_sm80_kernel(plan, k, target, sizes).source;
   return out;
 }
 

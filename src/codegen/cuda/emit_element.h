@@ -1,0 +1,16 @@
+// The CUDA printer of lowered kernels: the element path's source (the shared prelude, the
+// helpers below, gather helpers, the parameter struct and the loop-nest printer's cuda_block
+// kernel), and for either path the source that NVRTC compiles.
+// Tests: tests/cuda/element_kernel_test.cpp (NVRTC), tests/gpu/element_gpu_test.cpp (GPU).
+#pragma once
+
+#include <string>
+
+#include "lower/lower.h"
+
+namespace flashgen {
+
+// One translation unit per lowered kernel (its entry is LoweredKernel::entry).
+std::string emit_lowered_kernel(const Plan& plan, const LoweredKernel& lk);
+
+}  // namespace flashgen

@@ -1,0 +1,79 @@
+// The lowered kernel description: each plan kernel, lowered for a GPU target and a device
+// budget, as plain data that says what the printers print and why.
+//
+// A kernel takes one of two paths:
+//   tensor_core  the sm80 FlashAttention template (codegen/cuda/emit_sm80.cpp) takes it: a
+//                streamed key loop fed by bf16/f16 tensor-core contractions, online softmax
+//                groups, P.V accumulators. Its launch (Sm80Launch) records the template's
+//                tuning: warps, rows per warp, keys per tile, staged tiles, the value split.
+//   element      every other kernel the compiler accepts: element code for every value, one
+//                thread block per grid point (grid-stride over the points), each value's
+//                elements spread over the block's threads, accumulators updated per element
+//                in the plan's order (the CPU backend's order, so f32 sums round alike), the
+//                local arrays in a per-block workspace (shared memory when it fits the
+//                block's budget, else device memory), tile classes evaluated per key tile.
+// `why` says why the path was taken (for the element path: what the template did not take).
+//
+// Text form: LoweredCuda::str (`flashgen print --dump-after lower`). Tests on the fields:
+// tests/lower/lower_test.cpp.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/cuda/emit_sm80.h"
+#include "plan/plan.h"
+
+namespace flashgen {
+
+// One local array of an element kernel: a value's elements at one grid point (or the previous
+// running max of an online Max accumulator, `old_max`), extents row_tile / red_tile / the
+// dim's extent along `dims` (the plan value's local dims).
+struct ElementArray {
+  int node = -1;
+  bool old_max = false;
+  std::string ctype;       // float, int64_t or bool
+  int elem_bytes = 4;
+  std::vector<int> dims;
+  bool operator==(const ElementArray&) const = default;
+};
+
+struct ElementLaunch {
+  int threads = 256;                  // per block
+  int blocks_per_sm = 4;              // the grid covers at most sm_count * this many blocks
+  std::vector<ElementArray> arrays;   // workspace order; each starts 16-byte aligned
+  int smem_limit = 0;                 // bytes: a workspace up to this stays in shared memory
+};
+
+struct LoweredKernel {
+  int plan_kernel = -1;
+  std::string entry;                  // extern "C" name
+  enum class Path : uint8_t { tensor_core, element } path = Path::element;
+  std::string why;
+  CudaKernelSource sm80;              // tensor_core: the template's source and launch
+  ElementLaunch element;              // element
+};
+const char* path_name(LoweredKernel::Path p);
+
+struct LoweredCuda {
+  Target target = Target::cuda_sm80;
+  std::vector<LoweredKernel> kernels;  // one per plan kernel, in plan order
+  std::string str(const Plan& plan) const;
+};
+
+// The local arrays of plan kernel `k` (values that are neither inlined nor loaded, then the
+// old running maxima of rescaled sums), as both loop skeletons name them (A<node>, O<node>).
+std::vector<ElementArray> element_arrays(const Plan& plan, const PlanKernel& k);
+
+// Lowers every kernel of `plan` for a CUDA target. `heads` gives the extents of the head dims
+// (cuda_head_dims) the tensor-core template specializes on; a kernel whose head extent is
+// missing, or that the template does not take, takes the element path.
+LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
+                       const SmemBudget& budget);
+
+// Bytes of an element kernel's workspace per block at the call's extents (by dim id), with
+// each array's byte offset in `offsets` (16-byte aligned); -1 past 2^62.
+int64_t element_workspace(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
+                          const std::vector<int64_t>& extv, std::vector<int64_t>* offsets);
+
+}  // namespace flashgen

@@ -1,0 +1,191 @@
+// lower_cuda: each plan kernel to its lowered description (lower/lower.h): which path prints it
+// and why, the tensor-core template's launch, or the element kernel's threads and workspace.
+// Preconditions: a classified plan (compiler/pipeline.cpp runs this as the stage "lower").
+// Test: tests/lower/lower_test.cpp.
+#include "lower/lower.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "codegen/element_code.h"
+#include "codegen/target.h"
+#include "flashgen/error.h"
+
+namespace flashgen {
+
+const char* path_name(LoweredKernel::Path p) {
+  return p == LoweredKernel::Path::tensor_core ? "tensor_core" : "element";
+}
+
+std::vector<ElementArray> element_arrays(const Plan& plan, const PlanKernel& k) {
+  const TargetTable& T = target_table(Target::cuda_sm80);
+  ElementEmitter em(plan, k, T);
+  auto bytes = [](DType t) {
+    if (t == DType::boolean) return 1;
+    return is_integer(t) || t == DType::f64 ? 8 : 4;
+  };
+  std::vector<ElementArray> out;
+  for (const PlanValue& v : k.values) {
+    if (v.inlined) continue;
+    const DType t = plan.program.nodes[v.node].type;
+    out.push_back({v.node, false, em.ctype(t), bytes(t), v.local_dims});
+  }
+  for (const Accumulator& a : k.accs)
+    for (int m : a.rescale_by) {
+      bool seen = false;
+      for (const ElementArray& e : out) seen = seen || (e.old_max && e.node == m);
+      if (!seen) out.push_back({m, true, "float", 4, k.value(m)->local_dims});
+    }
+  return out;
+}
+
+int64_t element_workspace(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
+                          const std::vector<int64_t>& extv, std::vector<int64_t>* offsets) {
+  (void)plan;
+  constexpr int64_t kLimit = int64_t{1} << 62;
+  int64_t total = 0;
+  if (offsets) offsets->clear();
+  for (const ElementArray& a : e.arrays) {
+    total = (total + 15) / 16 * 16;
+    if (offsets) offsets->push_back(total);
+    int64_t n = a.elem_bytes;
+    for (int d : a.dims) {
+      const int64_t x = d == k.row_dim ? k.row_tile : d == k.red_dim ? k.red_tile : extv[d];
+      if (x != 0 && n > kLimit / x) return -1;
+      n *= x;
+    }
+    if (n > kLimit - total) return -1;
+    total += n;
+  }
+  return (total + 15) / 16 * 16;
+}
+
+namespace {
+
+// Why the tensor-core template cannot print kernel `ki`, or "" when it may try.
+std::string template_precondition(const Plan& plan, int ki, const Extents& heads) {
+  const PlanKernel& k = plan.kernels[ki];
+  for (int b : k.reads)
+    if (plan.buffers[b].kind == PlanBuffer::Intermediate)
+      return "it reads the intermediate " + plan.buffers[b].name +
+             " (the tensor-core template reads parameters only)";
+  for (int b : k.writes)
+    if (plan.buffers[b].kind == PlanBuffer::Intermediate)
+      return "it writes the intermediate " + plan.buffers[b].name +
+             " (the tensor-core template writes outputs only)";
+  std::string missing;
+  for (int d : k.elim)
+    if (!heads.count(plan.program.dims[d]))
+      missing += (missing.empty() ? "" : ", ") + plan.program.dims[d];
+  if (!missing.empty())
+    return "the extents of its head dims (" + missing +
+           ") are not given, and the tensor-core template compiles them in";
+  return "";
+}
+
+}  // namespace
+
+LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
+                       const SmemBudget& budget) {
+  if (target == Target::cpu) throw BackendError("lower_cuda: target cpu is not a CUDA target");
+  LoweredCuda out;
+  out.target = target;
+  for (int ki = 0; ki < plan.kernel_count(); ++ki) {
+    const PlanKernel& k = plan.kernels[ki];
+    LoweredKernel lk;
+    lk.plan_kernel = ki;
+    lk.entry = k.name;
+    std::string why = template_precondition(plan, ki, heads);
+    if (why.empty()) {
+      try {
+        CudaKernelSource src = emit_sm80_kernel(plan, ki, target, heads, budget);
+        if (src.launch.smem_bytes > budget.per_block) {
+          why = "the tensor-core template needs " + std::to_string(src.launch.smem_bytes) +
+                " bytes of shared memory per block; the budget is " +
+                std::to_string(budget.per_block);
+        } else {
+          lk.path = LoweredKernel::Path::tensor_core;
+          lk.entry = src.launch.entry;
+          lk.why = "the sm80 tensor-core template takes it";
+          lk.sm80 = std::move(src);
+        }
+      } catch (const BackendError& e) {
+        why = e.what();
+      }
+    }
+    if (lk.path == LoweredKernel::Path::element) {
+      lk.why = why;
+      ElementLaunch& e = lk.element;
+      e.arrays = element_arrays(plan, k);
+      // A block spreads each value's elements over its threads: 256 when some array spans a
+      // key tile or a head dim (hundreds of elements), else 64 (a row tile's 16 elements).
+      bool wide = false;
+      for (const ElementArray& a : e.arrays)
+        for (int d : a.dims) wide = wide || d == k.red_dim || dimset_contains(k.elim, d);
+      e.threads = wide ? 256 : 64;
+      e.blocks_per_sm = 2048 / e.threads;  // a full SM of threads, for the grid-stride loop
+      e.smem_limit = budget.per_block;
+    }
+    out.kernels.push_back(std::move(lk));
+  }
+  return out;
+}
+
+std::string LoweredCuda::str(const Plan& plan) const {
+  const Program& p = plan.program;
+  std::ostringstream os;
+  os << "lowered for " << target_name(target) << "\n";
+  auto dims_text = [&](const std::vector<int>& ds) {
+    std::string s;
+    for (int d : ds) s += (s.empty() ? "" : " * ") + p.dims[d];
+    return s.empty() ? std::string("1") : s;
+  };
+  for (const LoweredKernel& lk : kernels) {
+    const PlanKernel& k = plan.kernels[lk.plan_kernel];
+    os << "kernel " << k.name << ": path " << path_name(lk.path) << ", entry " << lk.entry
+       << "\n  why: " << lk.why << "\n";
+    if (lk.path == LoweredKernel::Path::tensor_core) {
+      const Sm80Launch& la = lk.sm80.launch;
+      os << "  grid: x = ceil(" << p.dims[la.row_dim] << " / " << la.block_m << "), y*z = "
+         << dims_text(la.par_dims);
+      if (la.value_split > 1) os << " * " << la.value_split << " value-column chunks";
+      os << "\n  block: " << la.warps << " warps, " << la.rows_per_warp << " rows per warp, "
+         << la.block_n << " keys per tile, " << la.smem_bytes << " bytes of shared memory, "
+         << la.min_blocks << " blocks per SM at least\n";
+      os << "  head dims:";
+      for (const auto& [n, e] : la.head_dims) os << " " << n << "=" << e;
+      os << "\n  contractions: " << la.num_scores << " score, " << la.num_acc << " P.V\n";
+      for (const std::string& s : la.staged) os << "  staged: " << s << "\n";
+      for (const std::string& s : la.hoisted) os << "  once per block: " << s << "\n";
+      continue;
+    }
+    const ElementLaunch& e = lk.element;
+    std::vector<int> points;
+    for (int d : k.grid) points.push_back(d);
+    os << "  grid: one block per point of " << dims_text(points);
+    if (k.row_dim >= 0) os << " (" << p.dims[k.row_dim] << " in tiles of " << k.row_tile << ")";
+    os << ", grid-stride, at most " << e.blocks_per_sm << " blocks per SM\n";
+    os << "  block: " << e.threads << " threads, each value's elements spread over them\n";
+    if (k.red_dim >= 0) {
+      os << "  loop: " << p.dims[k.red_dim] << " in tiles of " << k.red_tile;
+      if (k.tiles.mask >= 0 && k.tiles.skip_empty)
+        os << "; tiles classified by " << node_text(p, k.tiles.mask)
+           << (k.tiles.unmasked_full ? " (empty skipped, full unmasked)" : " (empty skipped)");
+      os << "\n";
+    }
+    os << "  workspace (shared memory up to " << e.smem_limit << " bytes, else device memory):\n";
+    for (const ElementArray& a : e.arrays) {
+      os << "    " << (a.old_max ? "O" : "A") << a.node << " " << a.ctype << "[";
+      for (size_t i = 0; i < a.dims.size(); ++i) {
+        const int d = a.dims[i];
+        os << (i ? ", " : "") << p.dims[d];
+        if (d == k.row_dim) os << ":" << k.row_tile;
+        if (d == k.red_dim) os << ":" << k.red_tile;
+      }
+      os << "]" << (a.old_max ? "  (previous running max)" : "") << "\n";
+    }
+  }
+  return os.str();
+}
+
+}  // namespace flashgen

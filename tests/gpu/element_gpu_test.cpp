@@ -1,0 +1,173 @@
+// Every program on the GPU: kinds the tensor-core template does not take run on the element path
+// (lower/lower.h) with the reference's answers. Programs nobody here wrote before (reductions over
+// keys without a softmax, per-row and per-key normalizations over head dims, scores mixed across
+// heads, a softmax over the query dim, several groups, f32 / f16 inputs, odd head dims, no key
+// loop at all, plans of several kernels), and the random programs of the CPU property test (the
+// same generator, seed and tolerance), run by run_cuda against the f64 reference. Outputs are
+// poisoned (NaN) before the launch, so an unwritten element fails. SKIPs without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "compiler/pipeline.h"
+#include "flashgen/compile.h"
+#include "flashgen/error.h"
+#include "flashgen/flashgen.h"
+#include "runtime/cuda_driver.h"
+#include "support/random_program.h"
+#include "support/support.h"
+
+namespace flashgen {
+namespace {
+
+bool have_gpu() {
+  std::string why;
+  return cuda_available(&why);
+}
+
+// The CPU property test's rule: each output within 1e-4 of the reference, relative to the
+// output's largest magnitude (f32 arithmetic on both sides of an f64 reference).
+void expect_matches(const Program& p, const TensorMap& in, const std::string& what) {
+  TensorMap want = evaluate_reference(p, in);
+  TensorMap got = run_cuda(p, in);
+  for (const Output& o : p.outputs) {
+    ASSERT_TRUE(got.count(o.name)) << what << ": " << o.name;
+    const double scale = std::max(1.0, testing::max_abs(want.at(o.name)));
+    const double tol = (o.type == DType::bf16 ? 8e-3 : o.type == DType::f16 ? 1e-3 : 1e-4) * scale;
+    EXPECT_EQ(testing::compare_tensors(got.at(o.name), want.at(o.name), tol), "")
+        << what << ": output " << o.name;
+  }
+}
+
+const char* kKinds = R"(
+program sigmoid_weights(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
+  w = sigmoid(sum(q * k, d) / sqrt(size(d)) - 2.0)
+  out o: f32[b, h, m, e] = sum(w * v, n)
+}
+program relu_power(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  r = relu(sum(q * k, d) / sqrt(size(d)))
+  out o: bf16[b, h, m, e] = sum(r * r * v, n) / (1.0 + sum(r * r, n))
+}
+program linear_attn(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
+  fq = relu(q) + 1.0
+  fk = relu(k) + 1.0
+  out o: f32[b, h, m, e] = sum(fq * sum(fk * v, n), d) / sum(fq * sum(fk, n), d)
+}
+program row_norm(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  qn = sqrt(sum(f32(q) * f32(q), d)) + 1e-3
+  kn = sqrt(sum(f32(k) * f32(k), d)) + 1e-3
+  s = 4.0 * sum(q * k, d) / (qn * kn)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program mix_heads(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, g, n, e], w: f32[g, h]) {
+  s = sum(sum(q * k, d) / sqrt(size(d)) * w, h)
+  out o: f32[b, g, m, e] = sum(softmax(s, n) * v, n)
+}
+program query_softmax(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, m, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  out o: f32[b, h, n, e] = sum(softmax(s, m) * v, m)
+}
+program two_groups_f32(q: f32[h, m, d], k: f32[h, n, d], v: f32[h, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  out o: f32[h, m, e] = sum(softmax(s, n) * v, n) - 0.5 * sum(softmax(where(n <= m, s, -inf), n) * v, n)
+  out mx: f32[h, m] = max(s, n)
+  out mn: f32[h, m] = min(s, n)
+}
+program half_causal(q: f16[b, h, m, d], k: f16[b, h, n, d], v: f16[b, h, n, e]) {
+  s = where(n <= m, sum(q * k, d) / sqrt(size(d)), -inf)
+  out o: f16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program no_key_loop(x: f32[b, m, d], y: i32[b, m]) {
+  out o: f32[b, m] = sum(x * x, d) + f32(y)
+  out c: i64[b] = sum(i64(y), m)
+  out pos: bool[b, m] = sum(x, d) > 0.0
+}
+program data_mask(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e], len: i32[b]) {
+  s = where(n < len[b] and m < len[b], sum(q * k, d) / sqrt(size(d)), -inf)
+  out o: f32[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program rel_bias(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[h, r]) {
+  s = sum(q * k, d) / sqrt(size(d)) + table[h, clamp(n - m + 64, 0, size(r) - 1)]
+  out o: bf16[b, h, m, e] = sum(softmax(where(n <= m, s, -inf), n) * v, n)
+}
+)";
+
+TEST(ElementPath, ProgramKindsTheTemplateDoesNotTake) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  std::vector<Program> ps = parse_source(kKinds, "kinds.attn");
+  for (const Program& p : ps) {
+    for (auto [m, n, d] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {7, 77, 5},
+                           {77, 7, 64}, {130, 200, 33}}) {
+      Extents ext = {{"b", 2}, {"h", 3}, {"g", 2}, {"m", m}, {"n", n}, {"d", d}, {"e", d + 3},
+                     {"r", 129}};
+      TensorMap in = random_inputs(p, ext, 17);
+      if (in.count("len")) {
+        Tensor len(DType::i32, {2});
+        len.set(0, 0.0);  // a batch with every row masked
+        len.set(1, static_cast<double>(std::min(m, n) / 2 + 1));
+        in["len"] = len;
+      }
+      expect_matches(p, in, p.name + " at m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                                " d=" + std::to_string(d));
+    }
+  }
+}
+
+// A program that needs an intermediate in device memory (two kernels), on the element path.
+TEST(ElementPath, PlansOfSeveralKernels) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  Program p = parse_source(R"(
+program two_pass(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e]) {
+  s = sum(q * k, d)
+  c = sum(softmax(s, n), m)
+  out o: f32[b, m, e] = sum(softmax(s, n) * v / (1.0 + c), n)
+}
+)", "two.attn").at(0);
+  ASSERT_GT(kernel_count(p, {}), 1);
+  for (int64_t m : {1, 9, 70})
+    expect_matches(p, random_inputs(p, {{"b", 2}, {"m", m}, {"n", 45}, {"d", 7}, {"e", 3}}, 3),
+                   "two_pass m=" + std::to_string(m));
+}
+
+TEST(ElementPath, OutOfRangeGatherNamesTheParameter) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  Program p = parse_source(R"(
+program g(x: f32[m, d], idx: i32[m], t: f32[r]) {
+  out o: f32[m] = sum(x, d) + t[idx[m]]
+}
+)", "g.attn").at(0);
+  TensorMap in = random_inputs(p, {{"m", 5}, {"d", 3}, {"r", 4}}, 1);
+  Tensor idx(DType::i32, {5});
+  idx.set(3, 9.0);
+  in["idx"] = idx;
+  try {
+    run_cuda(p, in);
+    FAIL() << "expected a CallError";
+  } catch (const CallError& e) {
+    EXPECT_NE(std::string(e.what()).find("'t'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ElementPath, RandomProgramsMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  uint64_t seed = 20261130;  // the CPU property test's; printed below
+  if (const char* e = std::getenv("FLASHGEN_PROPERTY_SEED")) seed = std::strtoull(e, nullptr, 10);
+  int count = 150;
+  if (const char* e = std::getenv("FLASHGEN_PROPERTY_COUNT")) count = std::atoi(e);
+  std::printf("element property: %d random programs on the GPU (seed %llu)\n", count,
+              static_cast<unsigned long long>(seed));
+  for (int i = 0; i < count; ++i) {
+    testing::GeneratedProgram g = testing::random_attention_program(seed + i, i);
+    SCOPED_TRACE("FLASHGEN_PROPERTY_SEED=" + std::to_string(seed + i) + " (program index " +
+                 std::to_string(i) + ")\n" + g.text);
+    Program p = parse_source(g.text, "random.attn").at(0);
+    TensorMap in = random_inputs(p, g.sizes, seed + 1000003 * i);
+    expect_matches(p, in, p.name);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace flashgen

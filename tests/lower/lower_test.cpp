@@ -1,0 +1,132 @@
+// The lowered kernel description (lower/lower.h), tested on its fields: which path each kernel
+// takes and why, the tensor-core launch of the examples, the element kernel's threads, arrays
+// and workspace layout, and the text form behind `--dump-after lower`.
+#include <gtest/gtest.h>
+
+#include "compiler/pipeline.h"
+#include "flashgen/compile.h"
+#include "flashgen/frontend.h"
+#include "support/support.h"
+
+namespace flashgen {
+namespace {
+
+Compiled lowered(const Program& p, Target t, const Extents& sizes) {
+  CompileOptions o;
+  o.target = t;
+  o.sizes = sizes;
+  return compile_program(p, o, "lower");
+}
+
+TEST(Lower, EveryExampleTakesTheTensorCorePathAtItsHeadSizes) {
+  for (const std::string& name : testing::example_names()) {
+    Program p = testing::example_program(name);
+    const int64_t d = name.rfind("evoformer", 0) == 0 ? 32 : 64;
+    Compiled c = lowered(p, Target::cuda_sm90, {{"d", d}, {"e", d}});
+    ASSERT_EQ(c.lowered.kernels.size(), 1u) << name;
+    const LoweredKernel& k = c.lowered.kernels[0];
+    EXPECT_EQ(k.path, LoweredKernel::Path::tensor_core) << name << ": " << k.why;
+    EXPECT_EQ(k.plan_kernel, 0);
+    EXPECT_EQ(k.entry, k.sm80.launch.entry);
+    EXPECT_GT(k.sm80.launch.smem_bytes, 0);
+    EXPECT_LE(k.sm80.launch.smem_bytes, smem_budget(Target::cuda_sm90).per_block);
+    EXPECT_FALSE(k.sm80.source.empty());
+  }
+}
+
+TEST(Lower, MissingHeadExtentsTakeTheElementPathAndSaySo) {
+  Compiled c = lowered(testing::example_program("vanilla"), Target::cuda_sm80, {});
+  ASSERT_EQ(c.lowered.kernels.size(), 1u);
+  const LoweredKernel& k = c.lowered.kernels[0];
+  EXPECT_EQ(k.path, LoweredKernel::Path::element);
+  EXPECT_EQ(k.why, "the extents of its head dims (d, e) are not given, and the tensor-core "
+                   "template compiles them in");
+}
+
+TEST(Lower, AnElementKernelsArraysThreadsAndWorkspace) {
+  Program p = parse_source(R"(
+program sig(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e]) {
+  w = sigmoid(sum(q * k, d))
+  out o: f32[b, m, e] = sum(w * v, n)
+}
+)", "sig.attn").at(0);
+  Compiled c = lowered(p, Target::cuda_sm80, {{"d", 64}, {"e", 32}});
+  ASSERT_EQ(c.lowered.kernels.size(), 1u);
+  const LoweredKernel& k = c.lowered.kernels[0];
+  const PlanKernel& pk = c.plan.kernels[0];
+  EXPECT_EQ(k.path, LoweredKernel::Path::element);
+  EXPECT_NE(k.why.find("query 'q' is f32"), std::string::npos) << k.why;
+  EXPECT_EQ(k.element.threads, 256);  // arrays span key tiles and head dims
+  EXPECT_EQ(k.element.smem_limit, smem_budget(Target::cuda_sm80).per_block);
+  // q rows, k and v tiles, the scores, the output accumulator: each a plan value, in plan order.
+  ASSERT_EQ(k.element.arrays, element_arrays(c.plan, pk));
+  const int m = 1, d = 2, n = 3, e = 4;  // dim ids in order of appearance: b m d n e
+  ASSERT_EQ(p.dims[m], "m");
+  ASSERT_EQ(p.dims[n], "n");
+  std::vector<std::vector<int>> dims;
+  for (const ElementArray& a : k.element.arrays) {
+    EXPECT_FALSE(a.old_max);
+    EXPECT_EQ(a.ctype, "float");
+    EXPECT_EQ(a.elem_bytes, 4);
+    dims.push_back(a.dims);
+  }
+  EXPECT_EQ(dims, (std::vector<std::vector<int>>{{m, d}, {n, d}, {n, e}, {m, n}, {m, e}}));
+  // Workspace at b=2 m=100 n=50 d=64 e=32: 16-byte aligned arrays of row_tile / red_tile rows.
+  std::vector<int64_t> off;
+  const int64_t ws = element_workspace(c.plan, pk, k.element, {2, 100, 64, 50, 32}, &off);
+  const int64_t R = pk.row_tile, N = pk.red_tile;
+  const std::vector<int64_t> sizes = {R * 64 * 4, N * 64 * 4, N * 32 * 4, R * N * 4, R * 32 * 4};
+  ASSERT_EQ(off.size(), sizes.size());
+  int64_t at = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(off[i], at) << i;
+    at = (at + sizes[i] + 15) / 16 * 16;
+  }
+  EXPECT_EQ(ws, at);
+}
+
+TEST(Lower, OnlineMaximaKeepTheirPreviousValueAndReductionsWithoutKeysUseFewThreads) {
+  Program sm = testing::example_program("vanilla");
+  Compiled c = lowered(sm, Target::cuda_sm80, {});
+  int olds = 0;
+  for (const ElementArray& a : c.lowered.kernels[0].element.arrays) olds += a.old_max;
+  EXPECT_EQ(olds, 1);  // one softmax group: one running max rescales the sums
+  Program rows = parse_source(R"(
+program rows(x: f32[b, m]) {
+  out o: f32[b, m] = x * 2.0
+}
+)", "rows.attn").at(0);
+  Compiled r = lowered(rows, Target::cuda_sm80, {});
+  ASSERT_EQ(r.lowered.kernels.size(), 1u);
+  EXPECT_EQ(r.lowered.kernels[0].path, LoweredKernel::Path::element);
+  EXPECT_EQ(r.lowered.kernels[0].element.threads, 64);
+}
+
+TEST(Lower, KernelsThatPassIntermediatesTakeTheElementPath) {
+  Program p = parse_source(R"(
+program two_pass(q: bf16[b, m, d], k: bf16[b, n, d], v: bf16[b, n, e]) {
+  s = sum(q * k, d)
+  c = sum(softmax(s, n), m)
+  out o: bf16[b, m, e] = sum(softmax(s, n) * v / (1.0 + c), n)
+}
+)", "two.attn").at(0);
+  Compiled c = lowered(p, Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+  ASSERT_GT(c.lowered.kernels.size(), 1u);
+  for (const LoweredKernel& k : c.lowered.kernels) {
+    EXPECT_EQ(k.path, LoweredKernel::Path::element);
+    EXPECT_NE(k.why.find("intermediate tmp"), std::string::npos) << k.why;
+  }
+}
+
+TEST(Lower, TheTextFormNamesPathsAndArrays) {
+  std::string text = dump_after(testing::example_program("causal"), "lower",
+                                {Target::cuda_sm80, {{"d", 64}, {"e", 64}}});
+  EXPECT_EQ(text.rfind("lowered for cuda-sm80\nkernel causal_k0: path tensor_core", 0), 0u) << text;
+  std::string el = dump_after(testing::example_program("causal"), "lower", {Target::cuda_sm80});
+  EXPECT_NE(el.find("path element"), std::string::npos) << el;
+  EXPECT_NE(el.find("(empty skipped, full unmasked)"), std::string::npos) << el;
+  EXPECT_NE(el.find("(previous running max)"), std::string::npos) << el;
+}
+
+}  // namespace
+}  // namespace flashgen
