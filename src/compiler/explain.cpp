@@ -1,8 +1,8 @@
 // explain / explain_json: what the compiler did, for a user who does not read code: the
 // kernels, the ops each contains, its grid and reduction loop, what it reads and writes in
 // memory, estimated FLOPs and bytes (with sizes), and every materialized intermediate with
-// the reason; for a CUDA target, each kernel's launch shape on the sm80 template or why it
-// does not fit. Test: tests/plan/plan_test.cpp (text and JSON), tests/cuda (CUDA section).
+// the reason; for a CUDA target, each kernel's lowered path (lower/lower.h): the sm80
+// template's launch shape, or the element path and why the template did not take it. Test: tests/plan/plan_test.cpp (text and JSON), tests/cuda (CUDA section).
 #include <algorithm>
 #include <sstream>
 
@@ -47,22 +47,20 @@ std::string grid_text(const Program& p, const PlanKernel& k) {
   return "[" + g + "]";
 }
 
-// What the CUDA target makes of kernel i: the launch shape of the sm80 template, or why the
-// kernel does not fit it (the emitter's BackendError).
+// What the CUDA target makes of kernel i (its lowered description): the launch shape of the
+// sm80 template, or the element path and why the template did not take the kernel.
 struct CudaShape {
   bool fits = false;
   std::string why;  // when it does not fit
   Sm80Launch launch;
+  int threads = 0;  // the element path's block
 };
 
-CudaShape cuda_shape(const Plan& plan, int i, const CompileOptions& opt) {
+CudaShape cuda_shape(const LoweredKernel& lk) {
   CudaShape s;
-  try {
-    s.launch = emit_sm80_kernel(plan, i, opt.target, opt.sizes).launch;
-    s.fits = true;
-  } catch (const BackendError& e) {
-    s.why = e.what();
-  }
+  s.fits = lk.path == LoweredKernel::Path::tensor_core;
+  if (s.fits) s.launch = lk.sm80.launch;
+  else s.why = lk.why, s.threads = lk.element.threads;
   return s;
 }
 
@@ -79,7 +77,9 @@ std::vector<std::string> data_bounded(const Plan& plan, const PlanKernel& k) {
 }
 
 std::string cuda_text(const CudaShape& s) {
-  if (!s.fits) return "  cuda:      " + s.why + "\n";
+  if (!s.fits)
+    return "  cuda:      element path (" + std::to_string(s.threads) +
+           " threads per block, one block per grid point): " + s.why + "\n";
   const Sm80Launch& l = s.launch;
   std::ostringstream os;
   os << "  cuda:      sm80 template (mma.sync): blocks of " << l.block_m << " query rows ("
@@ -101,8 +101,10 @@ std::string cuda_text(const CudaShape& s) {
 nlohmann::json cuda_json(const CudaShape& s) {
   nlohmann::json j;
   j["fits"] = s.fits;
+  j["path"] = s.fits ? "tensor_core" : "element";
   if (!s.fits) {
     j["why"] = s.why;
+    j["threads"] = s.threads;
     return j;
   }
   const Sm80Launch& l = s.launch;
@@ -122,7 +124,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
 }  // namespace
 
 std::string explain(const Program& prog, const CompileOptions& opt) {
-  Compiled c = compile_program(prog, opt);
+  Compiled c = compile_program(prog, opt, opt.target == Target::cpu ? "" : "lower");
   const Plan& plan = c.plan;
   const Program& p = plan.program;
   std::ostringstream os;
@@ -163,7 +165,7 @@ std::string explain(const Program& prog, const CompileOptions& opt) {
       os << "  estimate:  " << kc.flops / 1e9 << " GFLOP, " << kc.bytes / 1e6
          << " MB of memory traffic\n";
     for (const auto& n : k.notes) os << "  note:      " << n << "\n";
-    if (opt.target != Target::cpu) os << cuda_text(cuda_shape(plan, static_cast<int>(i), opt));
+    if (opt.target != Target::cpu) os << cuda_text(cuda_shape(c.lowered.kernels[i]));
   }
   if (!plan.materialized().empty()) {
     os << "\nmaterialized intermediates:\n";
@@ -175,7 +177,7 @@ std::string explain(const Program& prog, const CompileOptions& opt) {
 }
 
 std::string explain_json(const Program& prog, const CompileOptions& opt) {
-  Compiled c = compile_program(prog, opt);
+  Compiled c = compile_program(prog, opt, opt.target == Target::cpu ? "" : "lower");
   const Plan& plan = c.plan;
   const Program& p = plan.program;
   nlohmann::json j;
@@ -206,7 +208,7 @@ std::string explain_json(const Program& prog, const CompileOptions& opt) {
       kj["bytes"] = kc.bytes;
     }
     kj["notes"] = k.notes;
-    if (opt.target != Target::cpu) kj["cuda"] = cuda_json(cuda_shape(plan, static_cast<int>(i), opt));
+    if (opt.target != Target::cpu) kj["cuda"] = cuda_json(cuda_shape(c.lowered.kernels[i]));
     j["kernels"].push_back(kj);
   }
   j["materialized"] = nlohmann::json::array();

@@ -1,8 +1,8 @@
 // Every example's generated CUDA (sm80 path) compiles through NVRTC for sm_80 and sm_90a, at
 // d = e = 64 (diff_attn e = 2d; evoformer d = 32); d = 128 is compiled by the GPU tests.
 // NVRTC needs no GPU, so CI catches a broken GPU path on every submission; SKIPs only when the
-// build has no CUDA toolkit. Also: a program that does not fit the template is a BackendError
-// that says why, and the emitted source depends on head dims only (not on long extents).
+// build has no CUDA toolkit. Also: a program that does not fit the template takes the element
+// path and says why, and the emitted source depends on head dims only (not on long extents).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -127,9 +127,11 @@ TEST(CudaEmit, ExplainReportsTheLaunchShapeOrWhyNot) {
   EXPECT_EQ(j["kernels"][0]["cuda"]["fits"], true);
   EXPECT_EQ(j["kernels"][0]["cuda"]["value_split"], 2);
   EXPECT_EQ(j["kernels"][0]["cuda"]["head_dims"]["e"], 256);
-  // Without head dims, or for a program that does not fit: why, in the report, not an error.
+  // Without head dims, or for a program that does not fit: the element path and why.
   opt.sizes = {};
-  EXPECT_NE(explain(example("causal"), opt).find("give the extent of 'd'"), std::string::npos);
+  EXPECT_NE(explain(example("causal"), opt).find("element path (256 threads per block, one block "
+                                                 "per grid point): the extents of its head dims"),
+            std::string::npos) << explain(example("causal"), opt);
   Program qn = parse_source(
       "program qn(q: bf16[m, d], k: bf16[n, d], v: bf16[n, e]) {\n"
       "  s = sum(q / sqrt(sum(q * q, d) + 0.001) * k, d)\n"
@@ -137,6 +139,7 @@ TEST(CudaEmit, ExplainReportsTheLaunchShapeOrWhyNot) {
   opt.sizes = {{"d", 64}, {"e", 64}};
   nlohmann::json u = nlohmann::json::parse(explain_json(qn, opt));
   EXPECT_EQ(u["kernels"][0]["cuda"]["fits"], false);
+  EXPECT_EQ(u["kernels"][0]["cuda"]["path"], "element");
   EXPECT_NE(u["kernels"][0]["cuda"]["why"].get<std::string>().find("does not fit"),
             std::string::npos);
   // The CPU target reports no CUDA section.
