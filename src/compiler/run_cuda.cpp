@@ -271,11 +271,11 @@ void bind_launch(const CudaLoaded& L, const Program& p, const std::vector<Device
     for (size_t i = 0; i < L.kernels.size(); ++i) {
       const LoweredKernel& lk = L.kernels[i].low;
       CudaBoundKernel& bk = b.kernels[i];
-      bk = {};
-      if (lk.path == LoweredKernel::Path::tensor_core) {
+      if (lk.path == LoweredKernel::Path::tensor_core) {  // bound once: needs no scratch
         if (pass == 0) bind_sm80(lk.sm80.launch, p, ptrs, strides, err, b.extv, bk);
         continue;
       }
+      bk = {};
       bind_element(L.plan, L.plan.kernels[lk.plan_kernel], lk.element, ptrs, strides, err,
                    scratch, b.extv, bk);
       need = std::max(need, bk.scratch_bytes);
@@ -611,6 +611,21 @@ void cuda_launch_device(const Program& p, const DeviceTensorMap& inputs,
                       "; this call gives " + shape_text(shape));
     strides.push_back(check_device_tensor("output '" + B.name + "'", it->second, B.type,
                                           vector[i]));
+    // Threads write distinct output elements: a layout where two elements share an address
+    // (a zero or overlapping stride) would race.
+    std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, extent) of dims longer than 1
+    for (size_t j = 0; j < shape.size(); ++j)
+      if (shape[j] > 1 && !strides.back().empty())
+        dims.emplace_back(std::abs(strides.back()[j]), shape[j]);
+    std::sort(dims.begin(), dims.end());
+    int64_t span = 1;  // elements covered by the dims so far
+    for (const auto& [st, n] : dims) {
+      if (st < span)
+        throw CallError("output '" + B.name + "' of shape " + shape_text(shape) +
+                        " has strides " + shape_text(strides.back()) +
+                        " under which two elements share an address");
+      span = st * n;
+    }
     ptrs.push_back(it->second.ptr);
   }
   bind_launch(*L, p, ptrs, strides, err, [&](int64_t bytes) { return mem.get(bytes); }, b);
