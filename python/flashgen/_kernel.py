@@ -6,14 +6,16 @@ A Kernel is a parsed, checked program. Calling it runs the program:
   f64 reference evaluator): the arrays cross into C++ by DLPack and are read in place, the
   outputs are allocated by the inputs' framework and written in place;
 - torch CUDA tensors on the CUDA backend, launched on torch's current stream without a host
-  synchronization (a `torch.cuda.graph` capture records the launch). The kernel's error word
-  (an out-of-range gather, `x % 0`) lives in device memory and is read back asynchronously:
-  an error is raised by the next call of the same kernel that finds the read-back complete, or
-  by `flashgen.check_errors()`, which waits for it.
+  synchronization (a `torch.cuda.graph` capture records the launch); CuPy arrays likewise, on
+  CuPy's current stream, with CuPy outputs. The kernel's error word (an out-of-range gather,
+  `x % 0`) lives in device memory and is read back asynchronously: an error is raised by the
+  next call of the same kernel that finds the read-back complete, or by
+  `flashgen.check_errors()`, which waits for it.
 
 Calls with torch tensors go through the custom op `flashgen::run` (flashgen.torch), so
 `torch.compile(fullgraph=True)` traces through them.
-Tests: python/tests/test_kernel.py, python/tests/test_torch_ops.py, python/tests/test_cuda.py.
+Tests: python/tests/test_kernel.py, python/tests/test_torch_ops.py, python/tests/test_cuda.py,
+python/tests/test_cupy.py.
 """
 from __future__ import annotations
 
@@ -131,20 +133,53 @@ def check_errors() -> None:
 
 
 def _gpu_in_place(v) -> bool:
-    """Whether the CUDA kernels read a torch tensor where it is (cuda_launch_device's rule): a
-    16-byte aligned start, and packed, or strided with a contiguous last dim and every other
-    stride a multiple of 16 bytes (HF's q.transpose(1, 2) of a [B, M, H, D] projection)."""
-    if v.numel() == 0:
+    """Whether the CUDA kernels read a torch tensor where it is (see _in_place)."""
+    return _in_place(v.data_ptr(), list(v.shape), list(v.stride()), v.element_size())
+
+
+def _in_place(ptr: int, shape: list, st: list, itemsize: int) -> bool:
+    """cuda_launch_device's rule for a buffer a tensor-core kernel reads (element kernels read
+    any strides; the rule is kept for all, which costs a copy at most): a 16-byte aligned start,
+    and packed, or strided with a contiguous last dim and every other stride a multiple of 16
+    bytes (HF's q.transpose(1, 2) of a [B, M, H, D] projection). Strides in elements."""
+    n = 1
+    for e in shape:
+        n *= e
+    if n == 0:
         return True
-    if v.data_ptr() % 16:
+    if ptr % 16:
         return False
-    if v.is_contiguous():
+    acc, packed = 1, True
+    for e, s in zip(reversed(shape), reversed(st)):
+        packed = packed and (e == 1 or s == acc)
+        acc *= e
+    if packed:
         return True
-    vec = 16 // v.element_size()
-    shape, st = v.shape, v.stride()
+    vec = 16 // itemsize
     if shape[-1] != 1 and st[-1] != 1:
         return False
     return all(e == 1 or (s >= 0 and s % vec == 0) for e, s in zip(shape[:-1], st[:-1]))
+
+
+def _is_cupy(v) -> bool:
+    cp = sys.modules.get("cupy")
+    return cp is not None and isinstance(v, cp.ndarray)
+
+
+class _CupyEvent:
+    """A CuPy event with torch.cuda.Event's query/synchronize, for the pending error words."""
+
+    def __init__(self, stream):
+        import cupy
+
+        self._ev = cupy.cuda.Event(block=False, disable_timing=True)
+        self._ev.record(stream)
+
+    def query(self) -> bool:
+        return self._ev.done
+
+    def synchronize(self) -> None:
+        self._ev.synchronize()
 
 
 class Kernel:
@@ -237,10 +272,17 @@ class Kernel:
                     raise CallError(f"CUDA tensors run on the cuda backend, not '{backend}'")
                 return self._run_torch_cuda(vals)
             return self._run_host(vals, backend or "cpu", "torch")
+        is_cupy = [_is_cupy(v) for v in vals]
+        if any(is_cupy):
+            if not all(is_cupy):
+                raise CallError("mix of CuPy arrays and other arrays: give one kind")
+            if backend not in (None, "cuda"):
+                raise CallError(f"CuPy arrays run on the cuda backend, not '{backend}'")
+            return self._run_cupy(vals)
         for (name, _, _), v in zip(self.params, vals):
             if hasattr(v, "__cuda_array_interface__"):
-                raise CallError(f"input '{name}' is a GPU array other than a torch tensor; "
-                                "flashgen takes torch CUDA tensors on the GPU")
+                raise CallError(f"input '{name}' is a GPU array other than a torch tensor or a "
+                                "CuPy array; flashgen takes those on the GPU")
         return self._run_host(vals, backend or "cpu", "numpy")
 
     def _run_host(self, vals, backend, fw) -> list:
@@ -318,6 +360,65 @@ class Kernel:
                 ev = torch.cuda.Event()
                 ev.record(stream)
                 self._pending.append((host, ev, shapes))
+        return outs
+
+    def _run_cupy(self, vals) -> list:
+        import cupy
+        import numpy as np
+
+        stream = cupy.cuda.get_current_stream()
+        capturing = stream.is_capturing()
+        if not capturing:
+            self._poll()
+        for (name, _, _), v in zip(self.params, vals):
+            if v.device.id != 0:
+                raise CallError(f"flashgen's CUDA backend runs on GPU 0; input '{name}' is on "
+                                f"GPU {v.device.id}")
+        npdt = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64,
+                "bool": np.bool_}
+        args, keep = {}, []
+        with stream:  # conversions and copies in the launch's stream order
+            for (name, dt, _), v in zip(self.params, vals):
+                have = _numpy_dtype_name(v.dtype)
+                if have != dt:
+                    if dt not in npdt:
+                        raise CallError(f"input '{name}' is {v.dtype}; the program declares {dt}, "
+                                        "which CuPy has no dtype for (call with torch tensors)")
+                    if dt in _INTS or dt == "bool" or v.dtype.kind != "f":
+                        raise CallError(f"input '{name}' is {v.dtype}; the program declares "
+                                        f"{dt} (convert it: .astype({npdt[dt].__name__}))")
+                    v = v.astype(npdt[dt])  # floats round to the declared type
+                st = [s // v.itemsize for s in v.strides]
+                if any(s % v.itemsize for s in v.strides) or not _in_place(
+                        v.data.ptr, list(v.shape), st, v.itemsize):
+                    v = cupy.ascontiguousarray(v).copy() if v.flags.c_contiguous else \
+                        cupy.ascontiguousarray(v)
+                    st = [s // v.itemsize for s in v.strides]
+                keep.append(v)
+                args[name] = (dt, list(v.shape), st, v.data.ptr)
+            shapes = {n: (a[0], a[1], a[2], 0) for n, a in args.items()}
+            out_shapes = self._prog.output_shapes(shapes)
+            outs, out_args = [], {}
+            for name, dt, _ in self.outputs:
+                if dt not in npdt:
+                    raise CallError(f"output '{name}' is {dt}, which CuPy has no dtype for; "
+                                    "call with torch tensors")
+                t = cupy.empty(out_shapes[name], dtype=npdt[dt])
+                outs.append(t)
+                out_args[name] = (dt, list(t.shape), [s // t.itemsize for s in t.strides],
+                                  t.data.ptr)
+            err = cupy.zeros(8, dtype=np.int64)
+        self._prog.launch_cuda(args, out_args, err.data.ptr, stream.ptr, self.careful)
+        del keep  # CuPy's pool reuses freed memory in stream order, after the kernel
+        with self._lock:
+            if capturing:
+                self._captured.append((err, shapes))
+            else:
+                import cupyx
+
+                host = cupyx.empty_pinned((8,), dtype=np.int64)
+                err.get(stream=stream, out=host, blocking=False)
+                self._pending.append((host, _CupyEvent(stream), shapes))
         return outs
 
     # ---- GPU error words ----

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -67,7 +68,8 @@ class KernelWriter {
 
   std::string write() {
     const std::string RT = std::to_string(k_.row_tile), NT = std::to_string(k_.red_tile);
-    if (!gpu()) find_transposed();
+    for (const ElementArray& a : gpu() ? e_->arrays : element_arrays(plan_, k_))
+      if (!a.old_max) layouts_[a.node] = a.layout;  // O<m> arrays share A<m>'s order
     // CPU: head dims (eliminated, held whole) are compile-time constants in the instances of
     // common sizes (see kHeadSizes) and runtime in the generic instance (FG_HEAD = 0); long
     // dims are always runtime. CUDA element kernels take every extent at run time.
@@ -209,7 +211,7 @@ class KernelWriter {
   std::ostringstream os_;
   std::string ind_;
   std::set<int> olds_;
-  std::set<int> transposed_;  // CPU: tile-loaded params stored with the reduction dim innermost
+  std::map<int, std::vector<int>> layouts_;  // node -> its local array's storage order
 
   bool gpu() const { return s_ == LoopSkeleton::cuda_block; }
   std::string math(const std::string& e) const { return gpu() ? e : cpu_math(e); }
@@ -245,46 +247,10 @@ class KernelWriter {
     for (int d : local_dims) s = "(" + s + ") * " + local_extent(d) + " + i_" + p_.dims[d];
     return s;
   }
-  // The order of a value's local array: its local dims, except that on the CPU a tile-loaded
-  // parameter (k) contracted over its eliminated dims into a value whose innermost dim is the
-  // reduction dim keeps the reduction dim innermost (k as [d][n]), so that contraction runs
-  // unit-stride over n with the eliminated dims outside.
-  std::vector<int> layout(int node) const {
-    const PlanValue& v = *k_.value(node);
-    if (!transposed_.count(node)) return v.local_dims;
-    std::vector<int> out;
-    for (int d : v.local_dims)
-      if (d != k_.red_dim) out.push_back(d);
-    out.push_back(k_.red_dim);
-    return out;
-  }
+  // The order of a value's local array (ElementArray::layout: the lowering's choice).
+  const std::vector<int>& layout(int node) const { return layouts_.at(node); }
   std::string arr(int node) const {
     return "A" + std::to_string(node) + "[" + offset(layout(node)) + "]";
-  }
-  // Params to store transposed (see layout): operands, through casts, of a Mul summed over
-  // eliminated dims only into a value whose last local dim is the reduction dim.
-  void find_transposed() {
-    if (k_.red_dim < 0) return;
-    for (const PlanValue& v : k_.values) {
-      const Node& n = p_.nodes[v.node];
-      if (v.inlined || n.op != Op::Sum || dimset_contains(n.reduce, k_.red_dim)) continue;
-      if (v.local_dims.empty() || v.local_dims.back() != k_.red_dim) continue;
-      if (!dimset_subset(n.reduce, k_.elim)) continue;
-      const Node& m = p_.nodes[n.args[0]];
-      if (m.op != Op::Mul) continue;
-      for (int a : m.args) {
-        while (p_.nodes[a].op == Op::Cast && k_.value(a) && k_.value(a)->inlined)
-          a = p_.nodes[a].args[0];
-        const PlanValue* pv = k_.value(a);
-        if (!pv || pv->inlined || p_.nodes[a].op != Op::Param || pv->load_buffer >= 0) continue;
-        bool has_red = false, has_elim = false;
-        for (int d : pv->local_dims) {
-          has_red = has_red || d == k_.red_dim;
-          has_elim = has_elim || dimset_contains(k_.elim, d);
-        }
-        if (has_red && has_elim) transposed_.insert(a);
-      }
-    }
   }
   std::string index_of(int d) const {
     const std::string& nm = p_.dims[d];

@@ -35,6 +35,12 @@ struct ElementArray {
   std::string ctype;       // float, int64_t or bool
   int elem_bytes = 4;
   std::vector<int> dims;
+  // Storage order (a permutation of dims): dims, except that a tile-loaded parameter (k)
+  // contracted over eliminated dims into a value whose innermost dim is the reduction dim keeps
+  // the reduction dim innermost (k as [d][n]): that contraction then runs unit-stride over n,
+  // a vector loop on the CPU and a warp's 32 keys in 32 shared-memory banks on CUDA (stored
+  // [n][d], d floats apart, they would share one bank).
+  std::vector<int> layout;
   bool operator==(const ElementArray&) const = default;
 };
 

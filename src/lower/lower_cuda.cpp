@@ -5,6 +5,7 @@
 #include "lower/lower.h"
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "codegen/element_code.h"
@@ -17,6 +18,38 @@ const char* path_name(LoweredKernel::Path p) {
   return p == LoweredKernel::Path::tensor_core ? "tensor_core" : "element";
 }
 
+namespace {
+
+// Parameters to store with the reduction dim innermost (ElementArray::layout): operands,
+// through inlined casts, of a Mul summed over eliminated dims only into a value whose last
+// local dim is the reduction dim.
+std::set<int> transposed_loads(const Program& p, const PlanKernel& k) {
+  std::set<int> out;
+  if (k.red_dim < 0) return out;
+  for (const PlanValue& v : k.values) {
+    const Node& n = p.nodes[v.node];
+    if (v.inlined || n.op != Op::Sum || dimset_contains(n.reduce, k.red_dim)) continue;
+    if (v.local_dims.empty() || v.local_dims.back() != k.red_dim) continue;
+    if (!dimset_subset(n.reduce, k.elim)) continue;
+    const Node& m = p.nodes[n.args[0]];
+    if (m.op != Op::Mul) continue;
+    for (int a : m.args) {
+      while (p.nodes[a].op == Op::Cast && k.value(a) && k.value(a)->inlined) a = p.nodes[a].args[0];
+      const PlanValue* pv = k.value(a);
+      if (!pv || pv->inlined || p.nodes[a].op != Op::Param || pv->load_buffer >= 0) continue;
+      bool has_red = false, has_elim = false;
+      for (int d : pv->local_dims) {
+        has_red = has_red || d == k.red_dim;
+        has_elim = has_elim || dimset_contains(k.elim, d);
+      }
+      if (has_red && has_elim) out.insert(a);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<ElementArray> element_arrays(const Plan& plan, const PlanKernel& k) {
   const TargetTable& T = target_table(Target::cuda_sm80);
   ElementEmitter em(plan, k, T);
@@ -24,17 +57,26 @@ std::vector<ElementArray> element_arrays(const Plan& plan, const PlanKernel& k) 
     if (t == DType::boolean) return 1;
     return is_integer(t) || t == DType::f64 ? 8 : 4;
   };
+  const std::set<int> transposed = transposed_loads(plan.program, k);
   std::vector<ElementArray> out;
   for (const PlanValue& v : k.values) {
     if (v.inlined) continue;
     const DType t = plan.program.nodes[v.node].type;
-    out.push_back({v.node, false, em.ctype(t), bytes(t), v.local_dims});
+    std::vector<int> layout = v.local_dims;
+    if (transposed.count(v.node)) {
+      layout.clear();
+      for (int d : v.local_dims)
+        if (d != k.red_dim) layout.push_back(d);
+      layout.push_back(k.red_dim);
+    }
+    out.push_back({v.node, false, em.ctype(t), bytes(t), v.local_dims, layout});
   }
   for (const Accumulator& a : k.accs)
     for (int m : a.rescale_by) {
       bool seen = false;
       for (const ElementArray& e : out) seen = seen || (e.old_max && e.node == m);
-      if (!seen) out.push_back({m, true, "float", 4, k.value(m)->local_dims});
+      const std::vector<int>& dims = k.value(m)->local_dims;
+      if (!seen) out.push_back({m, true, "float", 4, dims, dims});
     }
   return out;
 }
@@ -182,7 +224,13 @@ std::string LoweredCuda::str(const Plan& plan) const {
         if (d == k.row_dim) os << ":" << k.row_tile;
         if (d == k.red_dim) os << ":" << k.red_tile;
       }
-      os << "]" << (a.old_max ? "  (previous running max)" : "") << "\n";
+      os << "]";
+      if (a.layout != a.dims) {
+        os << " stored [";
+        for (size_t i = 0; i < a.layout.size(); ++i) os << (i ? ", " : "") << p.dims[a.layout[i]];
+        os << "]";
+      }
+      os << (a.old_max ? "  (previous running max)" : "") << "\n";
     }
   }
   return os.str();

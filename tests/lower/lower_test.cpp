@@ -71,6 +71,10 @@ program sig(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e]) {
     dims.push_back(a.dims);
   }
   EXPECT_EQ(dims, (std::vector<std::vector<int>>{{m, d}, {n, d}, {n, e}, {m, n}, {m, e}}));
+  // The k tile feeds the score contraction over d: stored [d][n] (unit stride over keys); the
+  // others in their dims' order.
+  EXPECT_EQ(k.element.arrays[1].layout, (std::vector<int>{d, n}));
+  for (size_t i : {0u, 2u, 3u, 4u}) EXPECT_EQ(k.element.arrays[i].layout, k.element.arrays[i].dims);
   // Workspace at b=2 m=100 n=50 d=64 e=32: 16-byte aligned arrays of row_tile / red_tile rows.
   std::vector<int64_t> off;
   const int64_t ws = element_workspace(c.plan, pk, k.element, {2, 100, 64, 50, 32}, &off);
@@ -126,6 +130,7 @@ TEST(Lower, TheTextFormNamesPathsAndArrays) {
   EXPECT_NE(el.find("path element"), std::string::npos) << el;
   EXPECT_NE(el.find("(empty skipped, full unmasked)"), std::string::npos) << el;
   EXPECT_NE(el.find("(previous running max)"), std::string::npos) << el;
+  EXPECT_NE(el.find("[n:64, d] stored [d, n]"), std::string::npos) << el;
 }
 
 }  // namespace
