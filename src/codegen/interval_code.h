@@ -1,4 +1,4 @@
-// Emits the interval arithmetic that classifies a tile against a mask (DESIGN idea 5): for
+// Emits the interval arithmetic that classifies a tile against a mask: for
 // every node under the mask, C code computing its lower and upper bound over the tile's index
 // ranges (`l<ID>`, `h<ID>`, doubles; bools as 0/1). The rules for operations live here once;
 // each target only says how its leaves (indices, sizes, constants, data) are bounded.

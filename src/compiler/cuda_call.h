@@ -67,6 +67,19 @@ struct CudaBound {
   std::vector<int64_t> extv;
 };
 
+// An element kernel's parameter words (cuda_element_params) and geometry for buffers at `ptrs`
+// with `strides` (in elements, one list per plan buffer): one block per grid point up to
+// `most_blocks` (the lowered blocks per SM times the device's SMs), the workspace in shared
+// memory when it fits the lowered limit, else in the scratch at `scratch` (bk.scratch_bytes
+// says how much it needs; bind with scratch 0 to size it). CallError for extents whose
+// workspace or grid overflow. Needs no GPU (tests/cuda/element_emulation_test.cpp binds
+// host memory).
+void bind_element(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
+                  const std::vector<DevicePtr>& ptrs,
+                  const std::vector<std::vector<int64_t>>& strides, DevicePtr err,
+                  DevicePtr scratch, const std::vector<int64_t>& extv, int64_t most_blocks,
+                  CudaBoundKernel& bk);
+
 // Checks the call against the device's limits (CallError), uploads the inputs in their declared
 // dtype and poisons the outputs.
 CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inputs,

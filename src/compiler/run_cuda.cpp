@@ -213,13 +213,44 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
   bk.block = {static_cast<unsigned>(32 * la.warps), 1, 1};
 }
 
-// An element kernel's parameters (cuda_element_params) and geometry: one block per grid point
-// up to the lowered blocks per SM, the workspace in shared memory when it fits, else in the
-// scratch at `scratch` (bk.scratch_bytes says how much it needs; 0 while sizing).
+// Every kernel's launch for buffers at `ptrs` (one per plan buffer) with `strides` (one list per
+// buffer; empty: packed in dim order), the error word at `err` and device scratch from
+// `scratch_for(bytes)` (called once, with the most any kernel needs, when one needs any).
+void bind_launch(const CudaLoaded& L, const Program& p, const std::vector<DevicePtr>& ptrs,
+                 const std::vector<std::vector<int64_t>>& given, DevicePtr err,
+                 const std::function<DevicePtr(int64_t)>& scratch_for, CudaBound& b) {
+  std::vector<std::vector<int64_t>> strides;
+  for (size_t i = 0; i < L.plan.buffers.size(); ++i)
+    strides.push_back(strides_of(L.plan.buffers[i], b.extv, given[i]));
+  b.kernels.assign(L.kernels.size(), {});
+  int64_t need = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    const DevicePtr scratch = pass == 1 && need > 0 ? scratch_for(need) : 0;
+    for (size_t i = 0; i < L.kernels.size(); ++i) {
+      const LoweredKernel& lk = L.kernels[i].low;
+      CudaBoundKernel& bk = b.kernels[i];
+      if (lk.path == LoweredKernel::Path::tensor_core) {  // bound once: needs no scratch
+        if (pass == 0) bind_sm80(lk.sm80.launch, p, ptrs, strides, err, b.extv, bk);
+        continue;
+      }
+      bk = {};
+      bind_element(L.plan, L.plan.kernels[lk.plan_kernel], lk.element, ptrs, strides, err,
+                   scratch, b.extv,
+                   static_cast<int64_t>(cuda_device_info().sm_count) * lk.element.blocks_per_sm,
+                   bk);
+      need = std::max(need, bk.scratch_bytes);
+    }
+    if (need == 0) break;
+  }
+}
+
+}  // namespace
+
 void bind_element(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
                   const std::vector<DevicePtr>& ptrs,
                   const std::vector<std::vector<int64_t>>& strides, DevicePtr err,
-                  DevicePtr scratch, const std::vector<int64_t>& extv, CudaBoundKernel& bk) {
+                  DevicePtr scratch, const std::vector<int64_t>& extv, int64_t most_blocks,
+                  CudaBoundKernel& bk) {
   const ElementParamLayout l = element_param_layout(plan, e);
   bk.params.assign(l.words(), 0);
   size_t si = 0;
@@ -243,8 +274,7 @@ void bind_element(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
     bk.empty = true;
     return;
   }
-  const int64_t most = static_cast<int64_t>(cuda_device_info().sm_count) * e.blocks_per_sm;
-  const int64_t blocks = std::min<int64_t>(points, std::max<int64_t>(1, most));
+  const int64_t blocks = std::min<int64_t>(points, std::max<int64_t>(1, most_blocks));
   const bool smem = ws <= e.smem_limit;
   bk.params[l.ws()] = ws;
   bk.params[l.use_smem()] = smem ? 1 : 0;
@@ -254,37 +284,6 @@ void bind_element(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
   bk.grid = {static_cast<unsigned>(blocks), 1, 1};
   bk.block = {static_cast<unsigned>(e.threads), 1, 1};
 }
-
-// Every kernel's launch for buffers at `ptrs` (one per plan buffer) with `strides` (one list per
-// buffer; empty: packed in dim order), the error word at `err` and device scratch from
-// `scratch_for(bytes)` (called once, with the most any kernel needs, when one needs any).
-void bind_launch(const CudaLoaded& L, const Program& p, const std::vector<DevicePtr>& ptrs,
-                 const std::vector<std::vector<int64_t>>& given, DevicePtr err,
-                 const std::function<DevicePtr(int64_t)>& scratch_for, CudaBound& b) {
-  std::vector<std::vector<int64_t>> strides;
-  for (size_t i = 0; i < L.plan.buffers.size(); ++i)
-    strides.push_back(strides_of(L.plan.buffers[i], b.extv, given[i]));
-  b.kernels.assign(L.kernels.size(), {});
-  int64_t need = 0;
-  for (int pass = 0; pass < 2; ++pass) {
-    const DevicePtr scratch = pass == 1 && need > 0 ? scratch_for(need) : 0;
-    for (size_t i = 0; i < L.kernels.size(); ++i) {
-      const LoweredKernel& lk = L.kernels[i].low;
-      CudaBoundKernel& bk = b.kernels[i];
-      if (lk.path == LoweredKernel::Path::tensor_core) {  // bound once: needs no scratch
-        if (pass == 0) bind_sm80(lk.sm80.launch, p, ptrs, strides, err, b.extv, bk);
-        continue;
-      }
-      bk = {};
-      bind_element(L.plan, L.plan.kernels[lk.plan_kernel], lk.element, ptrs, strides, err,
-                   scratch, b.extv, bk);
-      need = std::max(need, bk.scratch_bytes);
-    }
-    if (need == 0) break;
-  }
-}
-
-}  // namespace
 
 CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inputs, const Extents& ext) {
   const Plan& plan = L.plan;

@@ -41,67 +41,16 @@ void expect_matches(const Program& p, const TensorMap& in, const std::string& wh
   }
 }
 
-const char* kKinds = R"(
-program sigmoid_weights(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
-  w = sigmoid(sum(q * k, d) / sqrt(size(d)) - 2.0)
-  out o: f32[b, h, m, e] = sum(w * v, n)
-}
-program relu_power(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
-  r = relu(sum(q * k, d) / sqrt(size(d)))
-  out o: bf16[b, h, m, e] = sum(r * r * v, n) / (1.0 + sum(r * r, n))
-}
-program linear_attn(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
-  fq = relu(q) + 1.0
-  fk = relu(k) + 1.0
-  out o: f32[b, h, m, e] = sum(fq * sum(fk * v, n), d) / sum(fq * sum(fk, n), d)
-}
-program row_norm(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
-  qn = sqrt(sum(f32(q) * f32(q), d)) + 1e-3
-  kn = sqrt(sum(f32(k) * f32(k), d)) + 1e-3
-  s = 4.0 * sum(q * k, d) / (qn * kn)
-  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
-}
-program mix_heads(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, g, n, e], w: f32[g, h]) {
-  s = sum(sum(q * k, d) / sqrt(size(d)) * w, h)
-  out o: f32[b, g, m, e] = sum(softmax(s, n) * v, n)
-}
-program query_softmax(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, m, e]) {
-  s = sum(q * k, d) / sqrt(size(d))
-  out o: f32[b, h, n, e] = sum(softmax(s, m) * v, m)
-}
-program two_groups_f32(q: f32[h, m, d], k: f32[h, n, d], v: f32[h, n, e]) {
-  s = sum(q * k, d) / sqrt(size(d))
-  out o: f32[h, m, e] = sum(softmax(s, n) * v, n) - 0.5 * sum(softmax(where(n <= m, s, -inf), n) * v, n)
-  out mx: f32[h, m] = max(s, n)
-  out mn: f32[h, m] = min(s, n)
-}
-program half_causal(q: f16[b, h, m, d], k: f16[b, h, n, d], v: f16[b, h, n, e]) {
-  s = where(n <= m, sum(q * k, d) / sqrt(size(d)), -inf)
-  out o: f16[b, h, m, e] = sum(softmax(s, n) * v, n)
-}
-program no_key_loop(x: f32[b, m, d], y: i32[b, m]) {
-  out o: f32[b, m] = sum(x * x, d) + f32(y)
-  out c: i64[b] = sum(i64(y), m)
-  out pos: bool[b, m] = sum(x, d) > 0.0
-}
-program data_mask(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e], len: i32[b]) {
-  s = where(n < len[b] and m < len[b], sum(q * k, d) / sqrt(size(d)), -inf)
-  out o: f32[b, h, m, e] = sum(softmax(s, n) * v, n)
-}
-program rel_bias(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[h, r]) {
-  s = sum(q * k, d) / sqrt(size(d)) + table[h, clamp(n - m + 64, 0, size(r) - 1)]
-  out o: bf16[b, h, m, e] = sum(softmax(where(n <= m, s, -inf), n) * v, n)
-}
-)";
 
 TEST(ElementPath, ProgramKindsTheTemplateDoesNotTake) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-  std::vector<Program> ps = parse_source(kKinds, "kinds.attn");
+  std::vector<Program> ps = parse_file(testing::source_path("tests/programs/unseen_kinds.attn"));
   for (const Program& p : ps) {
     for (auto [m, n, d] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {7, 77, 5},
                            {77, 7, 64}, {130, 200, 33}}) {
-      Extents ext = {{"b", 2}, {"h", 3}, {"g", 2}, {"m", m}, {"n", n}, {"d", d}, {"e", d + 3},
-                     {"r", 129}};
+      Extents all = {{"b", 2}, {"h", 3}, {"g", 2}, {"m", m}, {"n", n}, {"d", d}, {"e", d + 3},
+                     {"r", 129}}, ext;
+      for (const std::string& dim : p.dims) ext[dim] = all.at(dim);
       TensorMap in = random_inputs(p, ext, 17);
       if (in.count("len")) {
         Tensor len(DType::i32, {2});
