@@ -496,6 +496,18 @@ class KernelWriter {
         << ";\n";
     close_elements(v.local_dims.size());
   }
+  // The nodes the tile mask depends on (itself included), in id order.
+  std::vector<int> mask_nodes() const {
+    std::set<int> seen;
+    std::vector<int> stack = {k_.tiles.mask};
+    while (!stack.empty()) {
+      const int id = stack.back();
+      stack.pop_back();
+      if (id < 0 || !seen.insert(id).second) continue;
+      for (int a : p_.nodes[id].args) stack.push_back(a);
+    }
+    return std::vector<int>(seen.begin(), seen.end());
+  }
   // The profile build (FG_COUNT_TILES): count this key tile by its class (0 skipped, 1 masked,
   // 2 full; full counts as unmasked only when the kernel runs full tiles without mask code).
   void emit_tile_count(const std::string& cls, bool unmasked_full) {
@@ -563,6 +575,32 @@ class KernelWriter {
           << ind_ << "  " << r << "lo = v < " << r << "lo ? v : " << r << "lo; " << r << "hi = v > "
           << r << "hi ? v : " << r << "hi;\n"
           << ind_ << "}\n";
+      ranged.insert(id);
+    }
+    // Data read at indices over batch-like grid dims only (len[b], offset[b, h]) is one value
+    // for the whole tile: its bounds are that value (a NaN, or an integer past 2^53 where
+    // doubles stop being exact, leaves it unknown).
+    for (int id : mask_nodes()) {
+      const Node& n = p_.nodes[id];
+      if (n.op != Op::Gather || ranged.count(id)) continue;
+      std::string args;
+      bool constant = true;
+      for (int a : n.args) {
+        const Node& x = p_.nodes[a];
+        const bool grid_index = x.op == Op::Index && x.dim != k_.row_dim &&
+                                std::find(k_.grid.begin(), k_.grid.end(), x.dim) != k_.grid.end();
+        constant = constant && grid_index;
+        if (grid_index) args += ", " + index_of(x.dim);
+      }
+      if (!constant) continue;
+      const std::string r = "r" + std::to_string(id);
+      os_ << ind_ << "const double " << r << "v = (double)G" << n.param << "(err" << args
+          << ");  // " << node_text(p_, id) << ", one value over the tile\n"
+          << ind_ << "const double " << r << "lo = " << r << "v == " << r << "v"
+          << (is_integer(n.type) ? " && " + r + "v <= 9007199254740992.0 && " + r +
+                                       "v >= -9007199254740992.0"
+                                 : std::string())
+          << " ? " << r << "v : NAN, " << r << "hi = " << r << "lo;\n";
       ranged.insert(id);
     }
     os_ << emit_interval_bounds(p_, k_.tiles.mask, t);

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "flashgen/compile.h"
 #include "flashgen/frontend.h"
 #include "flashgen/profile.h"
 #include "support/support.h"
@@ -75,6 +76,44 @@ std::vector<MaskCase> mask_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Masks, ProfileTiles, ::testing::ValuesIn(mask_cases()),
                          [](const auto& info) { return info.param.mask.example; });
+
+// A mask over per-batch data (valid lengths len[b]): len[b] is one value over a tile, so the
+// classifier bounds it exactly and skips the dead tiles; the counts equal the host's, batch by
+// batch (a batch with no valid row, one ragged, one full), and the answers the reference's.
+TEST(ProfileTiles, PerBatchLengthsSkipTheDeadTiles) {
+  Program p = parse_source(R"(
+program lens(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e], len: i32[b]) {
+  s = where(n < len[b] and m < len[b], sum(q * k, d), -inf)
+  out o: f32[b, m, e] = sum(softmax(s, n) * v, n)
+}
+)", "lens.attn").at(0);
+  const int64_t M = 100, N = 150;
+  Extents sizes = {{"b", 3}, {"m", M}, {"n", N}, {"d", 4}, {"e", 4}};
+  const int64_t lens[] = {0, 37, 150};
+  Tensor len(DType::i32, {3});
+  for (int i = 0; i < 3; ++i) len.set(i, static_cast<double>(lens[i]));
+  ProfileOptions o = fast_cpu();
+  o.given["len"] = len;
+  ProfileReport r = profile(p, sizes, o);
+  ASSERT_EQ(r.kernels.size(), 1u);
+  const KernelProfile& k = r.kernels[0];
+  testing::HostTileCounts want;
+  for (int64_t L : lens) {
+    testing::HostTileCounts c = testing::host_tile_counts(
+        [&](int64_t m, int64_t n) { return n < L && m < L; }, 1, M, N, k.row_tile, k.key_tile,
+        /*full_needs_whole_tile=*/false);
+    want.computed += c.computed, want.skipped += c.skipped, want.full += c.full;
+  }
+  EXPECT_EQ(k.tiles.computed, want.computed);
+  EXPECT_EQ(k.tiles.skipped, want.skipped);
+  EXPECT_EQ(k.tiles.full, want.full);
+  EXPECT_GT(want.skipped, want.computed);  // most tiles are dead
+  TensorMap in = random_inputs(p, sizes, 5);
+  in["len"] = len;
+  EXPECT_EQ(testing::compare_tensors(run_cpu(p, in).at("o"), evaluate_reference(p, in).at("o"),
+                                     1e-5),
+            "");
+}
 
 TEST(Profile, WorkRatesAndRooflineAreConsistent) {
   Program p = testing::example_program("vanilla");
