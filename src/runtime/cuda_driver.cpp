@@ -354,18 +354,23 @@ void CudaKernel::launch(Dim3 grid, Dim3 block, std::size_t dynamic_smem, CudaStr
 
 // ---- device memory ----
 
+namespace {
+// The error of an allocation the device could not make: what was asked, what is free.
+BackendError out_of_memory(std::size_t bytes) {
+  std::size_t free_bytes = 0, total = 0;
+  api().cuMemGetInfo(&free_bytes, &total);
+  return BackendError("out of device memory: requested " + format_bytes(bytes) + ", " +
+                      format_bytes(free_bytes) + " free of " + format_bytes(total) + " on " +
+                      driver().info.name);
+}
+}  // namespace
+
 DeviceBuffer::DeviceBuffer(std::size_t bytes) {
   const Api& a = api();
   if (bytes == 0) return;
   CUdeviceptr p = 0;
   CUresult r = a.cuMemAlloc(&p, bytes);
-  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-    std::size_t free_bytes = 0, total = 0;
-    a.cuMemGetInfo(&free_bytes, &total);
-    throw BackendError("out of device memory: requested " + format_bytes(bytes) + ", " +
-                       format_bytes(free_bytes) + " free of " + format_bytes(total) + " on " +
-                       driver().info.name);
-  }
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) throw out_of_memory(bytes);
   check(r, "cuMemAlloc(" + std::to_string(bytes) + " bytes)");
   ptr_ = p;
   size_ = bytes;
@@ -401,13 +406,7 @@ DevicePtr cuda_alloc_async(std::size_t bytes, CudaStreamHandle stream) {
   const Api& a = api();
   CUdeviceptr p = 0;
   CUresult r = a.cuMemAllocAsync(&p, bytes, static_cast<CUstream>(stream));
-  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-    std::size_t free_bytes = 0, total = 0;
-    a.cuMemGetInfo(&free_bytes, &total);
-    throw BackendError("out of device memory: requested " + format_bytes(bytes) + ", " +
-                       format_bytes(free_bytes) + " free of " + format_bytes(total) + " on " +
-                       driver().info.name);
-  }
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) throw out_of_memory(bytes);
   check(r, "cuMemAllocAsync(" + std::to_string(bytes) + " bytes)");
   return p;
 }

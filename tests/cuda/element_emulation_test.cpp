@@ -167,6 +167,31 @@ TEST(ElementEmulation, ExamplesAndUnseenKindsMatchTheReference) {
   }
 }
 
+// Stores in every encoding (f8 values pass through; f16 results round once), and a plan of two
+// kernels whose intermediate lives between them.
+TEST(ElementEmulation, EveryOutputEncodingAndPlansOfSeveralKernels) {
+  std::vector<Program> ps = parse_source(R"(
+program f8pass(x: f8e4m3[m, d], y: f8e5m2[m], z: f16[m, d]) {
+  out a: f8e4m3[m, d] = x
+  out b: f8e5m2[m] = y
+  out c: f16[m, d] = z * 3.0
+  out e: f16[m] = sum(z, d)
+  out f: bool[m] = sum(z, d) > 0.0
+  out g: i32[m, d] = i32(z * 4.0)
+}
+program two_pass(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e]) {
+  s = sum(q * k, d)
+  c = sum(softmax(s, n), m)
+  out o: f32[b, m, e] = sum(softmax(s, n) * v / (1.0 + c), n)
+}
+)", "enc.attn");
+  ASSERT_GT(kernel_count(ps[1], {}), 1);
+  expect_matches(ps[0], random_inputs(ps[0], {{"m", 9}, {"d", 5}}, 3), kSmem, "f8pass");
+  for (int64_t m : {1, 9, 70})
+    expect_matches(ps[1], random_inputs(ps[1], {{"b", 2}, {"m", m}, {"n", 45}, {"d", 7}, {"e", 3}}, 3),
+                   m == 9 ? 0 : kSmem, "two_pass m=" + std::to_string(m));
+}
+
 TEST(ElementEmulation, OutOfRangeGatherNamesTheParameter) {
   Program p = parse_source(R"(
 program g(x: f32[m, d], idx: i32[m], t: f32[r]) {
