@@ -78,9 +78,10 @@ class Sm80Writer {
   std::vector<Acc> pv_;      // P.V accumulators
   int cdim_ = -1, vdim_ = -1;
   int64_t D_ = 0, DV_ = 0;
-  std::set<int> gathered_;   // buffers read by gathers
-  mutable std::set<int> ranged_;  // mask gathers bounded by their data over the tile (data_ranges)
-  mutable std::set<int> row_ranged_;  // those over the row dim: bounded once per block
+  // Mask gathers bounded by their data over the tile (data_ranges; found by analyse), and those
+  // over the row dim, bounded once per block.
+  std::vector<DataRange> data_ranges_;
+  std::set<int> ranged_, row_ranged_;
   std::set<int> unchecked_;  // parameters whose every gather indexes by plain dim indices
   // Gathers the score code reads by (parallel dims..., [row dim,] key dim): staged through
   // shared memory with the K/V tiles (fg::load_staged). arg_dims: the index dim per position.
@@ -338,6 +339,16 @@ class Sm80Writer {
     launch_.head_dim = D_;
     launch_.value_dim = DV_;
     launch_.mask_node = k_.tiles.mask;
+    find_hoisted();
+    // Data the classifier bounds per tile (data_ranges), when the tiles are classified.
+    if (k_.tiles.mask >= 0 && (k_.tiles.skip_empty || k_.tiles.unmasked_full)) {
+      auto par = [this](int d) { return is_par(d); };
+      data_ranges_ = data_range_gathers(p_, k_.tiles.mask, k_.row_dim, k_.red_dim, par);
+      for (const DataRange& dr : data_ranges_) {
+        ranged_.insert(dr.node);
+        if (dr.over == k_.row_dim) row_ranged_.insert(dr.node);
+      }
+    }
     // Dims the device indexes with 32-bit ints: rows, keys, the grid, and every dim whose index
     // or size the element code reads (the emitter's int_range assumes them below 2^31).
     std::set<int> narrow = {k_.row_dim, k_.red_dim};
@@ -417,7 +428,7 @@ class Sm80Writer {
   int mw_ = 1, vsplit_ = 1;
   int64_t DVc_ = 0;  // value columns per block (DV_ / vsplit_)
   bool skip_ = false;
-  mutable std::set<int> hoisted_;  // nodes computed once per block in make_ctx
+  std::set<int> hoisted_;  // nodes computed once per block in make_ctx (analyse: find_hoisted)
 
   // ---- element code ----
   std::string buf(int b) const { return "ctx.B" + S(b); }
@@ -448,6 +459,30 @@ class Sm80Writer {
     }
     return reads;
   }
+  // The values make_ctx computes once per block: the hoistable nodes the element code reaches
+  // first (the element emitter stops at them) from what it prints with hoisting on, the groups'
+  // scores and the stored values; scores and accumulators are read, not expanded.
+  void find_hoisted() {
+    std::set<int> seen;
+    std::vector<int> stack;
+    for (const Group& g : groups_) stack.push_back(g.arg);
+    for (int b : k_.writes) stack.push_back(plan_.buffers[b].node);
+    while (!stack.empty()) {
+      const int id = stack.back();
+      stack.pop_back();
+      if (!seen.insert(id).second) continue;
+      const PlanValue* v = k_.value(id);
+      if (!v || v->load_buffer >= 0) continue;
+      if (hoistable(id)) {
+        hoisted_.insert(id);
+        continue;
+      }
+      bool score = false;
+      for (const Score& sc : scores_) score = score || sc.node == id;
+      if (score || (is_acc(id) && !v->inlined)) continue;
+      for (int a : N(id).args) stack.push_back(a);
+    }
+  }
   // The score code's read of a staged tile (param at index dims `dims`, which are the block's
   // parallel dims, m and n: find_staged), or "" when that read is not staged.
   std::string staged_read(int param, const std::vector<int>& dims) const {
@@ -470,9 +505,7 @@ class Sm80Writer {
     c.err = "ctx.err";
     if (hoist)
       c.hoisted = [this](int node) -> std::string {
-        if (!hoistable(node)) return "";
-        hoisted_.insert(node);
-        return "ctx.h" + S(node);
+        return hoisted_.count(node) ? "ctx.h" + S(node) : "";
       };
     c.index = [this, idx](int d) {
       if (is_par(d)) return "ctx.g" + S(d);
@@ -563,13 +596,8 @@ class Sm80Writer {
   // rows, which are the block's for every call, one pass per block (block_rows, into Ctx).
   std::string data_ranges(const std::string& indent) const {
     std::ostringstream os;
-    auto par = [this](int d) { return is_par(d); };
-    for (const DataRange& dr : data_range_gathers(p_, k_.tiles.mask, k_.row_dim, k_.red_dim, par)) {
-      ranged_.insert(dr.node);
-      if (dr.over == k_.row_dim) {
-        row_ranged_.insert(dr.node);
-        continue;
-      }
+    for (const DataRange& dr : data_ranges_) {
+      if (dr.over == k_.row_dim) continue;
       os << indent << "double r" << dr.node << "lo, r" << dr.node << "hi;  // "
          << node_text(p_, dr.node) << " over the tile\n"
          << indent << range_pass(dr.node, dr.over, "n0", "n1", "r" + S(dr.node)) << "\n";
@@ -683,14 +711,14 @@ class Sm80Writer {
     for (int a = 0; a < A - 1; ++a) os << "a == " << a << " ? " << pv_[a].vidx << " : ";
     os << pv_[A - 1].vidx << "; }\n";
     os << "  using Params = ::Params;\n";
-    // The element code first: it decides which values make_ctx hoists.
     std::ostringstream bd;
     // gathers
+    std::set<int> gathered;  // buffers whose read helper is printed
     for (const PlanValue& v : k_.values) {
       const Node& n = N(v.node);
       if (n.op != Op::Gather) continue;
       int b = buffer_of_param(n.param);
-      if (!const_cast<std::set<int>&>(gathered_).insert(b).second) continue;
+      if (!gathered.insert(b).second) continue;
       const Parameter& P = p_.params[n.param];
       bd << "  static __device__ " << em_.ctype(P.type == DType::i32 ? DType::i64 : P.type)
          << " G" << b << "(const Ctx& ctx";
