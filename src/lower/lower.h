@@ -4,7 +4,8 @@
 // A kernel takes one of two paths:
 //   tensor_core  the sm80 FlashAttention template (codegen/cuda/emit_sm80.cpp) takes it: a
 //                streamed key loop fed by bf16/f16 tensor-core contractions, online softmax
-//                groups, P.V accumulators. Its launch (Sm80Launch) records the template's
+//                groups, P.V accumulators. Its launch (Sm80Launch) records the structure the
+//                template recognized (Sm80Structure: scores, groups, P.V accumulators) and its
 //                tuning: warps, rows per warp, keys per tile, staged tiles, the value split.
 //   element      every other kernel the compiler accepts: element code for every value, one
 //                thread block per grid point (grid-stride over the points), each value's

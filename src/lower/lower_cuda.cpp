@@ -196,7 +196,20 @@ std::string LoweredCuda::str(const Plan& plan) const {
          << la.min_blocks << " blocks per SM at least\n";
       os << "  head dims:";
       for (const auto& [n, e] : la.head_dims) os << " " << n << "=" << e;
-      os << "\n  contractions: " << la.num_scores << " score, " << la.num_acc << " P.V\n";
+      os << "\n";
+      const Sm80Structure& st = la.structure;
+      for (const Sm80Structure::Score& s : st.scores)
+        os << "  score %" << s.node << " = " << plan.buffers[s.q_buffer].name << " . "
+           << plan.buffers[s.k_buffer].name << " over " << p.dims[st.head_dim] << "\n";
+      for (size_t g = 0; g < st.groups.size(); ++g) {
+        os << "  group " << g << ": running max %" << st.groups[g].max_node << " of %"
+           << st.groups[g].arg << ", row sums";
+        for (int s : st.groups[g].sums) os << " %" << s;
+        os << (st.groups[g].sums.empty() ? " none\n" : "\n");
+      }
+      for (const Sm80Structure::PV& a : st.pv)
+        os << "  P.V %" << a.node << ": group " << a.group << " times "
+           << plan.buffers[a.v_buffer].name << " over " << p.dims[st.value_dim] << "\n";
       for (const std::string& s : la.staged) os << "  staged: " << s << "\n";
       for (const std::string& s : la.hoisted) os << "  once per block: " << s << "\n";
       continue;

@@ -3,6 +3,8 @@
 // and workspace layout, and the text form behind `--dump-after lower`.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "compiler/pipeline.h"
 #include "flashgen/compile.h"
 #include "flashgen/frontend.h"
@@ -32,6 +34,39 @@ TEST(Lower, EveryExampleTakesTheTensorCorePathAtItsHeadSizes) {
     EXPECT_LE(k.sm80.launch.smem_bytes, smem_budget(Target::cuda_sm90).per_block);
     EXPECT_FALSE(k.sm80.source.empty());
   }
+}
+
+// The attention structure the template recognized, as data: diff_attn has two score
+// contractions (q1.k1, q2.k2 over d), two softmax groups and a P.V accumulator per group over e.
+TEST(Lower, TheTensorCoreStructureIsData) {
+  Program p = testing::example_program("diff_attn");
+  Compiled c = lowered(p, Target::cuda_sm90, {{"d", 64}, {"e", 128}});
+  ASSERT_EQ(c.lowered.kernels.size(), 1u);
+  const Sm80Structure& st = c.lowered.kernels[0].sm80.launch.structure;
+  const Program& q = c.plan.program;
+  ASSERT_EQ(st.scores.size(), 2u);
+  std::set<std::string> pairs;
+  for (const auto& s : st.scores)
+    pairs.insert(c.plan.buffers[s.q_buffer].name + "." + c.plan.buffers[s.k_buffer].name);
+  EXPECT_EQ(pairs, (std::set<std::string>{"q1.k1", "q2.k2"}));
+  EXPECT_EQ(q.dims[st.head_dim], "d");
+  EXPECT_EQ(q.dims[st.value_dim], "e");
+  ASSERT_EQ(st.groups.size(), 2u);
+  for (const auto& g : st.groups) {
+    EXPECT_EQ(q.nodes[g.max_node].op, Op::Max);
+    EXPECT_EQ(q.nodes[g.max_node].args[0], g.arg);
+  }
+  ASSERT_GE(st.pv.size(), 2u);
+  std::set<int> groups;
+  for (const auto& a : st.pv) {
+    EXPECT_EQ(c.plan.buffers[a.v_buffer].name, "v");
+    EXPECT_EQ(q.nodes[a.node].op, Op::Sum);
+    groups.insert(a.group);
+  }
+  EXPECT_EQ(groups, (std::set<int>{0, 1}));
+  std::string text = c.lowered.str(c.plan);
+  EXPECT_NE(text.find("group 1: running max %"), std::string::npos) << text;
+  EXPECT_NE(text.find(" = q1 . k1 over d"), std::string::npos) << text;
 }
 
 TEST(Lower, MissingHeadExtentsTakeTheElementPathAndSaySo) {

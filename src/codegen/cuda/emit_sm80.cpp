@@ -55,6 +55,12 @@ class Sm80Writer {
     out.source = source();
     launch_.rows_per_warp = 16 * mw_;
     for (int h : hoisted_) launch_.hoisted.push_back(node_text(p_, h));
+    Sm80Structure& st = launch_.structure;
+    for (const Score& sc : scores_) st.scores.push_back({sc.node, sc.qbuf, sc.kbuf});
+    for (const Group& g : groups_) st.groups.push_back({g.max_node, g.arg, g.sums});
+    for (const Acc& a : pv_) st.pv.push_back({a.node, a.group, vbufs_[a.vidx]});
+    st.head_dim = cdim_;
+    st.value_dim = vdim_;
     out.launch = launch_;
     return out;
   }

@@ -27,6 +27,20 @@
 
 namespace flashgen {
 
+// The attention structure the template recognized in a kernel, once (node ids of plan.program;
+// buffers are plan buffer ids): the tensor-core score contractions (q.k over the head dim), the
+// softmax groups (an online max of a score expression, and the row sums it rescales) and the
+// P.V accumulators (a group's exp(x - max) times a value tile).
+struct Sm80Structure {
+  struct Score { int node, q_buffer, k_buffer; };
+  struct Group { int max_node, arg; std::vector<int> sums; };
+  struct PV { int node, group, v_buffer; };
+  std::vector<Score> scores;
+  std::vector<Group> groups;
+  std::vector<PV> pv;
+  int head_dim = -1, value_dim = -1;  // dim ids
+};
+
 // How the host launches and binds one generated kernel.
 struct Sm80Launch {
   std::string entry;            // extern "C" kernel name
@@ -52,6 +66,7 @@ struct Sm80Launch {
   // device; the host checks ext(index dim) <= ext(parameter dim) before the launch instead.
   struct GatherCheck { int param, pos, index_dim; };
   std::vector<GatherCheck> gather_checks;
+  Sm80Structure structure;
 };
 
 // Shared memory of the GPU a kernel is for: staged tiles are kept only while they fit it
