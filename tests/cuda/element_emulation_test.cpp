@@ -2,7 +2,7 @@
 // loop-nest printer's cuda_block skeleton, the store helpers, the gathers) compiled by the host
 // compiler over a shim that spells CUDA's built-ins for one thread per block, and run block by
 // block on host memory bound by the real host binding (bind_element). Every example and every
-// kind of tests/programs/unseen_kinds.attn, plus random programs of the CPU property test's
+// kind of tests/programs/unseen_kinds.attn and more_kinds.attn, plus random programs of the CPU property test's
 // generator (fixed seed, printed), against the f64 reference at odd sizes; both workspace homes
 // (shared memory and the device scratch). What this cannot show, the GPU tests do
 // (tests/gpu/element_gpu_test.cpp): the elements spread over many threads and their barriers.
@@ -142,12 +142,13 @@ TEST(ElementEmulation, ExamplesAndUnseenKindsMatchTheReference) {
     Program p = testing::example_program(n);
     ps.emplace_back(p, testing::example_extents(p, 19, 70, 5, 7, 2));
   }
-  for (const Program& p : parse_file(testing::source_path("tests/programs/unseen_kinds.attn"))) {
-    Extents all = {{"b", 2}, {"h", 3}, {"g", 2}, {"r", 129}, {"m", 19}, {"n", 70}, {"d", 5},
-                   {"e", 7}}, ext;
-    for (const std::string& d : p.dims) ext[d] = all.at(d);
-    ps.emplace_back(p, ext);
-  }
+  for (const char* file : {"tests/programs/unseen_kinds.attn", "tests/programs/more_kinds.attn"})
+    for (const Program& p : parse_file(testing::source_path(file))) {
+      Extents all = {{"b", 2}, {"h", 3}, {"g", 2}, {"r", 129}, {"m", 19}, {"n", 70}, {"d", 5},
+                     {"e", 7}, {"f", 3}, {"t", 11}}, ext;
+      for (const std::string& d : p.dims) ext[d] = all.at(d);
+      ps.emplace_back(p, ext);
+    }
   for (const auto& [p, ext] : ps) {
     TensorMap in = random_inputs(p, ext, 29);
     if (in.count("len")) {  // a batch with every row masked, one with a few rows
