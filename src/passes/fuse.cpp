@@ -221,6 +221,7 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
               DimSet{R} && p.nodes[M].args[0] == sub.args[0] && !late[sub.args[0]] &&
               dimset_subset(p.nodes[M].dims, n.dims)) {
             m = M;
+            acc.exp_factors.push_back(f);
             chain.push_back(f);
             chain.push_back(e.args[0]);
             chain.push_back(sub.args[1]);

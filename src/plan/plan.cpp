@@ -120,6 +120,9 @@ std::string Plan::str() const {
           if (!a.rescale_by.empty()) {
             os << "  rescale by";
             for (int m : a.rescale_by) os << " %" << m;
+            os << " (factor";
+            for (int e : a.exp_factors) os << " %" << e;
+            os << ")";
           }
           os << "\n";
         }

@@ -63,6 +63,10 @@ struct Accumulator {
   // Online sums: the Max accumulators (node ids) whose factor exp(x - safe(M)) the summand
   // carries; on a new running max the sum is rescaled by exp(safe(Mold) - safe(Mnew)) each.
   std::vector<int> rescale_by;
+  // The factors exp(x - safe(M)) of the summand that carry those maxima (one per factor, in
+  // product order; each M is in rescale_by): the one-pass form as fuse recognized it, so later
+  // stages read it instead of matching it again.
+  std::vector<int> exp_factors;
 };
 
 struct TileClasses {

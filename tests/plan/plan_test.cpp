@@ -65,6 +65,29 @@ TEST(Plan, DiffAttnHasTwoRunningMaxesInOneKernel) {
   EXPECT_EQ(maxes, 2);
 }
 
+// Each online sum carries the exp(x - safe(M)) factor fuse recognized, with its max M among
+// rescale_by: the one-pass form as data for the later stages (the CUDA lowering reads it).
+TEST(Plan, OnlineSumsCarryTheirExpFactor) {
+  Plan plan = plan_of(example("diff_attn"));
+  const Program& p = plan.program;
+  int sums = 0;
+  for (const Accumulator& a : plan.kernels[0].accs) {
+    if (a.op != Op::Sum) {
+      EXPECT_TRUE(a.exp_factors.empty());
+      continue;
+    }
+    ++sums;
+    ASSERT_EQ(a.exp_factors.size(), 1u) << node_text(p, a.node);
+    ASSERT_EQ(a.rescale_by.size(), 1u);
+    const Node& e = p.nodes[a.exp_factors[0]];
+    ASSERT_EQ(e.op, Op::Exp);
+    const Node& sub = p.nodes[e.args[0]];
+    ASSERT_EQ(sub.op, Op::Sub);
+    EXPECT_EQ(sub.args[0], p.nodes[a.rescale_by[0]].args[0]);  // exp(x - safe(max(x)))
+  }
+  EXPECT_GE(sums, 4);  // two groups: a row sum and a P.V sum each
+}
+
 TEST(Plan, LseSharesTheNormalizerWithO) {
   Plan plan = plan_of(example("lse"));
   ASSERT_EQ(plan.kernel_count(), 1);

@@ -149,21 +149,6 @@ class Sm80Writer {
     return buffer_of_param(n.param);
   }
 
-  // exp(sub(X, _)) with X the argument of a group's max: that group, else -1.
-  int exp_group(int id) const {
-    const Node& e = N(id);
-    if (e.op != Op::Exp) return -1;
-    const Node& s = N(e.args[0]);
-    if (s.op != Op::Sub) return -1;
-    for (size_t g = 0; g < groups_.size(); ++g)
-      if (s.args[0] == groups_[g].arg) {
-        std::set<int> anc;
-        ancestors(s.args[1], anc);
-        if (anc.count(groups_[g].max_node)) return static_cast<int>(g);
-      }
-    return -1;
-  }
-
   void analyse() {
     if (plan_.kernels.size() != 1)
       fail("the plan has " + S(plan_.kernels.size()) +
@@ -209,9 +194,17 @@ class Sm80Writer {
         fail("online sum " + nt(a.node) + " is not rescaled by exactly one running max");
       const Node& n = N(a.node);
       int x = n.args[0];
-      int g = exp_group(x);
-      if (g >= 0) {
-        if (groups_[g].max_node != a.rescale_by[0]) fail("row sum " + nt(a.node) + " rescale");
+      // The group of the running max the sum is rescaled by, and its exp(x - safe(max)) factor
+      // (the plan's Accumulator: fuse recognized the one-pass form).
+      int g = -1;
+      for (size_t i = 0; i < groups_.size(); ++i)
+        if (groups_[i].max_node == a.rescale_by[0]) g = static_cast<int>(i);
+      if (g < 0) fail("online sum " + nt(a.node) + " is rescaled by a max that is no group's");
+      auto online_exp = [&](int id) {
+        return std::find(a.exp_factors.begin(), a.exp_factors.end(), id) != a.exp_factors.end() &&
+               N(N(id).args[0]).args[0] == groups_[g].arg;
+      };
+      if (online_exp(x)) {
         groups_[g].sums.push_back(a.node);
         explained.insert(x);
         explained.insert(N(x).args[0]);
@@ -220,10 +213,8 @@ class Sm80Writer {
       const Node& m = N(x);
       if (m.op != Op::Mul) fail("online sum " + nt(a.node) + " is neither exp(x - max) nor exp(x - max) * v");
       int e = m.args[0], v = m.args[1];
-      if (exp_group(e) < 0) std::swap(e, v);
-      g = exp_group(e);
-      if (g < 0) fail("online sum " + nt(a.node) + " does not sum exp(x - max) * v");
-      if (groups_[g].max_node != a.rescale_by[0]) fail("P.V sum " + nt(a.node) + " rescale");
+      if (!online_exp(e)) std::swap(e, v);
+      if (!online_exp(e)) fail("online sum " + nt(a.node) + " does not sum exp(x - max) * v");
       int vd = -1;
       for (int d : N(v).dims)
         if (dimset_contains(k_.elim, d)) vd = d;
