@@ -194,7 +194,9 @@ class Kernel:
         self.params = prog.params()    # [(name, dtype, dims)]
         self.outputs = prog.outputs()  # [(name, dtype, dims)]
         self._pending = []   # GPU calls: (pinned host copy of the error word, event, shapes)
-        self._captured = []  # GPU calls inside a CUDA graph capture: (device error word, shapes)
+        # GPU calls inside a CUDA graph capture: (device error word, shapes[, copies the graph
+        # reads, kept alive: CuPy])
+        self._captured = []
         self._lock = threading.Lock()
 
     def __repr__(self):
@@ -366,7 +368,8 @@ class Kernel:
         import cupy
         import numpy as np
 
-        stream = cupy.cuda.get_current_stream()
+        with cupy.cuda.Device(0):  # the backend's GPU: its current stream, whatever is current
+            stream = cupy.cuda.get_current_stream()
         capturing = stream.is_capturing()
         if not capturing:
             self._poll()
@@ -377,7 +380,8 @@ class Kernel:
         npdt = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64,
                 "bool": np.bool_}
         args, keep = {}, []
-        with stream:  # conversions and copies in the launch's stream order
+        # conversions, copies and outputs on the backend's GPU, in the launch's stream order
+        with cupy.cuda.Device(0), stream:
             for (name, dt, _), v in zip(self.params, vals):
                 have = _numpy_dtype_name(v.dtype)
                 if have != dt:
@@ -409,16 +413,21 @@ class Kernel:
                                   t.data.ptr)
             err = cupy.zeros(8, dtype=np.int64)
         self._prog.launch_cuda(args, out_args, err.data.ptr, stream.ptr, self.careful)
-        del keep  # CuPy's pool reuses freed memory in stream order, after the kernel
         with self._lock:
             if capturing:
-                self._captured.append((err, shapes))
+                # A replay reruns the captured conversions into these copies: they live as long
+                # as the capture's error word (CuPy has no graph-private memory pool).
+                self._captured.append((err, shapes, keep))
             else:
                 import cupyx
 
                 host = cupyx.empty_pinned((8,), dtype=np.int64)
-                err.get(stream=stream, out=host, blocking=False)
-                self._pending.append((host, _CupyEvent(stream), shapes))
+                with cupy.cuda.Device(0):  # works on every CuPy (get(blocking=False): 13 on)
+                    cupy.cuda.runtime.memcpyAsync(host.ctypes.data, err.data.ptr, host.nbytes,
+                                                  cupy.cuda.runtime.memcpyDeviceToHost,
+                                                  stream.ptr)
+                    self._pending.append((host, _CupyEvent(stream), shapes))
+        del keep  # else CuPy's pool reuses freed memory in stream order, after the kernel
         return outs
 
     # ---- GPU error words ----
@@ -463,7 +472,7 @@ class Kernel:
         self._poll(wait=True)
         with self._lock:
             captured = list(self._captured)
-        self._report([(err.tolist(), shapes) for err, shapes in captured])
+        self._report([(item[0].tolist(), item[1]) for item in captured])
 
     # ---- tools ----
     def explain(self, sizes: dict | None = None, *, json: bool = False,

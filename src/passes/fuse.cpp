@@ -232,8 +232,8 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
           ok = false;
           fail(f, describe(p, f) + " is not of the one-pass form exp(x - max(x, " +
                       dname(p, R) + "))");
-        } else if (std::find(acc.rescale_by.begin(), acc.rescale_by.end(), m) ==
-                   acc.rescale_by.end()) {
+        } else {
+          // One rescale per factor: exp(x - M) * exp(x - M) moves by the square of one.
           acc.rescale_by.push_back(m);
         }
       }

@@ -61,11 +61,12 @@ struct Accumulator {
   int node = -1;                 // a Sum/Max/Min whose reduce set contains red_dim
   Op op = Op::Sum;
   // Online sums: the Max accumulators (node ids) whose factor exp(x - safe(M)) the summand
-  // carries; on a new running max the sum is rescaled by exp(safe(Mold) - safe(Mnew)) each.
+  // carries, one entry per factor (a max twice when two factors carry it); on a new running
+  // max the sum is rescaled by exp(safe(Mold) - safe(Mnew)) for each entry.
   std::vector<int> rescale_by;
-  // The factors exp(x - safe(M)) of the summand that carry those maxima (one per factor, in
-  // product order; each M is in rescale_by): the one-pass form as fuse recognized it, so later
-  // stages read it instead of matching it again.
+  // The factors exp(x - safe(M)) of the summand that carry those maxima (exp_factors[i] carries
+  // rescale_by[i]): the one-pass form as fuse recognized it, so later stages read it instead of
+  // matching it again.
   std::vector<int> exp_factors;
 };
 

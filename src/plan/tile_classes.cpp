@@ -9,9 +9,11 @@
 // tile reads, other data is "unknown", so `doc[m] == doc[n]` skips tiles between documents and
 // `... and n <= m` still skips the tiles above the diagonal for any ids.
 // Test: tests/plan/plan_test.cpp (mask found), tests/cpu (skipping keeps results exact).
+#include <algorithm>
 #include <cmath>
 
 #include "passes/passes.h"
+
 #include "plan/plan.h"
 
 namespace flashgen {
@@ -38,8 +40,10 @@ void classify_tiles(Plan& plan) {
       int c = -1;
       if (a.op == Op::Max) {
         c = kill_condition(p, p.nodes[a.node].args[0]);
-      } else if (a.op == Op::Sum && a.rescale_by.size() == 1) {
-        c = kill_condition(p, p.nodes[a.rescale_by[0]].args[0]);
+      } else if (a.op == Op::Sum && !a.rescale_by.empty() &&
+                 std::all_of(a.rescale_by.begin(), a.rescale_by.end(),
+                             [&](int m) { return m == a.rescale_by[0]; })) {
+        c = kill_condition(p, p.nodes[a.rescale_by[0]].args[0]);  // one max, once or more
       }
       if (c < 0 || (mask >= 0 && c != mask)) {
         ok = false;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compiler/pipeline.h"
 #include "flashgen/compile.h"
 #include "flashgen/flashgen.h"
 #include "flashgen/frontend.h"
@@ -134,6 +135,32 @@ TEST(CpuBackend, TileClassesHoldOnHardData) {
     SCOPED_TRACE(h.mask);
     check_close(p, in, ext, 2e-5);
   }
+}
+
+// Two factors of one running max (exp(s - M) * exp(s - M)): the online sum is rescaled once per
+// factor when the max moves, so across many key tiles the result stays the reference's; with
+// a mask the tiles are still classified (one max, carried twice).
+TEST(CpuBackend, TwoFactorsOfOneMaxRescaleTwice) {
+  Program p = parse_source(R"(
+program sq(q: f32[m, d], k: f32[n, d], v: f32[n, e]) {
+  s = where(n <= m + 40, sum(q * k, d), -inf)
+  p = exp(s - max(s, n))
+  out o: f32[m, e] = sum(p * p * v, n)
+}
+)", "sq.attn").at(0);
+  Plan plan = compile_program(p, {}).plan;
+  ASSERT_EQ(plan.kernel_count(), 1);
+  for (const Accumulator& a : plan.kernels[0].accs)
+    if (a.op == Op::Sum) {
+      EXPECT_EQ(a.rescale_by.size(), 2u);
+      EXPECT_EQ(a.rescale_by[0], a.rescale_by[1]);
+      EXPECT_EQ(a.exp_factors.size(), 2u);
+    }
+  EXPECT_TRUE(plan.kernels[0].tiles.skip_empty);
+  TensorMap in = random_inputs(p, {{"m", 37}, {"n", 300}, {"d", 8}, {"e", 3}}, 4);
+  TensorMap want = evaluate_reference(p, in);
+  const double scale = std::max(1.0, testing::max_abs(want.at("o")));
+  EXPECT_EQ(testing::compare_tensors(run_cpu(p, in).at("o"), want.at("o"), 3e-5 * scale), "");
 }
 
 TEST(CpuBackend, OutOfRangeGatherNamesTheParameter) {
