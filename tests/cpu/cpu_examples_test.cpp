@@ -163,6 +163,32 @@ program sq(q: f32[m, d], k: f32[n, d], v: f32[n, e]) {
   EXPECT_EQ(testing::compare_tensors(run_cpu(p, in).at("o"), want.at("o"), 3e-5 * scale), "");
 }
 
+// The program kinds of tests/programs (reductions without a softmax, head-dim norms, mixed
+// heads, query softmax, several groups, online forms with powers and two maxima, integer
+// scores, nested gathers, permuted outputs...) on the CPU backend against the reference, over
+// five key tiles, so that every running max moves.
+TEST(CpuBackend, ProgramKindsMatchTheReference) {
+  std::vector<Program> ps;
+  for (const char* file : {"tests/programs/unseen_kinds.attn", "tests/programs/more_kinds.attn"})
+    for (const Program& p : parse_file(testing::source_path(file))) ps.push_back(p);
+  precompile_cpu(ps, {"-O1"});
+  const Extents all = {{"b", 2}, {"h", 3}, {"g", 2}, {"r", 129}, {"m", 37}, {"n", 300},
+                       {"d", 5}, {"e", 7}, {"f", 3}, {"t", 11}};
+  for (const Program& p : ps) {
+    Extents ext;
+    for (const std::string& d : p.dims) ext[d] = all.at(d);
+    TensorMap in = random_inputs(p, ext, 8);
+    TensorMap want = evaluate_reference(p, in);
+    TensorMap got = run_cpu(p, in);
+    for (const Output& o : p.outputs) {
+      const double scale = std::max(1.0, testing::max_abs(want.at(o.name)));
+      const double tol = (o.type == DType::bf16 ? 8e-3 : o.type == DType::f16 ? 1e-3 : 1e-4);
+      EXPECT_EQ(testing::compare_tensors(got.at(o.name), want.at(o.name), tol * scale), "")
+          << p.name << "." << o.name;
+    }
+  }
+}
+
 TEST(CpuBackend, OutOfRangeGatherNamesTheParameter) {
   Program p = load_example("document", true);
   Extents ext = extents_for(p, 9, 9, 32, 32);
