@@ -59,7 +59,7 @@ struct CudaShape {
 CudaShape cuda_shape(const LoweredKernel& lk) {
   CudaShape s;
   s.fits = lk.path == LoweredKernel::Path::tensor_core;
-  if (s.fits) s.launch = lk.sm80.launch;
+  if (s.fits) s.launch = lk.tensor_core.launch;
   else s.why = lk.why, s.threads = lk.element.threads;
   return s;
 }

@@ -404,7 +404,7 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
     kp.registers = info.num_regs;
     kp.local_bytes = info.local_bytes;
     if (K.low.path == LoweredKernel::Path::tensor_core) {
-      const Sm80Launch& la = K.low.sm80.launch;
+      const Sm80Launch& la = K.low.tensor_core.launch;
       kp.row_tile = la.block_m;
       kp.key_tile = la.block_n;
       kp.blocks_per_sm = la.min_blocks;

@@ -126,8 +126,8 @@ std::vector<int64_t> cuda_extents(const CudaLoaded& L, const Program& p, const E
   std::vector<int> narrow;
   for (const CudaLoadedKernel& k : L.kernels) {
     if (k.low.path == LoweredKernel::Path::tensor_core)
-      narrow.insert(narrow.end(), k.low.sm80.launch.int32_dims.begin(),
-                    k.low.sm80.launch.int32_dims.end());
+      narrow.insert(narrow.end(), k.low.tensor_core.launch.int32_dims.begin(),
+                    k.low.tensor_core.launch.int32_dims.end());
     else
       for (size_t d = 0; d < p.dims.size(); ++d) narrow.push_back(static_cast<int>(d));
   }
@@ -230,7 +230,7 @@ void bind_launch(const CudaLoaded& L, const Program& p, const std::vector<Device
       const LoweredKernel& lk = L.kernels[i].low;
       CudaBoundKernel& bk = b.kernels[i];
       if (lk.path == LoweredKernel::Path::tensor_core) {  // bound once: needs no scratch
-        if (pass == 0) bind_sm80(lk.sm80.launch, p, ptrs, strides, err, b.extv, bk);
+        if (pass == 0) bind_sm80(lk.tensor_core.launch, p, ptrs, strides, err, b.extv, bk);
         continue;
       }
       bk = {};
@@ -666,7 +666,7 @@ CudaBenchResult bench_cuda(const Program& p, const Extents& sizes, int warmup, i
   r.min_ms = t.min_ms;
   if (L->kernels.size() == 1 && L->kernels[0].low.path == LoweredKernel::Path::tensor_core) {
     // Pairs: every grid point x rows x keys, times the fraction the mask keeps (cost.h).
-    const Sm80Launch& la = L->kernels[0].low.sm80.launch;
+    const Sm80Launch& la = L->kernels[0].low.tensor_core.launch;
     const int row = la.row_dim, red = L->plan.kernels[0].red_dim;
     double pairs = 1;
     for (int d : la.par_dims) pairs *= static_cast<double>(b.extv[d]);

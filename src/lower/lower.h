@@ -2,7 +2,8 @@
 // budget, as plain data that says what the printers print and why.
 //
 // A kernel takes one of two paths:
-//   tensor_core  the sm80 FlashAttention template (codegen/cuda/emit_sm80.cpp) takes it: a
+//   tensor_core  the sm80 FlashAttention template takes it (lower/tensor_core.h, printed by
+//                codegen/cuda/emit_sm80.cpp): a
 //                streamed key loop fed by bf16/f16 tensor-core contractions, online softmax
 //                groups, P.V accumulators. Its launch (Sm80Launch) records the structure the
 //                template recognized (Sm80Structure: scores, groups, P.V accumulators) and its
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "codegen/cuda/emit_sm80.h"
+#include "lower/tensor_core.h"
 #include "plan/plan.h"
 
 namespace flashgen {
@@ -57,7 +59,7 @@ struct LoweredKernel {
   std::string entry;                  // extern "C" name
   enum class Path : uint8_t { tensor_core, element } path = Path::element;
   std::string why;
-  CudaKernelSource sm80;              // tensor_core: the template's source and launch
+  TensorCoreKernel tensor_core;       // tensor_core: the template's kernel (launch: .launch)
   ElementLaunch element;              // element
 };
 const char* path_name(LoweredKernel::Path p);

@@ -140,16 +140,16 @@ LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
     std::string why = template_precondition(plan, ki, heads);
     if (why.empty()) {
       try {
-        CudaKernelSource src = emit_sm80_kernel(plan, ki, target, heads, budget);
-        if (src.launch.smem_bytes > budget.per_block) {
-          why = "the tensor-core template needs " + std::to_string(src.launch.smem_bytes) +
+        TensorCoreKernel tc = lower_tensor_core(plan, ki, target, heads, budget);
+        if (tc.launch.smem_bytes > budget.per_block) {
+          why = "the tensor-core template needs " + std::to_string(tc.launch.smem_bytes) +
                 " bytes of shared memory per block; the budget is " +
                 std::to_string(budget.per_block);
         } else {
           lk.path = LoweredKernel::Path::tensor_core;
-          lk.entry = src.launch.entry;
+          lk.entry = tc.launch.entry;
           lk.why = "the sm80 tensor-core template takes it";
-          lk.sm80 = std::move(src);
+          lk.tensor_core = std::move(tc);
         }
       } catch (const BackendError& e) {
         why = e.what();
@@ -187,7 +187,7 @@ std::string LoweredCuda::str(const Plan& plan) const {
     os << "kernel " << k.name << ": path " << path_name(lk.path) << ", entry " << lk.entry
        << "\n  why: " << lk.why << "\n";
     if (lk.path == LoweredKernel::Path::tensor_core) {
-      const Sm80Launch& la = lk.sm80.launch;
+      const Sm80Launch& la = lk.tensor_core.launch;
       os << "  grid: x = ceil(" << p.dims[la.row_dim] << " / " << la.block_m << "), y*z = "
          << dims_text(la.par_dims);
       if (la.value_split > 1) os << " * " << la.value_split << " value-column chunks";

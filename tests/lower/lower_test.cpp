@@ -29,10 +29,10 @@ TEST(Lower, EveryExampleTakesTheTensorCorePathAtItsHeadSizes) {
     const LoweredKernel& k = c.lowered.kernels[0];
     EXPECT_EQ(k.path, LoweredKernel::Path::tensor_core) << name << ": " << k.why;
     EXPECT_EQ(k.plan_kernel, 0);
-    EXPECT_EQ(k.entry, k.sm80.launch.entry);
-    EXPECT_GT(k.sm80.launch.smem_bytes, 0);
-    EXPECT_LE(k.sm80.launch.smem_bytes, smem_budget(Target::cuda_sm90).per_block);
-    EXPECT_FALSE(k.sm80.source.empty());
+    EXPECT_EQ(k.entry, k.tensor_core.launch.entry);
+    EXPECT_GT(k.tensor_core.launch.smem_bytes, 0);
+    EXPECT_LE(k.tensor_core.launch.smem_bytes, smem_budget(Target::cuda_sm90).per_block);
+    EXPECT_FALSE(k.tensor_core.scores.empty());
   }
 }
 
@@ -42,7 +42,7 @@ TEST(Lower, TheTensorCoreStructureIsData) {
   Program p = testing::example_program("diff_attn");
   Compiled c = lowered(p, Target::cuda_sm90, {{"d", 64}, {"e", 128}});
   ASSERT_EQ(c.lowered.kernels.size(), 1u);
-  const Sm80Structure& st = c.lowered.kernels[0].sm80.launch.structure;
+  const Sm80Structure& st = c.lowered.kernels[0].tensor_core.launch.structure;
   const Program& q = c.plan.program;
   ASSERT_EQ(st.scores.size(), 2u);
   std::set<std::string> pairs;

@@ -1,10 +1,11 @@
-// The CUDA sm80-path emitter (see emit_sm80.h): recognizes the template's structure in a plan
-// kernel (scores, softmax groups, row sums, P.V accumulators), then writes the Spec: Params,
-// make_ctx (parallel index -> grid dims -> buffer offsets by the buffers' own strides, so GQA
-// and any layout fall out), classify() by interval arithmetic of the plan's tile mask over the
-// tile's index box, score<g>() through the shared ElementEmitter with the CUDA table, and
-// store()/store_row() from the plan's epilogue values.
-// Preconditions: a plan from compile_program; head-dim extents in `sizes`.
+// The CUDA sm80-path printer (see emit_sm80.h): prints a lowered tensor-core kernel
+// (lower/tensor_core.h: the structure, launch, staged tiles, hoisted values and data ranges are
+// decided there) as the template's Spec: Params, make_ctx (parallel index -> grid dims ->
+// buffer offsets by the buffers' own strides, so GQA and any layout fall out), classify() by
+// interval arithmetic of the plan's tile mask over the tile's index box, score<g>() through the
+// shared ElementEmitter with the CUDA table, and store()/store_row() from the plan's epilogue
+// values.
+// Preconditions: a plan from compile_program, the kernel lowered by lower_tensor_core.
 // Tests: tests/cuda/nvrtc_examples_test.cpp, tests/gpu/cuda_examples_test.cpp.
 #include "codegen/interval_code.h"
 #include "codegen/cuda/emit_sm80.h"
@@ -18,6 +19,7 @@
 
 #include "codegen/element_code.h"
 #include "codegen/target.h"
+#include "lower/tensor_core.h"
 #include "compiler/pipeline.h"
 #include "flashgen/error.h"
 #include "passes/passes.h"
@@ -42,390 +44,41 @@ const TargetTable& cuda_table(Target t) {
   return t == Target::cuda_sm90 ? t90 : t80;
 }
 
-class Sm80Writer {
+class Printer : public TensorCoreView {
  public:
-  Sm80Writer(const Plan& plan, int kernel, Target target, const Extents& sizes,
-             const SmemBudget& budget)
-      : plan_(plan), p_(plan.program), k_(plan.kernels[kernel]), T_(cuda_table(target)),
-        em_(plan, k_, T_), sizes_(sizes), budget_(budget) {}
+  Printer(const Plan& plan, const TensorCoreKernel& tc)
+      : TensorCoreView(plan, tc.kernel), a_(tc), T_(cuda_table(tc.target)), em_(plan, k_, T_) {}
 
-  CudaKernelSource write() {
-    analyse();
-    CudaKernelSource out;
-    out.source = source();
-    launch_.rows_per_warp = 16 * mw_;
-    for (int h : hoisted_) launch_.hoisted.push_back(node_text(p_, h));
-    Sm80Structure& st = launch_.structure;
-    for (const Score& sc : scores_) st.scores.push_back({sc.node, sc.qbuf, sc.kbuf});
-    for (const Group& g : groups_) st.groups.push_back({g.max_node, g.arg, g.sums});
-    for (const Acc& a : pv_) st.pv.push_back({a.node, a.group, vbufs_[a.vidx]});
-    st.head_dim = cdim_;
-    st.value_dim = vdim_;
-    out.launch = launch_;
-    return out;
-  }
+  std::string print() const { return source(); }
 
  private:
-  const Plan& plan_;
-  const Program& p_;
-  const PlanKernel& k_;
+  using Score = TensorCoreKernel::Score;
+  using Group = TensorCoreKernel::Group;
+  using Acc = TensorCoreKernel::Acc;
+  using Staged = TensorCoreKernel::Staged;
+  const TensorCoreKernel& a_;
   const TargetTable& T_;
   ElementEmitter em_;
-  const Extents& sizes_;
-  const SmemBudget budget_;
-  Sm80Launch launch_;
-
-  struct Score { int node, qbuf, kbuf; };
-  struct Group { int max_node, arg; std::vector<int> sums; };
-  struct Acc { int node, group, vidx; };
-  std::vector<Score> scores_;
-  std::vector<Group> groups_;
-  std::vector<int> vbufs_;   // distinct V buffers
-  std::vector<Acc> pv_;      // P.V accumulators
-  int cdim_ = -1, vdim_ = -1;
-  int64_t D_ = 0, DV_ = 0;
-  // Mask gathers bounded by their data over the tile (data_ranges; found by analyse), and those
-  // over the row dim, bounded once per block.
-  std::vector<DataRange> data_ranges_;
-  std::set<int> ranged_, row_ranged_;
-  std::set<int> unchecked_;  // parameters whose every gather indexes by plain dim indices
-  // Gathers the score code reads by (parallel dims..., [row dim,] key dim): staged through
-  // shared memory with the K/V tiles (fg::load_staged). arg_dims: the index dim per position.
-  struct Staged { int param, buffer, elem_bytes; bool rows; std::vector<int> arg_dims; int node; };
-  std::vector<Staged> candidates_, staged_;
-
-  [[noreturn]] void fail(const std::string& why) const {
-    throw BackendError("kernel " + k_.name + " does not fit the CUDA sm80 attention template: " +
-                       why);
-  }
-  std::string nt(int id) const { return "%" + S(id) + " (" + node_text(p_, id) + ")"; }
-  const Node& N(int id) const { return p_.nodes[id]; }
-  // k_.grid is in memory order (not a sorted DimSet): search it linearly.
-  bool is_par(int d) const {
-    return d != k_.row_dim && std::find(k_.grid.begin(), k_.grid.end(), d) != k_.grid.end();
-  }
-  int buffer_of_param(int param) const {
-    for (size_t b = 0; b < plan_.buffers.size(); ++b)
-      if (plan_.buffers[b].kind == PlanBuffer::Input && plan_.buffers[b].param == param)
-        return static_cast<int>(b);
-    fail("parameter " + p_.params[param].name + " has no buffer");
-  }
-  int64_t head_extent(int d) const {
-    auto it = sizes_.find(p_.dims[d]);
-    if (it == sizes_.end())
-      throw BackendError("the CUDA target specializes head dims: give the extent of '" +
-                         p_.dims[d] + "' (e.g. --sizes " + p_.dims[d] + "=64)");
-    return it->second;
-  }
-  bool is_acc(int node) const {
-    for (const Accumulator& a : k_.accs)
-      if (a.node == node) return true;
-    return false;
-  }
-  void ancestors(int id, std::set<int>& out) const {
-    if (!out.insert(id).second) return;
-    for (int a : N(id).args) ancestors(a, out);
-  }
-
-  // A bf16 parameter load over (grid dims..., `lead`, `inner`) with `inner` innermost.
-  int operand_buffer(int node, int lead, int inner, const char* role) const {
-    const Node& n = N(node);
-    if (n.op != Op::Param) fail(std::string(role) + " operand " + nt(node) + " is not a parameter");
-    const Parameter& P = p_.params[n.param];
-    if (P.type != DType::bf16)
-      fail(std::string(role) + " '" + P.name + "' is " + dtype_name(P.type) +
-           "; the sm80 tensor-core path takes bf16");
-    if (P.dims.empty() || P.dims.back() != inner)
-      fail(std::string(role) + " '" + P.name + "' must have '" + p_.dims[inner] +
-           "' as its innermost dim");
-    bool has_lead = false;
-    for (int d : P.dims) {
-      if (d == lead) has_lead = true;
-      else if (d != inner && !is_par(d))
-        fail(std::string(role) + " '" + P.name + "' has dim '" + p_.dims[d] +
-             "' that is neither parallel nor the row/key/head dim");
-    }
-    if (!has_lead) fail(std::string(role) + " '" + P.name + "' lacks dim '" + p_.dims[lead] + "'");
-    return buffer_of_param(n.param);
-  }
-
-  void analyse() {
-    if (plan_.kernels.size() != 1)
-      fail("the plan has " + S(plan_.kernels.size()) +
-           " kernels (materialized intermediates are not supported on the CUDA backend yet)");
-    if (k_.red_dim < 0) fail("it has no streamed reduction dim");
-    if (k_.row_dim < 0) fail("it has no row dim");
-    for (const PlanValue& v : k_.values)
-      if (v.load_buffer >= 0) fail("it reads a materialized intermediate");
-    // Scores: contractions over one eliminated dim.
-    for (const PlanValue& v : k_.values) {
-      if (!v.contraction) continue;
-      const Node& n = N(v.node);
-      if (n.reduce.size() != 1 || !dimset_contains(k_.elim, n.reduce[0]))
-        fail("contraction " + nt(v.node) + " is not over one eliminated dim");
-      if (cdim_ >= 0 && n.reduce[0] != cdim_)
-        fail("score contractions over different dims");
-      cdim_ = n.reduce[0];
-      const Node& mul = N(n.args[0]);
-      if (mul.op != Op::Mul) fail("contraction " + nt(v.node) + " is not a sum of a product");
-      int a = mul.args[0], b = mul.args[1];
-      if (!dimset_contains(N(a).dims, k_.row_dim)) std::swap(a, b);
-      Score s{v.node, operand_buffer(a, k_.row_dim, cdim_, "query"),
-              operand_buffer(b, k_.red_dim, cdim_, "key")};
-      scores_.push_back(s);
-    }
-    if (scores_.empty()) fail("no tensor-core contraction (q.k over a head dim) feeds the loop");
-    if (scores_.size() > 2) fail(S(scores_.size()) + " score contractions (at most 2)");
-    // Groups: online Max over the key dim.
-    for (const Accumulator& a : k_.accs) {
-      const Node& n = N(a.node);
-      if (n.reduce != DimSet{k_.red_dim})
-        fail("accumulator " + nt(a.node) + " reduces more than the key dim");
-      if (a.op == Op::Min) fail("Min accumulator " + nt(a.node) + " (only softmax groups)");
-      if (a.op == Op::Max) groups_.push_back({a.node, n.args[0], {}});
-    }
-    if (groups_.empty()) fail("no online max (softmax) over the key dim");
-    if (groups_.size() > 2) fail(S(groups_.size()) + " softmax groups (at most 2)");
-    // Sums: row sums and P.V.
-    std::set<int> explained;
-    for (const Accumulator& a : k_.accs) {
-      if (a.op != Op::Sum) continue;
-      if (a.rescale_by.size() != 1)
-        fail("online sum " + nt(a.node) + " is not rescaled by exactly one running max");
-      const Node& n = N(a.node);
-      int x = n.args[0];
-      // The group of the running max the sum is rescaled by, and its exp(x - safe(max)) factor
-      // (the plan's Accumulator: fuse recognized the one-pass form).
-      int g = -1;
-      for (size_t i = 0; i < groups_.size(); ++i)
-        if (groups_[i].max_node == a.rescale_by[0]) g = static_cast<int>(i);
-      if (g < 0) fail("online sum " + nt(a.node) + " is rescaled by a max that is no group's");
-      auto online_exp = [&](int id) {
-        return std::find(a.exp_factors.begin(), a.exp_factors.end(), id) != a.exp_factors.end() &&
-               N(N(id).args[0]).args[0] == groups_[g].arg;
-      };
-      if (online_exp(x)) {
-        groups_[g].sums.push_back(a.node);
-        explained.insert(x);
-        explained.insert(N(x).args[0]);
-        continue;
-      }
-      const Node& m = N(x);
-      if (m.op != Op::Mul) fail("online sum " + nt(a.node) + " is neither exp(x - max) nor exp(x - max) * v");
-      int e = m.args[0], v = m.args[1];
-      if (!online_exp(e)) std::swap(e, v);
-      if (!online_exp(e)) fail("online sum " + nt(a.node) + " does not sum exp(x - max) * v");
-      int vd = -1;
-      for (int d : N(v).dims)
-        if (dimset_contains(k_.elim, d)) vd = d;
-      if (vd < 0) fail("value of " + nt(a.node) + " has no head dim");
-      if (vdim_ >= 0 && vd != vdim_) fail("P.V accumulators over different value dims");
-      vdim_ = vd;
-      int vb = operand_buffer(v, k_.red_dim, vdim_, "value");
-      int vi = -1;
-      for (size_t i = 0; i < vbufs_.size(); ++i)
-        if (vbufs_[i] == vb) vi = static_cast<int>(i);
-      if (vi < 0) {
-        vi = static_cast<int>(vbufs_.size());
-        vbufs_.push_back(vb);
-      }
-      pv_.push_back({a.node, g, vi});
-      explained.insert({x, e, N(e).args[0], v});
-    }
-    if (pv_.empty()) fail("no P.V accumulator (sum of exp(x - max) * v over the key dim)");
-    if (pv_.size() > 4) fail(S(pv_.size()) + " P.V accumulators (at most 4)");
-    if (vbufs_.size() > 2) fail(S(vbufs_.size()) + " value tensors (at most 2)");
-    // Every body value must be score element code or a recognized accumulator part.
-    std::set<int> score_code;
-    for (const Group& g : groups_) ancestors(g.arg, score_code);
-    for (const PlanValue& v : k_.values) {
-      if (v.phase != Phase::Body || is_acc(v.node)) continue;
-      if (score_code.count(v.node) || explained.count(v.node)) continue;
-      fail("body value " + nt(v.node) + " is neither score element code nor part of an online "
-           "accumulator");
-    }
-    // Element code reads only the scores, accumulators and inline expressions: another reduction
-    // held in its own array (e.g. a per-row norm of q computed before the key loop) has no
-    // place in the template.
-    for (const PlanValue& v : k_.values) {
-      if (v.inlined || v.contraction || is_acc(v.node) || !is_reduction(N(v.node).op)) continue;
-      bool score = false;
-      for (const Score& sc : scores_) score = score || sc.node == v.node;
-      if (!score)
-        fail("value " + nt(v.node) + " is computed in " + phase_name(v.phase) +
-             " (a reduction other than the key loop's), which the template does not hold");
-    }
-    D_ = head_extent(cdim_);
-    DV_ = head_extent(vdim_);
-    if (D_ % 32 != 0 || D_ > 256 || D_ <= 0)
-      fail("head dim " + p_.dims[cdim_] + " = " + S(D_) + " (the sm80 path needs a multiple of "
-           "32 up to 256)");
-    if (DV_ % 32 != 0 || DV_ > 256 || DV_ <= 0)
-      fail("value dim " + p_.dims[vdim_] + " = " + S(DV_) + " (the sm80 path needs a multiple of "
-           "32 up to 256)");
-    for (int d : k_.elim)
-      if (d != cdim_ && d != vdim_) fail("eliminated dim '" + p_.dims[d] + "' is neither the "
-                                         "score contraction dim nor the value dim");
-    // Outputs: over (par..., row[, value dim]).
-    for (int b : k_.writes) {
-      const PlanBuffer& B = plan_.buffers[b];
-      if (B.kind != PlanBuffer::Output) fail("it writes an intermediate buffer");
-      if (B.type != DType::bf16 && B.type != DType::f32)
-        fail("output " + B.name + " is " + dtype_name(B.type) + " (bf16 or f32 on the sm80 path)");
-      for (int d : B.dims)
-        if (d != k_.row_dim && d != vdim_ && !is_par(d))
-          fail("output " + B.name + " has dim '" + p_.dims[d] + "'");
-    }
-    // Gathers by plain dim indices: checked once on the host (extents), not per element.
-    std::map<int, bool> direct;
-    for (const PlanValue& v : k_.values) {
-      const Node& n = N(v.node);
-      if (n.op != Op::Gather) continue;
-      bool d = direct.count(n.param) ? direct[n.param] : true;
-      for (int a : n.args) d = d && N(a).op == Op::Index;
-      direct[n.param] = d;
-    }
-    for (const auto& [param, d] : direct)
-      if (d) unchecked_.insert(param);
-    for (const PlanValue& v : k_.values) {
-      const Node& n = N(v.node);
-      if (n.op != Op::Gather || !unchecked_.count(n.param)) continue;
-      for (size_t i = 0; i < n.args.size(); ++i)
-        launch_.gather_checks.push_back({n.param, static_cast<int>(i), N(n.args[i]).dim});
-    }
-    find_staged(score_code);
-    // Launch shape (tuning from bench/NOTES.md).
-    const int Sn = static_cast<int>(scores_.size()), A = static_cast<int>(pv_.size());
-    // Small heads (D + DV <= 64, e.g. Evoformer's d = 32) do little tensor-core work per score
-    // element, so the element code and its latencies dominate: 16 rows per warp and 5 blocks
-    // per SM (<= 102 registers) hide them better than 32 rows and 2 blocks (the A/B
-    // measurements: bench/NOTES.md, sessions 3 and 4).
-    const bool small_heads = D_ + DV_ <= 64 && Sn == 1 && A == 1;  // (as measured)
-    mw_ = (Sn == 1 && A == 1 && DV_ <= 128 && D_ <= 128 && !small_heads) ? 2 : 1;
-    // Value-column split: when the accumulators of all value columns would not fit the
-    // registers (more than 128 f32 per thread), blocks take column chunks of the value dim
-    // (a grid factor) and recompute the scores per chunk, as FA2 does for wide heads.
-    vsplit_ = 1;
-    while (A * mw_ * (DV_ / vsplit_) / 2 > 128 && (DV_ / (2 * vsplit_)) % 32 == 0) vsplit_ *= 2;
-    DVc_ = DV_ / vsplit_;
-    launch_.value_split = vsplit_;
-    launch_.min_blocks = mw_ == 2 ? 2 : (small_heads ? 5 : 1);
-    skip_ = D_ >= 96 || Sn == 2;
-    launch_.entry = k_.name;
-    launch_.warps = 4;
-    launch_.block_m = 16 * mw_ * 4;
-    staged_ = fit_staged(launch_.min_blocks);
-    // Small heads: staged tiles are worth more than a fifth block (bench/NOTES.md, session 4).
-    if (small_heads && fit_staged(4).size() > staged_.size()) {
-      launch_.min_blocks = 4;
-      staged_ = fit_staged(4);
-    }
-    launch_.smem_bytes = smem_bytes(staged_);
-    for (const Staged& t : staged_) launch_.staged.push_back(node_text(p_, t.node));
-    launch_.row_dim = k_.row_dim;
-    for (int d : k_.grid)
-      if (d != k_.row_dim) launch_.par_dims.push_back(d);
-    launch_.num_buffers = static_cast<int>(plan_.buffers.size());
-    for (const PlanBuffer& B : plan_.buffers)
-      launch_.max_rank = std::max<int>(launch_.max_rank, static_cast<int>(B.dims.size()));
-    launch_.num_dims = static_cast<int>(p_.dims.size());
-    launch_.head_dims = {{p_.dims[cdim_], D_}};
-    if (vdim_ != cdim_) launch_.head_dims.push_back({p_.dims[vdim_], DV_});
-    launch_.num_scores = Sn;
-    launch_.num_acc = A;
-    launch_.head_dim = D_;
-    launch_.value_dim = DV_;
-    launch_.mask_node = k_.tiles.mask;
-    find_hoisted();
-    // Data the classifier bounds per tile (data_ranges), when the tiles are classified.
-    if (k_.tiles.mask >= 0 && (k_.tiles.skip_empty || k_.tiles.unmasked_full)) {
-      auto par = [this](int d) { return is_par(d); };
-      data_ranges_ = data_range_gathers(p_, k_.tiles.mask, k_.row_dim, k_.red_dim, par);
-      for (const DataRange& dr : data_ranges_) {
-        ranged_.insert(dr.node);
-        if (dr.over == k_.row_dim) row_ranged_.insert(dr.node);
-      }
-    }
-    // Dims the device indexes with 32-bit ints: rows, keys, the grid, and every dim whose index
-    // or size the element code reads (the emitter's int_range assumes them below 2^31).
-    std::set<int> narrow = {k_.row_dim, k_.red_dim};
-    narrow.insert(launch_.par_dims.begin(), launch_.par_dims.end());
-    for (const Node& n : p_.nodes)
-      if (n.op == Op::Index || n.op == Op::Size) narrow.insert(n.dim);
-    launch_.int32_dims.assign(narrow.begin(), narrow.end());
-  }
-
-  // The dim of each index of a gather (meaningful when they are plain dim indices).
-  std::vector<int> arg_dims(int gather) const {
-    std::vector<int> dims;
-    for (int a : N(gather).args) dims.push_back(N(a).dim);
-    return dims;
-  }
-  // Candidates for staging: reads of the score code -- plain parameter reads, or gathers whose
-  // every index is a plain dim index (unchecked_: the host checked the extents, so every
-  // element of a tile inside M x N is in range) -- over the block's parallel dims, at most once
-  // the row dim and exactly once the key dim. Each key tile needs a rows x keys (or 1 x keys)
-  // tile of them, which can travel with K/V.
-  void find_staged(const std::set<int>& score_code) {
-    for (int id : score_code) {
-      const Node& n = N(id);
-      // gathers by plain dim indices (unchecked_), or plain reads of a parameter
-      if (!(n.op == Op::Gather && unchecked_.count(n.param)) && n.op != Op::Param) continue;
-      const std::vector<int> dims = n.op == Op::Param ? p_.params[n.param].dims : arg_dims(id);
-      int rows = 0, keys = 0;
-      bool ok = true;
-      for (int d : dims) {
-        rows += d == k_.row_dim;
-        keys += d == k_.red_dim;
-        ok = ok && (d == k_.row_dim || d == k_.red_dim || is_par(d));
-      }
-      if (!ok || rows > 1 || keys != 1) continue;
-      bool seen = false;  // the same tile read twice (pair[b, h, m, n] in two places)
-      for (const Staged& t : candidates_)
-        seen = seen || (t.param == n.param && t.arg_dims == dims);
-      if (seen) continue;
-      const DType t = p_.params[n.param].type;
-      candidates_.push_back(
-          {n.param, buffer_of_param(n.param), dtype_bytes(t), rows == 1, dims, id});
-    }
-    // (row, key) tiles first: they replace a load per score element, key tiles one per column
-    std::stable_sort(candidates_.begin(), candidates_.end(),
-                     [](const Staged& a, const Staged& b) { return a.rows > b.rows; });
-  }
-  static constexpr size_t kMaxStaged = 4;  // fg::kMaxStaged
-
-  // Shared memory of the launch with staged tiles `st` (the layout of fg::AttnSm80: Q tiles,
-  // then two stages of K, V and the staged tiles rounded up to 1 KiB; the generated source
-  // static_asserts that both agree).
-  int smem_bytes(const std::vector<Staged>& staged) const {
-    const int BM = launch_.block_m, BN = launch_.block_n, Sn = static_cast<int>(scores_.size());
-    int st = 0;
-    for (const Staged& t : staged) st += (t.rows ? BM : 1) * (BN * t.elem_bytes + 16);
-    st = (st + 1023) / 1024 * 1024;
-    return static_cast<int>(Sn * BM * D_ * 2 +
-                            2 * (Sn * BN * D_ * 2 + vbufs_.size() * BN * DVc_ * 2 + st));
-  }
-  // Staged tiles cost shared memory: of the candidates (in order), the ones that still leave
-  // the blocks per SM that shared memory allows (budget_.per_sm, 1 KiB reserved per block) at
-  // `min_blocks` (at least 2; or as many as without staged tiles, if fewer) and fit one block's
-  // limit (budget_.per_block); at most kMaxStaged.
-  std::vector<Staged> fit_staged(int min_blocks) const {
-    auto blocks = [this](int bytes) { return std::min(32, budget_.per_sm / (bytes + 1024)); };
-    const int want = std::min(blocks(smem_bytes({})), std::max(min_blocks, 2));
-    std::vector<Staged> kept;
-    for (const Staged& c : candidates_) {
-      if (kept.size() == kMaxStaged) break;
-      kept.push_back(c);
-      const int bytes = smem_bytes(kept);
-      if (blocks(bytes) < want || bytes > budget_.per_block) kept.pop_back();
-    }
-    return kept;
-  }
-
-  int mw_ = 1, vsplit_ = 1;
-  int64_t DVc_ = 0;  // value columns per block (DV_ / vsplit_)
-  bool skip_ = false;
-  std::set<int> hoisted_;  // nodes computed once per block in make_ctx (analyse: find_hoisted)
+  // The lowered kernel's fields, under the names the printing below uses.
+  const Sm80Launch& launch_ = a_.launch;
+  const std::vector<Score>& scores_ = a_.scores;
+  const std::vector<Group>& groups_ = a_.groups;
+  const std::vector<int>& vbufs_ = a_.vbufs;
+  const std::vector<Acc>& pv_ = a_.pv;
+  const int& cdim_ = a_.cdim;
+  const int& vdim_ = a_.vdim;
+  const int64_t& D_ = a_.D;
+  const int64_t& DV_ = a_.DV;
+  const int64_t& DVc_ = a_.DVc;
+  const int& mw_ = a_.mw;
+  const int& vsplit_ = a_.vsplit;
+  const bool& skip_ = a_.skip;
+  const std::set<int>& unchecked_ = a_.unchecked;
+  const std::vector<Staged>& staged_ = a_.staged;
+  const std::set<int>& hoisted_ = a_.hoisted;
+  const std::vector<DataRange>& data_ranges_ = a_.data_ranges;
+  const std::set<int>& ranged_ = a_.ranged;
+  const std::set<int>& row_ranged_ = a_.row_ranged;
 
   // ---- element code ----
   std::string buf(int b) const { return "ctx.B" + S(b); }
@@ -434,51 +87,6 @@ class Sm80Writer {
     if (d == cdim_) return S(D_);
     if (d == vdim_) return S(DV_);
     return "ctx.n" + S(d);
-  }
-  // A context: `idx` names the index of row/red/value dims; `acc` maps accumulators.
-  // Values over parallel dims only (slope[h], a scalar weight, a per-head bias) are the same
-  // for every element of a block: computed once in make_ctx and read from Ctx (no per-element
-  // loads; the compiler cannot hoist loads across the loop's shared-memory asm).
-  bool hoistable(int id) const {
-    const Node& n = N(id);
-    if (n.op == Op::Const || n.op == Op::Index || n.op == Op::Size) return false;
-    for (int d : n.dims)
-      if (!is_par(d)) return false;
-    // Only inline element code over inputs: reductions and the kernel's own arrays (running
-    // maxima, row sums of the key loop) are not known in make_ctx.
-    std::set<int> anc;
-    ancestors(id, anc);
-    bool reads = false;
-    for (int a : anc) {
-      const PlanValue* v = k_.value(a);
-      if (is_reduction(N(a).op) || !v || !v->inlined || v->load_buffer >= 0) return false;
-      reads = reads || N(a).op == Op::Param || N(a).op == Op::Gather;
-    }
-    return reads;
-  }
-  // The values make_ctx computes once per block: the hoistable nodes the element code reaches
-  // first (the element emitter stops at them) from what it prints with hoisting on, the groups'
-  // scores and the stored values; scores and accumulators are read, not expanded.
-  void find_hoisted() {
-    std::set<int> seen;
-    std::vector<int> stack;
-    for (const Group& g : groups_) stack.push_back(g.arg);
-    for (int b : k_.writes) stack.push_back(plan_.buffers[b].node);
-    while (!stack.empty()) {
-      const int id = stack.back();
-      stack.pop_back();
-      if (!seen.insert(id).second) continue;
-      const PlanValue* v = k_.value(id);
-      if (!v || v->load_buffer >= 0) continue;
-      if (hoistable(id)) {
-        hoisted_.insert(id);
-        continue;
-      }
-      bool score = false;
-      for (const Score& sc : scores_) score = score || sc.node == id;
-      if (score || (is_acc(id) && !v->inlined)) continue;
-      for (int a : N(id).args) stack.push_back(a);
-    }
   }
   // The score code's read of a staged tile (param at index dims `dims`, which are the block's
   // parallel dims, m and n: find_staged), or "" when that read is not staged.
@@ -493,6 +101,7 @@ class Sm80Writer {
     }
     return "";
   }
+  // A context: `idx` names the index of row/red/value dims; `acc` maps accumulators.
   // `staged`: the score code, where tv (fg::TileView) locates the staged tiles.
   ElementContext context(std::function<std::string(int)> idx,
                          std::function<std::string(int)> acc, int assume_true,
@@ -921,12 +530,17 @@ SmemBudget smem_budget(Target target) {
   return {164 * 1024, 163 * 1024};
 }
 
+std::string print_tensor_core(const Plan& plan, const TensorCoreKernel& tc) {
+  return Printer(plan, tc).print();
+}
+
 CudaKernelSource emit_sm80_kernel(const Plan& plan, int kernel, Target target,
                                   const Extents& sizes, const SmemBudget& budget) {
-  if (target == Target::cpu) throw BackendError("emit_sm80_kernel: target cpu is not CUDA");
-  if (kernel < 0 || kernel >= plan.kernel_count())
-    throw BackendError("emit_sm80_kernel: no kernel " + std::to_string(kernel));
-  return Sm80Writer(plan, kernel, target, sizes, budget).write();
+  TensorCoreKernel tc = lower_tensor_core(plan, kernel, target, sizes, budget);
+  CudaKernelSource out;
+  out.source = print_tensor_core(plan, tc);
+  out.launch = tc.launch;
+  return out;
 }
 
 CudaKernelSource emit_sm80_kernel(const Plan& plan, int kernel, Target target,

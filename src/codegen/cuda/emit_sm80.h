@@ -1,6 +1,8 @@
-// The CUDA sm80-path emitter: one plan kernel -> one CUDA translation unit that instantiates the
-// generic FlashAttention-2 template fg::attn_fwd_sm80<Spec> (fg_attn_sm80.cuh) with a generated
-// Spec (see src/codegen/cuda/README.md for the plan -> Spec mapping).
+// The CUDA sm80 path: one plan kernel -> one CUDA translation unit that instantiates the generic
+// FlashAttention-2 template fg::attn_fwd_sm80<Spec> (fg_attn_sm80.cuh) with a generated Spec
+// (see src/codegen/cuda/README.md for the plan -> Spec mapping). The decisions are made by
+// lower_tensor_core (lower/tensor_core.h), the printing by print_tensor_core (emit_sm80.cpp);
+// emit_sm80_kernel runs both.
 //
 // What fits: one kernel with one streamed reduction dim; 1-2 score contractions of two bf16
 // parameters over one eliminated dim (the tensor-core Q.K^T); 1-2 online Max accumulators

@@ -1,0 +1,464 @@
+// lower_tensor_core: a plan kernel lowered for the sm80 tensor-core template (lower/tensor_core.h):
+// recognizes its structure (scores, softmax groups, row sums, P.V accumulators) from the plan's
+// contractions and accumulators (the online sums' exp factors are the plan's), checks what the
+// template takes, picks the launch shape and the value split, fits staged tiles to the
+// device's shared memory, and finds the values computed once per block and the mask data
+// bounded per tile.
+// Preconditions: a classified plan; head-dim extents in `sizes`.
+// Tests: tests/lower/lower_test.cpp, tests/cuda/nvrtc_examples_test.cpp.
+#include "lower/tensor_core.h"
+
+#include <algorithm>
+#include <map>
+
+#include "flashgen/error.h"
+
+namespace flashgen {
+
+namespace {
+
+std::string S(int64_t v) { return std::to_string(v); }
+
+class Lowering : public TensorCoreView {
+ public:
+  Lowering(const Plan& plan, int kernel, const Extents& sizes, const SmemBudget& budget,
+           TensorCoreKernel& out)
+      : TensorCoreView(plan, kernel), out_(out), sizes_(sizes), budget_(budget) {}
+
+  void run() {
+    analyse();
+    launch_.rows_per_warp = 16 * mw_;
+    for (int h : hoisted_) launch_.hoisted.push_back(node_text(p_, h));
+    Sm80Structure& st = launch_.structure;
+    for (const Score& sc : scores_) st.scores.push_back({sc.node, sc.qbuf, sc.kbuf});
+    for (const Group& g : groups_) st.groups.push_back({g.max_node, g.arg, g.sums});
+    for (const Acc& a : pv_) st.pv.push_back({a.node, a.group, vbufs_[a.vidx]});
+    st.head_dim = cdim_;
+    st.value_dim = vdim_;
+  }
+
+ private:
+  using Score = TensorCoreKernel::Score;
+  using Group = TensorCoreKernel::Group;
+  using Acc = TensorCoreKernel::Acc;
+  using Staged = TensorCoreKernel::Staged;
+  TensorCoreKernel& out_;
+  const Extents& sizes_;
+  const SmemBudget budget_;
+  // The lowered kernel's fields, under the names the rules below use.
+  Sm80Launch& launch_ = out_.launch;
+  std::vector<Score>& scores_ = out_.scores;
+  std::vector<Group>& groups_ = out_.groups;
+  std::vector<int>& vbufs_ = out_.vbufs;
+  std::vector<Acc>& pv_ = out_.pv;
+  int& cdim_ = out_.cdim;
+  int& vdim_ = out_.vdim;
+  int64_t& D_ = out_.D;
+  int64_t& DV_ = out_.DV;
+  int64_t& DVc_ = out_.DVc;
+  int& mw_ = out_.mw;
+  int& vsplit_ = out_.vsplit;
+  bool& skip_ = out_.skip;
+  std::set<int>& unchecked_ = out_.unchecked;
+  std::vector<Staged>& candidates_ = out_.candidates;
+  std::vector<Staged>& staged_ = out_.staged;
+  std::set<int>& hoisted_ = out_.hoisted;
+  std::vector<DataRange>& data_ranges_ = out_.data_ranges;
+  std::set<int>& ranged_ = out_.ranged;
+  std::set<int>& row_ranged_ = out_.row_ranged;
+
+  int64_t head_extent(int d) const {
+    auto it = sizes_.find(p_.dims[d]);
+    if (it == sizes_.end())
+      throw BackendError("the CUDA target specializes head dims: give the extent of '" +
+                         p_.dims[d] + "' (e.g. --sizes " + p_.dims[d] + "=64)");
+    return it->second;
+  }
+  // A bf16 parameter load over (grid dims..., `lead`, `inner`) with `inner` innermost.
+  int operand_buffer(int node, int lead, int inner, const char* role) const {
+    const Node& n = N(node);
+    if (n.op != Op::Param) fail(std::string(role) + " operand " + nt(node) + " is not a parameter");
+    const Parameter& P = p_.params[n.param];
+    if (P.type != DType::bf16)
+      fail(std::string(role) + " '" + P.name + "' is " + dtype_name(P.type) +
+           "; the sm80 tensor-core path takes bf16");
+    if (P.dims.empty() || P.dims.back() != inner)
+      fail(std::string(role) + " '" + P.name + "' must have '" + p_.dims[inner] +
+           "' as its innermost dim");
+    bool has_lead = false;
+    for (int d : P.dims) {
+      if (d == lead) has_lead = true;
+      else if (d != inner && !is_par(d))
+        fail(std::string(role) + " '" + P.name + "' has dim '" + p_.dims[d] +
+             "' that is neither parallel nor the row/key/head dim");
+    }
+    if (!has_lead) fail(std::string(role) + " '" + P.name + "' lacks dim '" + p_.dims[lead] + "'");
+    return buffer_of_param(n.param);
+  }
+
+  void analyse() {
+    if (plan_.kernels.size() != 1)
+      fail("the plan has " + S(plan_.kernels.size()) +
+           " kernels (materialized intermediates are not supported on the CUDA backend yet)");
+    if (k_.red_dim < 0) fail("it has no streamed reduction dim");
+    if (k_.row_dim < 0) fail("it has no row dim");
+    for (const PlanValue& v : k_.values)
+      if (v.load_buffer >= 0) fail("it reads a materialized intermediate");
+    // Scores: contractions over one eliminated dim.
+    for (const PlanValue& v : k_.values) {
+      if (!v.contraction) continue;
+      const Node& n = N(v.node);
+      if (n.reduce.size() != 1 || !dimset_contains(k_.elim, n.reduce[0]))
+        fail("contraction " + nt(v.node) + " is not over one eliminated dim");
+      if (cdim_ >= 0 && n.reduce[0] != cdim_)
+        fail("score contractions over different dims");
+      cdim_ = n.reduce[0];
+      const Node& mul = N(n.args[0]);
+      if (mul.op != Op::Mul) fail("contraction " + nt(v.node) + " is not a sum of a product");
+      int a = mul.args[0], b = mul.args[1];
+      if (!dimset_contains(N(a).dims, k_.row_dim)) std::swap(a, b);
+      Score s{v.node, operand_buffer(a, k_.row_dim, cdim_, "query"),
+              operand_buffer(b, k_.red_dim, cdim_, "key")};
+      scores_.push_back(s);
+    }
+    if (scores_.empty()) fail("no tensor-core contraction (q.k over a head dim) feeds the loop");
+    if (scores_.size() > 2) fail(S(scores_.size()) + " score contractions (at most 2)");
+    // Groups: online Max over the key dim.
+    for (const Accumulator& a : k_.accs) {
+      const Node& n = N(a.node);
+      if (n.reduce != DimSet{k_.red_dim})
+        fail("accumulator " + nt(a.node) + " reduces more than the key dim");
+      if (a.op == Op::Min) fail("Min accumulator " + nt(a.node) + " (only softmax groups)");
+      if (a.op == Op::Max) groups_.push_back({a.node, n.args[0], {}});
+    }
+    if (groups_.empty()) fail("no online max (softmax) over the key dim");
+    if (groups_.size() > 2) fail(S(groups_.size()) + " softmax groups (at most 2)");
+    // Sums: row sums and P.V.
+    std::set<int> explained;
+    for (const Accumulator& a : k_.accs) {
+      if (a.op != Op::Sum) continue;
+      if (a.rescale_by.size() != 1)
+        fail("online sum " + nt(a.node) + " is not rescaled by exactly one running max");
+      const Node& n = N(a.node);
+      int x = n.args[0];
+      // The group of the running max the sum is rescaled by, and its exp(x - safe(max)) factor
+      // (the plan's Accumulator: fuse recognized the one-pass form).
+      int g = -1;
+      for (size_t i = 0; i < groups_.size(); ++i)
+        if (groups_[i].max_node == a.rescale_by[0]) g = static_cast<int>(i);
+      if (g < 0) fail("online sum " + nt(a.node) + " is rescaled by a max that is no group's");
+      auto online_exp = [&](int id) {
+        return std::find(a.exp_factors.begin(), a.exp_factors.end(), id) != a.exp_factors.end() &&
+               N(N(id).args[0]).args[0] == groups_[g].arg;
+      };
+      if (online_exp(x)) {
+        groups_[g].sums.push_back(a.node);
+        explained.insert(x);
+        explained.insert(N(x).args[0]);
+        continue;
+      }
+      const Node& m = N(x);
+      if (m.op != Op::Mul) fail("online sum " + nt(a.node) + " is neither exp(x - max) nor exp(x - max) * v");
+      int e = m.args[0], v = m.args[1];
+      if (!online_exp(e)) std::swap(e, v);
+      if (!online_exp(e)) fail("online sum " + nt(a.node) + " does not sum exp(x - max) * v");
+      int vd = -1;
+      for (int d : N(v).dims)
+        if (dimset_contains(k_.elim, d)) vd = d;
+      if (vd < 0) fail("value of " + nt(a.node) + " has no head dim");
+      if (vdim_ >= 0 && vd != vdim_) fail("P.V accumulators over different value dims");
+      vdim_ = vd;
+      int vb = operand_buffer(v, k_.red_dim, vdim_, "value");
+      int vi = -1;
+      for (size_t i = 0; i < vbufs_.size(); ++i)
+        if (vbufs_[i] == vb) vi = static_cast<int>(i);
+      if (vi < 0) {
+        vi = static_cast<int>(vbufs_.size());
+        vbufs_.push_back(vb);
+      }
+      pv_.push_back({a.node, g, vi});
+      explained.insert({x, e, N(e).args[0], v});
+    }
+    if (pv_.empty()) fail("no P.V accumulator (sum of exp(x - max) * v over the key dim)");
+    if (pv_.size() > 4) fail(S(pv_.size()) + " P.V accumulators (at most 4)");
+    if (vbufs_.size() > 2) fail(S(vbufs_.size()) + " value tensors (at most 2)");
+    // Every body value must be score element code or a recognized accumulator part.
+    std::set<int> score_code;
+    for (const Group& g : groups_) ancestors(g.arg, score_code);
+    for (const PlanValue& v : k_.values) {
+      if (v.phase != Phase::Body || is_acc(v.node)) continue;
+      if (score_code.count(v.node) || explained.count(v.node)) continue;
+      fail("body value " + nt(v.node) + " is neither score element code nor part of an online "
+           "accumulator");
+    }
+    // Element code reads only the scores, accumulators and inline expressions: another reduction
+    // held in its own array (e.g. a per-row norm of q computed before the key loop) has no
+    // place in the template.
+    for (const PlanValue& v : k_.values) {
+      if (v.inlined || v.contraction || is_acc(v.node) || !is_reduction(N(v.node).op)) continue;
+      bool score = false;
+      for (const Score& sc : scores_) score = score || sc.node == v.node;
+      if (!score)
+        fail("value " + nt(v.node) + " is computed in " + phase_name(v.phase) +
+             " (a reduction other than the key loop's), which the template does not hold");
+    }
+    D_ = head_extent(cdim_);
+    DV_ = head_extent(vdim_);
+    if (D_ % 32 != 0 || D_ > 256 || D_ <= 0)
+      fail("head dim " + p_.dims[cdim_] + " = " + S(D_) + " (the sm80 path needs a multiple of "
+           "32 up to 256)");
+    if (DV_ % 32 != 0 || DV_ > 256 || DV_ <= 0)
+      fail("value dim " + p_.dims[vdim_] + " = " + S(DV_) + " (the sm80 path needs a multiple of "
+           "32 up to 256)");
+    for (int d : k_.elim)
+      if (d != cdim_ && d != vdim_) fail("eliminated dim '" + p_.dims[d] + "' is neither the "
+                                         "score contraction dim nor the value dim");
+    // Outputs: over (par..., row[, value dim]).
+    for (int b : k_.writes) {
+      const PlanBuffer& B = plan_.buffers[b];
+      if (B.kind != PlanBuffer::Output) fail("it writes an intermediate buffer");
+      if (B.type != DType::bf16 && B.type != DType::f32)
+        fail("output " + B.name + " is " + dtype_name(B.type) + " (bf16 or f32 on the sm80 path)");
+      for (int d : B.dims)
+        if (d != k_.row_dim && d != vdim_ && !is_par(d))
+          fail("output " + B.name + " has dim '" + p_.dims[d] + "'");
+    }
+    // Gathers by plain dim indices: checked once on the host (extents), not per element.
+    std::map<int, bool> direct;
+    for (const PlanValue& v : k_.values) {
+      const Node& n = N(v.node);
+      if (n.op != Op::Gather) continue;
+      bool d = direct.count(n.param) ? direct[n.param] : true;
+      for (int a : n.args) d = d && N(a).op == Op::Index;
+      direct[n.param] = d;
+    }
+    for (const auto& [param, d] : direct)
+      if (d) unchecked_.insert(param);
+    for (const PlanValue& v : k_.values) {
+      const Node& n = N(v.node);
+      if (n.op != Op::Gather || !unchecked_.count(n.param)) continue;
+      for (size_t i = 0; i < n.args.size(); ++i)
+        launch_.gather_checks.push_back({n.param, static_cast<int>(i), N(n.args[i]).dim});
+    }
+    find_staged(score_code);
+    // Launch shape (tuning from bench/NOTES.md).
+    const int Sn = static_cast<int>(scores_.size()), A = static_cast<int>(pv_.size());
+    // Small heads (D + DV <= 64, e.g. Evoformer's d = 32) do little tensor-core work per score
+    // element, so the element code and its latencies dominate: 16 rows per warp and 5 blocks
+    // per SM (<= 102 registers) hide them better than 32 rows and 2 blocks (the A/B
+    // measurements: bench/NOTES.md, sessions 3 and 4).
+    const bool small_heads = D_ + DV_ <= 64 && Sn == 1 && A == 1;  // (as measured)
+    mw_ = (Sn == 1 && A == 1 && DV_ <= 128 && D_ <= 128 && !small_heads) ? 2 : 1;
+    // Value-column split: when the accumulators of all value columns would not fit the
+    // registers (more than 128 f32 per thread), blocks take column chunks of the value dim
+    // (a grid factor) and recompute the scores per chunk, as FA2 does for wide heads.
+    vsplit_ = 1;
+    while (A * mw_ * (DV_ / vsplit_) / 2 > 128 && (DV_ / (2 * vsplit_)) % 32 == 0) vsplit_ *= 2;
+    DVc_ = DV_ / vsplit_;
+    launch_.value_split = vsplit_;
+    launch_.min_blocks = mw_ == 2 ? 2 : (small_heads ? 5 : 1);
+    skip_ = D_ >= 96 || Sn == 2;
+    launch_.entry = k_.name;
+    launch_.warps = 4;
+    launch_.block_m = 16 * mw_ * 4;
+    staged_ = fit_staged(launch_.min_blocks);
+    // Small heads: staged tiles are worth more than a fifth block (bench/NOTES.md, session 4).
+    if (small_heads && fit_staged(4).size() > staged_.size()) {
+      launch_.min_blocks = 4;
+      staged_ = fit_staged(4);
+    }
+    launch_.smem_bytes = smem_bytes(staged_);
+    for (const Staged& t : staged_) launch_.staged.push_back(node_text(p_, t.node));
+    launch_.row_dim = k_.row_dim;
+    for (int d : k_.grid)
+      if (d != k_.row_dim) launch_.par_dims.push_back(d);
+    launch_.num_buffers = static_cast<int>(plan_.buffers.size());
+    for (const PlanBuffer& B : plan_.buffers)
+      launch_.max_rank = std::max<int>(launch_.max_rank, static_cast<int>(B.dims.size()));
+    launch_.num_dims = static_cast<int>(p_.dims.size());
+    launch_.head_dims = {{p_.dims[cdim_], D_}};
+    if (vdim_ != cdim_) launch_.head_dims.push_back({p_.dims[vdim_], DV_});
+    launch_.num_scores = Sn;
+    launch_.num_acc = A;
+    launch_.head_dim = D_;
+    launch_.value_dim = DV_;
+    launch_.mask_node = k_.tiles.mask;
+    find_hoisted();
+    // Data the classifier bounds per tile (data_ranges), when the tiles are classified.
+    if (k_.tiles.mask >= 0 && (k_.tiles.skip_empty || k_.tiles.unmasked_full)) {
+      auto par = [this](int d) { return is_par(d); };
+      data_ranges_ = data_range_gathers(p_, k_.tiles.mask, k_.row_dim, k_.red_dim, par);
+      for (const DataRange& dr : data_ranges_) {
+        ranged_.insert(dr.node);
+        if (dr.over == k_.row_dim) row_ranged_.insert(dr.node);
+      }
+    }
+    // Dims the device indexes with 32-bit ints: rows, keys, the grid, and every dim whose index
+    // or size the element code reads (the emitter's int_range assumes them below 2^31).
+    std::set<int> narrow = {k_.row_dim, k_.red_dim};
+    narrow.insert(launch_.par_dims.begin(), launch_.par_dims.end());
+    for (const Node& n : p_.nodes)
+      if (n.op == Op::Index || n.op == Op::Size) narrow.insert(n.dim);
+    launch_.int32_dims.assign(narrow.begin(), narrow.end());
+  }
+
+  // Candidates for staging: reads of the score code -- plain parameter reads, or gathers whose
+  // every index is a plain dim index (unchecked_: the host checked the extents, so every
+  // element of a tile inside M x N is in range) -- over the block's parallel dims, at most once
+  // the row dim and exactly once the key dim. Each key tile needs a rows x keys (or 1 x keys)
+  // tile of them, which can travel with K/V.
+  void find_staged(const std::set<int>& score_code) {
+    for (int id : score_code) {
+      const Node& n = N(id);
+      // gathers by plain dim indices (unchecked_), or plain reads of a parameter
+      if (!(n.op == Op::Gather && unchecked_.count(n.param)) && n.op != Op::Param) continue;
+      const std::vector<int> dims = n.op == Op::Param ? p_.params[n.param].dims : arg_dims(id);
+      int rows = 0, keys = 0;
+      bool ok = true;
+      for (int d : dims) {
+        rows += d == k_.row_dim;
+        keys += d == k_.red_dim;
+        ok = ok && (d == k_.row_dim || d == k_.red_dim || is_par(d));
+      }
+      if (!ok || rows > 1 || keys != 1) continue;
+      bool seen = false;  // the same tile read twice (pair[b, h, m, n] in two places)
+      for (const Staged& t : candidates_)
+        seen = seen || (t.param == n.param && t.arg_dims == dims);
+      if (seen) continue;
+      const DType t = p_.params[n.param].type;
+      candidates_.push_back(
+          {n.param, buffer_of_param(n.param), dtype_bytes(t), rows == 1, dims, id});
+    }
+    // (row, key) tiles first: they replace a load per score element, key tiles one per column
+    std::stable_sort(candidates_.begin(), candidates_.end(),
+                     [](const Staged& a, const Staged& b) { return a.rows > b.rows; });
+  }
+  static constexpr size_t kMaxStaged = 4;  // fg::kMaxStaged
+
+  // Shared memory of the launch with staged tiles `st` (the layout of fg::AttnSm80: Q tiles,
+  // then two stages of K, V and the staged tiles rounded up to 1 KiB; the generated source
+  // static_asserts that both agree).
+  int smem_bytes(const std::vector<Staged>& staged) const {
+    const int BM = launch_.block_m, BN = launch_.block_n, Sn = static_cast<int>(scores_.size());
+    int st = 0;
+    for (const Staged& t : staged) st += (t.rows ? BM : 1) * (BN * t.elem_bytes + 16);
+    st = (st + 1023) / 1024 * 1024;
+    return static_cast<int>(Sn * BM * D_ * 2 +
+                            2 * (Sn * BN * D_ * 2 + vbufs_.size() * BN * DVc_ * 2 + st));
+  }
+  // Staged tiles cost shared memory: of the candidates (in order), the ones that still leave
+  // the blocks per SM that shared memory allows (budget_.per_sm, 1 KiB reserved per block) at
+  // `min_blocks` (at least 2; or as many as without staged tiles, if fewer) and fit one block's
+  // limit (budget_.per_block); at most kMaxStaged.
+  std::vector<Staged> fit_staged(int min_blocks) const {
+    auto blocks = [this](int bytes) { return std::min(32, budget_.per_sm / (bytes + 1024)); };
+    const int want = std::min(blocks(smem_bytes({})), std::max(min_blocks, 2));
+    std::vector<Staged> kept;
+    for (const Staged& c : candidates_) {
+      if (kept.size() == kMaxStaged) break;
+      kept.push_back(c);
+      const int bytes = smem_bytes(kept);
+      if (blocks(bytes) < want || bytes > budget_.per_block) kept.pop_back();
+    }
+    return kept;
+  }
+
+  // Values over parallel dims only (slope[h], a scalar weight, a per-head bias) are the same
+  // for every element of a block: computed once in make_ctx and read from Ctx (no per-element
+  // loads; the compiler cannot hoist loads across the loop's shared-memory asm).
+  bool hoistable(int id) const {
+    const Node& n = N(id);
+    if (n.op == Op::Const || n.op == Op::Index || n.op == Op::Size) return false;
+    for (int d : n.dims)
+      if (!is_par(d)) return false;
+    // Only inline element code over inputs: reductions and the kernel's own arrays (running
+    // maxima, row sums of the key loop) are not known in make_ctx.
+    std::set<int> anc;
+    ancestors(id, anc);
+    bool reads = false;
+    for (int a : anc) {
+      const PlanValue* v = k_.value(a);
+      if (is_reduction(N(a).op) || !v || !v->inlined || v->load_buffer >= 0) return false;
+      reads = reads || N(a).op == Op::Param || N(a).op == Op::Gather;
+    }
+    return reads;
+  }
+  // The values make_ctx computes once per block: the hoistable nodes the element code reaches
+  // first (the element emitter stops at them) from what it prints with hoisting on, the groups'
+  // scores and the stored values; scores and accumulators are read, not expanded.
+  void find_hoisted() {
+    std::set<int> seen;
+    std::vector<int> stack;
+    for (const Group& g : groups_) stack.push_back(g.arg);
+    for (int b : k_.writes) stack.push_back(plan_.buffers[b].node);
+    while (!stack.empty()) {
+      const int id = stack.back();
+      stack.pop_back();
+      if (!seen.insert(id).second) continue;
+      const PlanValue* v = k_.value(id);
+      if (!v || v->load_buffer >= 0) continue;
+      if (hoistable(id)) {
+        hoisted_.insert(id);
+        continue;
+      }
+      bool score = false;
+      for (const Score& sc : scores_) score = score || sc.node == id;
+      if (score || (is_acc(id) && !v->inlined)) continue;
+      for (int a : N(id).args) stack.push_back(a);
+    }
+  }
+};
+
+}  // namespace
+
+void TensorCoreView::fail(const std::string& why) const {
+  throw BackendError("kernel " + k_.name + " does not fit the CUDA sm80 attention template: " +
+                     why);
+}
+
+std::string TensorCoreView::nt(int id) const {
+  return "%" + S(id) + " (" + node_text(p_, id) + ")";
+}
+
+// k_.grid is in memory order (not a sorted DimSet): search it linearly.
+bool TensorCoreView::is_par(int d) const {
+  return d != k_.row_dim && std::find(k_.grid.begin(), k_.grid.end(), d) != k_.grid.end();
+}
+
+int TensorCoreView::buffer_of_param(int param) const {
+  for (size_t b = 0; b < plan_.buffers.size(); ++b)
+    if (plan_.buffers[b].kind == PlanBuffer::Input && plan_.buffers[b].param == param)
+      return static_cast<int>(b);
+  fail("parameter " + p_.params[param].name + " has no buffer");
+}
+
+bool TensorCoreView::is_acc(int node) const {
+  for (const Accumulator& a : k_.accs)
+    if (a.node == node) return true;
+  return false;
+}
+
+void TensorCoreView::ancestors(int id, std::set<int>& out) const {
+  if (!out.insert(id).second) return;
+  for (int a : N(id).args) ancestors(a, out);
+}
+
+std::vector<int> TensorCoreView::arg_dims(int gather) const {
+  std::vector<int> dims;
+  for (int a : N(gather).args) dims.push_back(N(a).dim);
+  return dims;
+}
+
+TensorCoreKernel lower_tensor_core(const Plan& plan, int kernel, Target target,
+                                   const Extents& sizes, const SmemBudget& budget) {
+  if (target == Target::cpu) throw BackendError("lower_tensor_core: target cpu is not CUDA");
+  if (kernel < 0 || kernel >= plan.kernel_count())
+    throw BackendError("lower_tensor_core: no kernel " + std::to_string(kernel));
+  TensorCoreKernel out;
+  out.kernel = kernel;
+  out.target = target;
+  Lowering(plan, kernel, sizes, budget, out).run();
+  return out;
+}
+
+}  // namespace flashgen

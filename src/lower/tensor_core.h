@@ -1,0 +1,78 @@
+// The tensor-core path's lowered kernel: what the sm80 FlashAttention template needs to print a
+// plan kernel, decided once by lower_tensor_core (lower/lower_tensor_core.cpp) and printed by
+// print_tensor_core (codegen/cuda/emit_sm80.cpp) without further decisions:
+// - the structure recognized in the kernel: score contractions (q.k over the head dim, with
+//   their operand buffers), softmax groups (an online max of a score expression and the row
+//   sums it rescales), P.V accumulators (a group's exp(x - max) times a value tile);
+// - the head extents compiled in, rows per warp (mw), the value-column split, whether the
+//   rescale may be skipped, the gathers the host checks instead of the device;
+// - the tiles staged through shared memory with K/V (fitted to the device's budget), the
+//   values computed once per block (hoisted), the mask data bounded per tile (data ranges);
+// - the launch (Sm80Launch), with the structure as data (Sm80Structure).
+// A kernel the template cannot take is a BackendError that says why.
+// Tests: tests/lower/lower_test.cpp (fields), tests/cuda/nvrtc_examples_test.cpp (printed and
+// compiled), tests/gpu/cuda_examples_test.cpp (on the GPU).
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codegen/cuda/emit_sm80.h"
+#include "codegen/interval_code.h"
+#include "plan/plan.h"
+
+namespace flashgen {
+
+struct TensorCoreKernel {
+  int kernel = -1;  // plan kernel index
+  Target target = Target::cuda_sm80;
+  struct Score { int node, qbuf, kbuf; };
+  struct Group { int max_node, arg; std::vector<int> sums; };
+  struct Acc { int node, group, vidx; };  // vidx: index into vbufs
+  // A read of the score code staged through shared memory with the K/V tiles (fg::load_staged):
+  // arg_dims is the index dim per position.
+  struct Staged { int param, buffer, elem_bytes; bool rows; std::vector<int> arg_dims; int node; };
+  std::vector<Score> scores;
+  std::vector<Group> groups;
+  std::vector<int> vbufs;  // distinct V buffers
+  std::vector<Acc> pv;     // P.V accumulators
+  int cdim = -1, vdim = -1;          // the score contraction dim and the value dim
+  int64_t D = 0, DV = 0, DVc = 0;    // their extents; value columns per block (DV / vsplit)
+  int mw = 1, vsplit = 1;            // 16-row m-blocks per warp; value-column chunks
+  bool skip = false;                 // kSkipRescale
+  std::set<int> unchecked;           // parameters every gather reads by plain dim indices
+  std::vector<Staged> candidates, staged;
+  std::set<int> hoisted;             // nodes make_ctx computes once per block
+  std::vector<DataRange> data_ranges;  // mask data the classifier bounds per tile
+  std::set<int> ranged, row_ranged;    // their nodes; those over the row dim (once per block)
+  Sm80Launch launch;
+};
+
+// Lowers kernel `kernel` of `plan` for the tensor-core template (BackendError when it does not
+// fit). `sizes` must give the extent of every eliminated (head) dim.
+TensorCoreKernel lower_tensor_core(const Plan& plan, int kernel, Target target,
+                                   const Extents& sizes, const SmemBudget& budget);
+// Its CUDA translation unit.
+std::string print_tensor_core(const Plan& plan, const TensorCoreKernel& tc);
+
+// What the lowering and the printer both read of a plan kernel.
+class TensorCoreView {
+ protected:
+  TensorCoreView(const Plan& plan, int kernel)
+      : plan_(plan), p_(plan.program), k_(plan.kernels[kernel]) {}
+  const Plan& plan_;
+  const Program& p_;
+  const PlanKernel& k_;
+
+  [[noreturn]] void fail(const std::string& why) const;
+  std::string nt(int id) const;  // "%7 (node text)"
+  const Node& N(int id) const { return p_.nodes[id]; }
+  bool is_par(int d) const;      // a grid dim other than the row dim
+  int buffer_of_param(int param) const;
+  bool is_acc(int node) const;
+  void ancestors(int id, std::set<int>& out) const;
+  std::vector<int> arg_dims(int gather) const;  // the dim of each index of a gather
+};
+
+}  // namespace flashgen
