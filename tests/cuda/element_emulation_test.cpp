@@ -126,14 +126,10 @@ TensorMap run_emulated(const Program& p, const TensorMap& inputs, int64_t smem_l
 
 void expect_matches(const Program& p, const TensorMap& in, int64_t smem_limit,
                     const std::string& what) {
-  TensorMap want = evaluate_reference(p, in);
-  TensorMap got = run_emulated(p, in, smem_limit);
-  for (const Output& o : p.outputs) {
-    const double scale = std::max(1.0, testing::max_abs(want.at(o.name)));
-    const double tol = (o.type == DType::bf16 ? 8e-3 : o.type == DType::f16 ? 1e-3 : 1e-4) * scale;
-    EXPECT_EQ(testing::compare_tensors(got.at(o.name), want.at(o.name), tol), "")
-        << what << ": output " << o.name;
-  }
+  EXPECT_EQ(testing::element_mismatch(p, run_emulated(p, in, smem_limit),
+                                      evaluate_reference(p, in)),
+            "")
+      << what;
 }
 
 TEST(ElementEmulation, ExamplesAndUnseenKindsMatchTheReference) {
@@ -213,20 +209,10 @@ program g(x: f32[m, d], idx: i32[m], t: f32[r]) {
 }
 
 TEST(ElementEmulation, RandomProgramsMatchTheReference) {
-  uint64_t seed = 20261130;  // the CPU property test's; printed below
-  if (const char* e = std::getenv("FLASHGEN_PROPERTY_SEED")) seed = std::strtoull(e, nullptr, 10);
-  int count = 40;
-  if (const char* e = std::getenv("FLASHGEN_PROPERTY_COUNT")) count = std::atoi(e);
-  std::printf("element emulation: %d random programs (seed %llu)\n", count,
-              static_cast<unsigned long long>(seed));
-  for (int i = 0; i < count; ++i) {
-    testing::GeneratedProgram g = testing::random_attention_program(seed + i, i);
-    SCOPED_TRACE("FLASHGEN_PROPERTY_SEED=" + std::to_string(seed + i) + " (program index " +
-                 std::to_string(i) + ")\n" + g.text);
-    Program p = parse_source(g.text, "random.attn").at(0);
-    expect_matches(p, random_inputs(p, g.sizes, seed + 1000003 * i), i % 2 ? 0 : kSmem, p.name);
-    if (::testing::Test::HasFailure()) return;
-  }
+  testing::for_each_random_program("element emulation", 40,
+                                    [](const Program& p, const TensorMap& in, int i) {
+                                      expect_matches(p, in, i % 2 ? 0 : kSmem, p.name);
+                                    });
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <tuple>
 
 #include "compiler/pipeline.h"
 #include "flashgen/compile.h"
@@ -27,20 +28,9 @@ bool have_gpu() {
   return cuda_available(&why);
 }
 
-// The CPU property test's rule: each output within 1e-4 of the reference, relative to the
-// output's largest magnitude (f32 arithmetic on both sides of an f64 reference).
 void expect_matches(const Program& p, const TensorMap& in, const std::string& what) {
-  TensorMap want = evaluate_reference(p, in);
-  TensorMap got = run_cuda(p, in);
-  for (const Output& o : p.outputs) {
-    ASSERT_TRUE(got.count(o.name)) << what << ": " << o.name;
-    const double scale = std::max(1.0, testing::max_abs(want.at(o.name)));
-    const double tol = (o.type == DType::bf16 ? 8e-3 : o.type == DType::f16 ? 1e-3 : 1e-4) * scale;
-    EXPECT_EQ(testing::compare_tensors(got.at(o.name), want.at(o.name), tol), "")
-        << what << ": output " << o.name;
-  }
+  EXPECT_EQ(testing::element_mismatch(p, run_cuda(p, in), evaluate_reference(p, in)), "") << what;
 }
-
 
 TEST(ElementPath, ProgramKindsTheTemplateDoesNotTake) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
@@ -101,21 +91,10 @@ program g(x: f32[m, d], idx: i32[m], t: f32[r]) {
 
 TEST(ElementPath, RandomProgramsMatchTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-  uint64_t seed = 20261130;  // the CPU property test's; printed below
-  if (const char* e = std::getenv("FLASHGEN_PROPERTY_SEED")) seed = std::strtoull(e, nullptr, 10);
-  int count = 150;
-  if (const char* e = std::getenv("FLASHGEN_PROPERTY_COUNT")) count = std::atoi(e);
-  std::printf("element property: %d random programs on the GPU (seed %llu)\n", count,
-              static_cast<unsigned long long>(seed));
-  for (int i = 0; i < count; ++i) {
-    testing::GeneratedProgram g = testing::random_attention_program(seed + i, i);
-    SCOPED_TRACE("FLASHGEN_PROPERTY_SEED=" + std::to_string(seed + i) + " (program index " +
-                 std::to_string(i) + ")\n" + g.text);
-    Program p = parse_source(g.text, "random.attn").at(0);
-    TensorMap in = random_inputs(p, g.sizes, seed + 1000003 * i);
-    expect_matches(p, in, p.name);
-    if (::testing::Test::HasFatalFailure()) return;
-  }
+  testing::for_each_random_program("element property on the GPU", 150,
+                                    [](const Program& p, const TensorMap& in, int) {
+                                      expect_matches(p, in, p.name);
+                                    });
 }
 
 }  // namespace

@@ -1,7 +1,11 @@
 // Shared test helpers (see support.h).
 #include "support/support.h"
 
+#include <gtest/gtest.h>
+
 #include "flashgen/frontend.h"
+#include "flashgen/ref.h"
+#include "support/random_program.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -11,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -306,6 +311,35 @@ Tensor document_ids(int64_t t) {
     for (int64_t i = 0; i < lengths[id % 7] && pos < t; ++i)
       doc.set(pos++, static_cast<double>(id));
   return doc;
+}
+
+std::string element_mismatch(const Program& p, const TensorMap& got, const TensorMap& want) {
+  for (const Output& o : p.outputs) {
+    if (!got.count(o.name)) return "output " + o.name + " is missing";
+    const double scale = std::max(1.0, max_abs(want.at(o.name)));
+    const double tol = o.type == DType::bf16 ? 8e-3 : o.type == DType::f16 ? 1e-3 : 1e-4;
+    std::string d = compare_tensors(got.at(o.name), want.at(o.name), tol * scale);
+    if (!d.empty()) return "output " + o.name + ": " + d;
+  }
+  return "";
+}
+
+void for_each_random_program(
+    const char* label, int count,
+    const std::function<void(const Program&, const TensorMap&, int index)>& check) {
+  uint64_t seed = 20261130;  // the CPU property test's
+  if (const char* e = std::getenv("FLASHGEN_PROPERTY_SEED")) seed = std::strtoull(e, nullptr, 10);
+  if (const char* e = std::getenv("FLASHGEN_PROPERTY_COUNT")) count = std::atoi(e);
+  std::printf("%s: %d random programs (seed %llu)\n", label, count,
+              static_cast<unsigned long long>(seed));
+  for (int i = 0; i < count; ++i) {
+    GeneratedProgram g = random_attention_program(seed + i, i);
+    SCOPED_TRACE("FLASHGEN_PROPERTY_SEED=" + std::to_string(seed + i) + " (program index " +
+                 std::to_string(i) + ")\n" + g.text);
+    Program p = parse_source(g.text, "random.attn").at(0);
+    check(p, random_inputs(p, g.sizes, seed + 1000003 * i), i);
+    if (::testing::Test::HasFatalFailure() || ::testing::Test::HasFailure()) return;
+  }
 }
 
 }  // namespace flashgen::testing
