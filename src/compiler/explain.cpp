@@ -54,13 +54,35 @@ struct CudaShape {
   std::string why;  // when it does not fit
   Sm80Launch launch;
   int threads = 0;  // the element path's block
+  // The element path's workspace per block at the given sizes (-1: an extent is not given),
+  // and whether it stays in shared memory.
+  int64_t workspace = -1;
+  bool in_smem = false;
 };
 
-CudaShape cuda_shape(const LoweredKernel& lk) {
+CudaShape cuda_shape(const Plan& plan, const LoweredKernel& lk, const Extents& sizes) {
   CudaShape s;
   s.fits = lk.path == LoweredKernel::Path::tensor_core;
-  if (s.fits) s.launch = lk.tensor_core.launch;
-  else s.why = lk.why, s.threads = lk.element.threads;
+  if (s.fits) {
+    s.launch = lk.tensor_core.launch;
+    return s;
+  }
+  s.why = lk.why;
+  s.threads = lk.element.threads;
+  std::vector<int64_t> extv;
+  for (const std::string& d : plan.program.dims) {
+    auto it = sizes.find(d);
+    extv.push_back(it == sizes.end() ? -1 : it->second);
+  }
+  const PlanKernel& k = plan.kernels[lk.plan_kernel];
+  bool known = true;
+  for (const ElementArray& a : lk.element.arrays)
+    for (int d : a.dims)
+      known = known && (d == k.row_dim || d == k.red_dim || extv[d] >= 0);
+  if (known) {
+    s.workspace = element_workspace(plan, k, lk.element, extv, nullptr);
+    s.in_smem = s.workspace >= 0 && s.workspace <= lk.element.smem_limit;
+  }
   return s;
 }
 
@@ -77,9 +99,14 @@ std::vector<std::string> data_bounded(const Plan& plan, const PlanKernel& k) {
 }
 
 std::string cuda_text(const CudaShape& s) {
-  if (!s.fits)
+  if (!s.fits) {
+    std::string ws;
+    if (s.workspace >= 0)
+      ws = "; a workspace of " + std::to_string(s.workspace) + " bytes per block in " +
+           (s.in_smem ? "shared memory" : "device memory");
     return "  cuda:      element path (" + std::to_string(s.threads) +
-           " threads per block, one block per grid point): " + s.why + "\n";
+           " threads per block, one block per grid point" + ws + "): " + s.why + "\n";
+  }
   const Sm80Launch& l = s.launch;
   std::ostringstream os;
   os << "  cuda:      sm80 template (mma.sync): blocks of " << l.block_m << " query rows ("
@@ -105,6 +132,10 @@ nlohmann::json cuda_json(const CudaShape& s) {
   if (!s.fits) {
     j["why"] = s.why;
     j["threads"] = s.threads;
+    if (s.workspace >= 0) {
+      j["workspace_bytes"] = s.workspace;
+      j["workspace_in"] = s.in_smem ? "shared" : "device";
+    }
     return j;
   }
   const Sm80Launch& l = s.launch;
@@ -165,7 +196,7 @@ std::string explain(const Program& prog, const CompileOptions& opt) {
       os << "  estimate:  " << kc.flops / 1e9 << " GFLOP, " << kc.bytes / 1e6
          << " MB of memory traffic\n";
     for (const auto& n : k.notes) os << "  note:      " << n << "\n";
-    if (opt.target != Target::cpu) os << cuda_text(cuda_shape(c.lowered.kernels[i]));
+    if (opt.target != Target::cpu) os << cuda_text(cuda_shape(plan, c.lowered.kernels[i], opt.sizes));
   }
   if (!plan.materialized().empty()) {
     os << "\nmaterialized intermediates:\n";
@@ -208,7 +239,7 @@ std::string explain_json(const Program& prog, const CompileOptions& opt) {
       kj["bytes"] = kc.bytes;
     }
     kj["notes"] = k.notes;
-    if (opt.target != Target::cpu) kj["cuda"] = cuda_json(cuda_shape(c.lowered.kernels[i]));
+    if (opt.target != Target::cpu) kj["cuda"] = cuda_json(cuda_shape(plan, c.lowered.kernels[i], opt.sizes));
     j["kernels"].push_back(kj);
   }
   j["materialized"] = nlohmann::json::array();

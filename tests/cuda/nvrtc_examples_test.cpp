@@ -140,6 +140,12 @@ TEST(CudaEmit, ExplainReportsTheLaunchShapeOrWhyNot) {
   nlohmann::json u = nlohmann::json::parse(explain_json(qn, opt));
   EXPECT_EQ(u["kernels"][0]["cuda"]["fits"], false);
   EXPECT_EQ(u["kernels"][0]["cuda"]["path"], "element");
+  // Its workspace per block at these sizes: q rows, k and v tiles, scores, the accumulator and
+  // the row statistics, in shared memory.
+  EXPECT_GT(u["kernels"][0]["cuda"]["workspace_bytes"].get<int64_t>(), 16 * 64 * 4);
+  EXPECT_EQ(u["kernels"][0]["cuda"]["workspace_in"], "shared");
+  EXPECT_NE(explain(qn, opt).find(" bytes per block in shared memory): "), std::string::npos)
+      << explain(qn, opt);
   EXPECT_NE(u["kernels"][0]["cuda"]["why"].get<std::string>().find("does not fit"),
             std::string::npos);
   // The CPU target reports no CUDA section.
