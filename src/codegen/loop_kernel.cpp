@@ -68,7 +68,8 @@ class KernelWriter {
 
   std::string write() {
     const std::string RT = std::to_string(k_.row_tile), NT = std::to_string(k_.red_tile);
-    for (const ElementArray& a : gpu() ? e_->arrays : element_arrays(plan_, k_))
+    const std::vector<ElementArray> arrays = gpu() ? e_->arrays : element_arrays(plan_, k_);
+    for (const ElementArray& a : arrays)
       if (!a.old_max) layouts_[a.node] = a.layout;  // O<m> arrays share A<m>'s order
     // CPU: head dims (eliminated, held whole) are compile-time constants in the instances of
     // common sizes (see kHeadSizes) and runtime in the generic instance (FG_HEAD = 0); long
@@ -124,7 +125,7 @@ class KernelWriter {
       os_ << "  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {\n";
     } else {
       os_ << "#pragma omp parallel\n  {\n";
-      for (const ElementArray& a : element_arrays(plan_, k_)) {
+      for (const ElementArray& a : arrays) {
         std::string size = "1";
         for (int d : a.dims) size += " * " + local_extent(d);
         os_ << "    std::unique_ptr<" << a.ctype << "[]> " << (a.old_max ? "O" : "A") << a.node

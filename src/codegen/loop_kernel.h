@@ -11,7 +11,7 @@
 //               memory, offsets from the host), outputs stored in their declared dtype,
 //               intermediates as double / int64 like the CPU's
 // Tests: tests/cpu/cpu_examples_test.cpp, tests/property/random_programs_test.cpp (cpu);
-// tests/cuda/element_kernel_test.cpp (NVRTC), tests/gpu/element_gpu_test.cpp (GPU).
+// tests/cuda/element_emulation_test.cpp (host emulation), tests/gpu/element_gpu_test.cpp (GPU).
 #pragma once
 
 #include <string>

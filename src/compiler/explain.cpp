@@ -80,7 +80,7 @@ CudaShape cuda_shape(const Plan& plan, const LoweredKernel& lk, const Extents& s
     for (int d : a.dims)
       known = known && (d == k.row_dim || d == k.red_dim || extv[d] >= 0);
   if (known) {
-    s.workspace = element_workspace(plan, k, lk.element, extv, nullptr);
+    s.workspace = element_workspace(k, lk.element, extv, nullptr);
     s.in_smem = s.workspace >= 0 && s.workspace <= lk.element.smem_limit;
   }
   return s;

@@ -7,7 +7,7 @@
 // memory), reports out-of-range gathers as CallError naming the parameter, and downloads
 // outputs of their declared dtype. bench_cuda times the same launches with device events.
 // Tests: tests/gpu/cuda_examples_test.cpp, tests/gpu/element_gpu_test.cpp (GPU),
-// tests/cuda/nvrtc_examples_test.cpp, tests/cuda/element_kernel_test.cpp (NVRTC).
+// tests/cuda/nvrtc_examples_test.cpp, tests/cuda/element_emulation_test.cpp (host emulation).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -61,8 +61,7 @@ NvrtcOptions nvrtc_options(const std::string& arch, const LoweredKernel& lk, Cud
 std::mutex g_mu;
 int g_loads = 0;
 
-}  // namespace
-
+// The pipeline's options for the running GPU: its target and shared memory, the head extents.
 CompileOptions cuda_options(const Extents& heads) {
   const CudaDeviceInfo& dev = cuda_device_info();
   CompileOptions opt;
@@ -72,6 +71,8 @@ CompileOptions cuda_options(const Extents& heads) {
   opt.smem_per_block = dev.max_smem_per_block_optin;
   return opt;
 }
+
+}  // namespace
 
 std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext, CudaBuild build,
                                             bool* from_process_cache) {
@@ -261,7 +262,7 @@ void bind_element(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
   for (size_t d = 0; d < extv.size(); ++d) bk.params[l.ext() + d] = extv[d];
   bk.params[l.err()] = static_cast<int64_t>(err);
   std::vector<int64_t> offsets;
-  const int64_t ws = element_workspace(plan, k, e, extv, &offsets);
+  const int64_t ws = element_workspace(k, e, extv, &offsets);
   if (ws < 0) throw CallError("the workspace of kernel " + k.name + " overflows at these extents");
   for (size_t i = 0; i < offsets.size(); ++i) bk.params[l.off() + i] = offsets[i];
   int64_t points = 1;

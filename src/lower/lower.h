@@ -82,7 +82,7 @@ LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
 
 // Bytes of an element kernel's workspace per block at the call's extents (by dim id), with
 // each array's byte offset in `offsets` (16-byte aligned); -1 past 2^62.
-int64_t element_workspace(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
+int64_t element_workspace(const PlanKernel& k, const ElementLaunch& e,
                           const std::vector<int64_t>& extv, std::vector<int64_t>* offsets);
 
 }  // namespace flashgen

@@ -81,9 +81,8 @@ std::vector<ElementArray> element_arrays(const Plan& plan, const PlanKernel& k) 
   return out;
 }
 
-int64_t element_workspace(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
+int64_t element_workspace(const PlanKernel& k, const ElementLaunch& e,
                           const std::vector<int64_t>& extv, std::vector<int64_t>* offsets) {
-  (void)plan;
   constexpr int64_t kLimit = int64_t{1} << 62;
   int64_t total = 0;
   if (offsets) offsets->clear();

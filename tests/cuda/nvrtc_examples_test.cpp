@@ -16,6 +16,7 @@
 #include "flashgen/frontend.h"
 #include "codegen/cuda/emit_sm80.h"
 #include "compiler/pipeline.h"
+#include "lower/tensor_core.h"
 #include "runtime/nvrtc.h"
 #include "support/support.h"
 
@@ -269,7 +270,7 @@ TEST(CudaEmit, StagedTilesFitTheDevicesSharedMemory) {
   const SmemBudget sm86{100 * 1024, 99 * 1024}, a100{164 * 1024, 163 * 1024},
       h100{228 * 1024, 227 * 1024};
   auto emit = [&](int64_t d, const SmemBudget& budget) {
-    return emit_sm80_kernel(plan, 0, Target::cuda_sm80, {{"d", d}, {"e", d}}, budget).launch;
+    return lower_tensor_core(plan, 0, Target::cuda_sm80, {{"d", d}, {"e", d}}, budget).launch;
   };
   Sm80Launch l = emit(96, h100);
   EXPECT_EQ(l.staged.size(), 1u);

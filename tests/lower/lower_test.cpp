@@ -112,7 +112,7 @@ program sig(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e]) {
   for (size_t i : {0u, 2u, 3u, 4u}) EXPECT_EQ(k.element.arrays[i].layout, k.element.arrays[i].dims);
   // Workspace at b=2 m=100 n=50 d=64 e=32: 16-byte aligned arrays of row_tile / red_tile rows.
   std::vector<int64_t> off;
-  const int64_t ws = element_workspace(c.plan, pk, k.element, {2, 100, 64, 50, 32}, &off);
+  const int64_t ws = element_workspace(pk, k.element, {2, 100, 64, 50, 32}, &off);
   const int64_t R = pk.row_tile, N = pk.red_tile;
   const std::vector<int64_t> sizes = {R * 64 * 4, N * 64 * 4, N * 32 * 4, R * N * 4, R * 32 * 4};
   ASSERT_EQ(off.size(), sizes.size());

@@ -1,7 +1,7 @@
 // The CUDA printer of lowered kernels: the element path's source (the shared prelude, the
 // helpers below, gather helpers, the parameter struct and the loop-nest printer's cuda_block
 // kernel), and for either path the source that NVRTC compiles.
-// Tests: tests/cuda/element_kernel_test.cpp (NVRTC), tests/gpu/element_gpu_test.cpp (GPU).
+// Tests: tests/cuda/element_emulation_test.cpp (host emulation), tests/gpu/element_gpu_test.cpp (GPU).
 #pragma once
 
 #include <string>

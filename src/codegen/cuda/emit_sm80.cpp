@@ -534,20 +534,6 @@ std::string print_tensor_core(const Plan& plan, const TensorCoreKernel& tc) {
   return Printer(plan, tc).print();
 }
 
-CudaKernelSource emit_sm80_kernel(const Plan& plan, int kernel, Target target,
-                                  const Extents& sizes, const SmemBudget& budget) {
-  TensorCoreKernel tc = lower_tensor_core(plan, kernel, target, sizes, budget);
-  CudaKernelSource out;
-  out.source = print_tensor_core(plan, tc);
-  out.launch = tc.launch;
-  return out;
-}
-
-CudaKernelSource emit_sm80_kernel(const Plan& plan, int kernel, Target target,
-                                  const Extents& sizes) {
-  return emit_sm80_kernel(plan, kernel, target, sizes, smem_budget(target));
-}
-
 std::vector<std::string> cuda_head_dims(const Plan& plan) {
   std::vector<std::string> out;
   for (const PlanKernel& k : plan.kernels)

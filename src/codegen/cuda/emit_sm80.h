@@ -1,8 +1,7 @@
 // The CUDA sm80 path: one plan kernel -> one CUDA translation unit that instantiates the generic
 // FlashAttention-2 template fg::attn_fwd_sm80<Spec> (fg_attn_sm80.cuh) with a generated Spec
 // (see src/codegen/cuda/README.md for the plan -> Spec mapping). The decisions are made by
-// lower_tensor_core (lower/tensor_core.h), the printing by print_tensor_core (emit_sm80.cpp);
-// emit_sm80_kernel runs both.
+// lower_tensor_core (lower/tensor_core.h), the printing by print_tensor_core (emit_sm80.cpp).
 //
 // What fits: one kernel with one streamed reduction dim; 1-2 score contractions of two bf16
 // parameters over one eliminated dim (the tensor-core Q.K^T); 1-2 online Max accumulators
@@ -78,19 +77,6 @@ struct SmemBudget {
   int per_sm = 0, per_block = 0;  // bytes
 };
 SmemBudget smem_budget(Target target);
-
-struct CudaKernelSource {
-  std::string source;
-  Sm80Launch launch;
-};
-
-// Emits kernel `kernel` of `plan` for target cuda-sm80 or cuda-sm90 (the sm80 path; Hopper runs
-// it compiled for sm_90a). `sizes` must give the extent of every eliminated (head) dim; other
-// entries are ignored. BackendError when the kernel does not fit the template.
-CudaKernelSource emit_sm80_kernel(const Plan& plan, int kernel, Target target,
-                                  const Extents& sizes, const SmemBudget& budget);
-CudaKernelSource emit_sm80_kernel(const Plan& plan, int kernel, Target target,
-                                  const Extents& sizes);  // smem_budget(target)
 
 // The head dims (eliminated dims) of a plan's kernels, by name: what `sizes` must give.
 std::vector<std::string> cuda_head_dims(const Plan& plan);
