@@ -55,6 +55,7 @@ template <int D_, int DV_, int NW, int BN, bool CAUSAL, bool SOFTCAP = false, bo
           bool LSE = false, int MW = 1, bool SKIP = false>
 struct StdSpec {
   static constexpr bool kSkipRescale = SKIP;
+  using Elem = fg::BF16;
   static constexpr int kNumScores = 1, kNumGroups = 1, kNumV = 1, kNumAcc = 1;
   static constexpr int kHeadDim = D_, kValueDim = DV_, kWarps = NW, kBlockN = BN;
   static constexpr int kWarpMBlocks = MW;
@@ -136,6 +137,7 @@ template <int D_, int NW, int BN, int MW = 1, bool SKIP = false>
 struct DiffSpec {
   static constexpr bool kSkipRescale = SKIP;
   static constexpr int DV_ = 2 * D_;
+  using Elem = fg::BF16;
   static constexpr int kNumScores = 2, kNumGroups = 2, kNumV = 1, kNumAcc = 2;
   static constexpr int kHeadDim = D_, kValueDim = DV_, kWarps = NW, kBlockN = BN;
   static constexpr int kWarpMBlocks = MW;

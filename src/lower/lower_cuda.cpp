@@ -195,7 +195,7 @@ std::string LoweredCuda::str(const Plan& plan) const {
          << la.min_blocks << " blocks per SM at least\n";
       os << "  head dims:";
       for (const auto& [n, e] : la.head_dims) os << " " << n << "=" << e;
-      os << "\n";
+      os << "; operands " << dtype_name(lk.tensor_core.elem) << "\n";
       const Sm80Structure& st = la.structure;
       for (const Sm80Structure::Score& s : st.scores)
         os << "  score %" << s.node << " = " << plan.buffers[s.q_buffer].name << " . "

@@ -45,6 +45,7 @@ class Lowering : public TensorCoreView {
   TensorCoreKernel& out_;
   const Extents& sizes_;
   const SmemBudget budget_;
+  bool elem_set_ = false;  // out_.elem was taken from an operand
   // The lowered kernel's fields, under the names the rules below use.
   Sm80Launch& launch_ = out_.launch;
   std::vector<Score>& scores_ = out_.scores;
@@ -74,14 +75,20 @@ class Lowering : public TensorCoreView {
                          p_.dims[d] + "' (e.g. --sizes " + p_.dims[d] + "=64)");
     return it->second;
   }
-  // A bf16 parameter load over (grid dims..., `lead`, `inner`) with `inner` innermost.
-  int operand_buffer(int node, int lead, int inner, const char* role) const {
+  // A bf16 or f16 parameter load over (grid dims..., `lead`, `inner`) with `inner` innermost;
+  // every operand of the kernel has one type (the mma's, out_.elem).
+  int operand_buffer(int node, int lead, int inner, const char* role) {
     const Node& n = N(node);
     if (n.op != Op::Param) fail(std::string(role) + " operand " + nt(node) + " is not a parameter");
     const Parameter& P = p_.params[n.param];
-    if (P.type != DType::bf16)
+    if (P.type != DType::bf16 && P.type != DType::f16)
       fail(std::string(role) + " '" + P.name + "' is " + dtype_name(P.type) +
-           "; the sm80 tensor-core path takes bf16");
+           "; the tensor-core path takes bf16 or f16");
+    if (elem_set_ && P.type != out_.elem)
+      fail(std::string(role) + " '" + P.name + "' is " + dtype_name(P.type) + " and another "
+           "operand " + dtype_name(out_.elem) + " (the tensor-core path takes one type)");
+    out_.elem = P.type;
+    elem_set_ = true;
     if (P.dims.empty() || P.dims.back() != inner)
       fail(std::string(role) + " '" + P.name + "' must have '" + p_.dims[inner] +
            "' as its innermost dim");
@@ -217,8 +224,9 @@ class Lowering : public TensorCoreView {
     for (int b : k_.writes) {
       const PlanBuffer& B = plan_.buffers[b];
       if (B.kind != PlanBuffer::Output) fail("it writes an intermediate buffer");
-      if (B.type != DType::bf16 && B.type != DType::f32)
-        fail("output " + B.name + " is " + dtype_name(B.type) + " (bf16 or f32 on the sm80 path)");
+      if (B.type != DType::bf16 && B.type != DType::f16 && B.type != DType::f32)
+        fail("output " + B.name + " is " + dtype_name(B.type) +
+             " (bf16, f16 or f32 on the tensor-core path)");
       for (int d : B.dims)
         if (d != k_.row_dim && d != vdim_ && !is_par(d))
           fail("output " + B.name + " has dim '" + p_.dims[d] + "'");

@@ -37,6 +37,7 @@ struct TensorCoreKernel {
   std::vector<Group> groups;
   std::vector<int> vbufs;  // distinct V buffers
   std::vector<Acc> pv;     // P.V accumulators
+  DType elem = DType::bf16;          // every Q, K and V operand's type (bf16 or f16)
   int cdim = -1, vdim = -1;          // the score contraction dim and the value dim
   int64_t D = 0, DV = 0, DVc = 0;    // their extents; value columns per block (DV / vsplit)
   int mw = 1, vsplit = 1;            // 16-row m-blocks per warp; value-column chunks

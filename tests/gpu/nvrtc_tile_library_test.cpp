@@ -28,6 +28,7 @@ using fg::i64;
 
 struct P1 { const bf16raw *q, *k, *v; bf16raw* o; float* lse; int B, H, Hkv, M, N; float sc; };
 struct Spec1 {  // causal + ALiBi + GQA + logsumexp, d = 128
+  using Elem = fg::BF16;
   static constexpr int kNumScores = 1, kNumGroups = 1, kNumV = 1, kNumAcc = 1;
   static constexpr int kHeadDim = 128, kValueDim = 128, kWarps = 4, kWarpMBlocks = 2;
   static constexpr int kBlockN = 64, kMinBlocks = 2;
@@ -73,6 +74,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) fg_causal_alibi(const P1 p)
 
 struct P2 { const bf16raw *q1, *k1, *q2, *k2, *v; bf16raw* o; int P, M, N; float sc, lam; };
 struct Spec2 {  // diff_attn, d = 64, v width 128
+  using Elem = fg::BF16;
   static constexpr int kNumScores = 2, kNumGroups = 2, kNumV = 1, kNumAcc = 2;
   static constexpr int kHeadDim = 64, kValueDim = 128, kWarps = 4, kWarpMBlocks = 1;
   static constexpr int kBlockN = 64, kMinBlocks = 1;

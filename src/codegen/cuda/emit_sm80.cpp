@@ -288,6 +288,7 @@ class Printer : public TensorCoreView {
     os << "struct Params {\n  const void* buf[" << NB << "];\n  int64_t st[" << NB << "][" << R
        << "];\n  int64_t ext[" << ND << "];\n  int64_t* err;\n};\n\n";
     os << "struct Spec {\n";
+    os << "  using Elem = fg::" << (a_.elem == DType::f16 ? "F16" : "BF16") << ";\n";
     os << "  static constexpr int kNumScores = " << Sn << ", kNumGroups = " << G
        << ", kNumV = " << V << ", kNumAcc = " << A << ";\n";
     os << "  static constexpr int kHeadDim = " << D_ << ", kValueDim = " << DVc_
@@ -408,14 +409,16 @@ class Printer : public TensorCoreView {
       for (size_t i = 0; i < B.dims.size(); ++i)
         off += " + " + c.index(B.dims[i]) + " * ctx.s" + S(b) + "_" + S(i);
       std::string val = "(float)(" + em_.value(B.node, c) + ")";
-      std::string conv = B.type == DType::bf16 ? "fg::f32_to_bf16(" + val + ")" : val;
+      const bool half = B.type == DType::bf16 || B.type == DType::f16;
+      const char* hname = B.type == DType::bf16 ? "bf16" : "f16";
+      std::string conv = half ? "fg::f32_to_" + std::string(hname) + "(" + val + ")" : val;
       if (!per_e) {
         sr << "      ctx.B" << b << "[" << off << "] = " << conv << ";\n";
-      } else if (B.type == DType::bf16 && B.dims.back() == vdim_) {
+      } else if (half && B.dims.back() == vdim_) {
         // The runtime allocates outputs packed, so columns e, e+1 are adjacent: one 4-byte store.
         st << "      vals" << b << "[j] = " << val << ";\n";
         pairs << "    float vals" << b << "[2];\n";
-        after << "    {\n      const int e = " << ebase << "e0;\n      fg::store_bf16x2(&ctx.B" << b << "[" << off
+        after << "    {\n      const int e = " << ebase << "e0;\n      fg::store_" << hname << "x2(&ctx.B" << b << "[" << off
               << "], vals" << b << "[0], vals" << b << "[1]);\n    }\n";
       } else {
         st << "      ctx.B" << b << "[" << off << "] = " << conv << ";\n";

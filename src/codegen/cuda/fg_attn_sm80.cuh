@@ -9,7 +9,8 @@
 //   d=128: each K/V fragment read from shared memory feeds two MMAs). Q tiles go through shared
 //   memory, into registers when they fit (else re-read per key tile); K/V tiles stream through
 //   swizzled shared memory with cp.async double buffering (tile j+1 loads while tile j
-//   computes); S = Q K^T by mma.sync.m16n8k16 (bf16 in, f32 accumulate); element code and masks
+//   computes); S = Q K^T by mma.sync.m16n8k16 (Spec::Elem: bf16 or f16 in, f32 accumulate); element
+//   code and masks
 //   run on the S fragments; online softmax in base 2 (running max per row in score units, exp2
 //   of one FFMA, rescale of every accumulator of the group); P goes from the S fragments
 //   straight into A operands of P.V; row sums stay per thread until the end.
@@ -38,6 +39,8 @@
 //
 //   struct Spec {
 //     // --- compile-time shape ---
+//     using Elem = fg::BF16;             // the 16-bit type of every Q, K and V (fg::BF16 or fg::F16;
+//                                        // P is rounded to it for P.V)
 //     static constexpr int kNumScores;   // S: score contractions c_s = Q_s . K_s^T (1..2)
 //     static constexpr int kNumGroups;   // G: softmax groups (each: running max, row sum) (1..2)
 //     static constexpr int kNumV;        // V: distinct value tensors loaded per key tile (1..2)
@@ -68,7 +71,8 @@
 //     // Per-block context: built once from the block's parallel index par in [0, P)
 //     // (blockIdx.y + gridDim.y * blockIdx.z, e.g. par = b*H + h). Must contain these members (fg::CtxBase<S, V> has them):
 //     //   int M, N;                              extents of the query / key dims for this block
-//     //   const bf16raw* q[S]; i64 q_ld[S];      row (m) 0 of Q_s and its row stride (elements)
+//     //   const bf16raw* q[S]; i64 q_ld[S];      row (m) 0 of Q_s and its row stride (elements;
+//                                          bf16raw: the bits of Elem, bf16 or f16)
 //     //   const bf16raw* k[S]; i64 k_ld[S];      row (n) 0 of K_s, row stride (GQA: kv head map)
 //     //   const bf16raw* v[V]; i64 v_ld[V];      row (n) 0 of V_i, row stride
 //     //   fg::StagedSrc staged[T];               (when kNumStaged > 0) where each staged
@@ -198,6 +202,7 @@ struct AttnSm80 {
   static constexpr bool kSkipRescale = SkipRescaleOf<Spec>::value;
   using Staged = StagedOf<Spec>;
   static constexpr int T = Staged::kNum;
+  using Elem = typename Spec::Elem;
   static constexpr int S = Spec::kNumScores, G = Spec::kNumGroups, V = Spec::kNumV,
                        A = Spec::kNumAcc;
   static constexpr int D = Spec::kHeadDim, DV = Spec::kValueDim;
@@ -254,8 +259,8 @@ FG_DEV void scores_mma(float (&c)[K::MW][K::BN / 8][4], const u32 (&qa)[K::MW][Q
       ldmatrix_x4(kb, ak.at(np * 16, kk * 16));
 #pragma unroll
       for (int b = 0; b < MW; ++b) {
-        mma_bf16_16816(c[b][2 * np], qf[b], kb[0], kb[1]);
-        mma_bf16_16816(c[b][2 * np + 1], qf[b], kb[2], kb[3]);
+        K::Elem::mma(c[b][2 * np], qf[b], kb[0], kb[1]);
+        K::Elem::mma(c[b][2 * np + 1], qf[b], kb[2], kb[3]);
       }
     }
   }
@@ -319,14 +324,14 @@ FG_DEV void add_nonfinite_values(float (&o)[K::A][K::MW][K::DV / 8][4],
 #pragma unroll
                 for (int i = 0; i < 2; ++i) {
                   const u32 x = tile_at<BN, DV>(t, key, te * 8 + col_t + i);
-                  if (bf16_nonfinite(x)) o[a][b][te][2 * h + i] += bf16_to_f32((bf16raw)x);
+                  if (nonfinite16<typename Spec::Elem>(x)) o[a][b][te][2 * h + i] += Spec::Elem::to_f32(x);
                 }
             }
           }
       }
   __syncthreads();  // every thread read the values before any is cleared
 #pragma unroll
-  for (int i = 0; i < K::V; ++i) tile_zero_nonfinite<BN, DV, K::NT>(vt + i * K::kVBytes, tid);
+  for (int i = 0; i < K::V; ++i) tile_zero_nonfinite<typename Spec::Elem, BN, DV, K::NT>(vt + i * K::kVBytes, tid);
   __syncthreads();
 }
 
@@ -560,7 +565,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           for (int a = 0; a < A; ++a)
             if (Spec::acc_group(a) == g) rescale_rows<kCareful>(o[a][b], alpha[0], alpha[1]);
         }
-        acc_to_a<KB>(pa[g][b], x[g][b]);
+        acc_to_a<typename Spec::Elem, KB>(pa[g][b], x[g][b]);
       }
     // ---- careful: inf or NaN in V contributes only where the weight is not 0 (masked keys,
     // and weights that underflowed, in any tile) ----
@@ -568,7 +573,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       unsigned char* vt = fg_smem + (st - s_base) + S * K::kKBytes;
       bool nf = false;
 #pragma unroll
-      for (int i = 0; i < V; ++i) nf |= tile_any_nonfinite<BN, DV, NT>(vt + i * K::kVBytes, tid);
+      for (int i = 0; i < V; ++i) nf |= tile_any_nonfinite<typename Spec::Elem, BN, DV, NT>(vt + i * K::kVBytes, tid);
       if (__syncthreads_or(nf)) add_nonfinite_values<K, Spec>(o, pa, vt, lane, tid);
     }
     // ---- O_a += P_g(a) . V_v(a) ----
@@ -587,8 +592,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             if (Spec::acc_v(a) == i)
 #pragma unroll
               for (int b = 0; b < MW; ++b) {
-                mma_bf16_16816(o[a][b][2 * ep], pa[Spec::acc_group(a)][b][kb], vb[0], vb[1]);
-                mma_bf16_16816(o[a][b][2 * ep + 1], pa[Spec::acc_group(a)][b][kb], vb[2], vb[3]);
+                Spec::Elem::mma(o[a][b][2 * ep], pa[Spec::acc_group(a)][b][kb], vb[0], vb[1]);
+                Spec::Elem::mma(o[a][b][2 * ep + 1], pa[Spec::acc_group(a)][b][kb], vb[2], vb[3]);
               }
         }
     }

@@ -1,8 +1,9 @@
 // fg_tile.cuh — flashgen's tile library for the CUDA sm80 path (also runs on sm_90/sm_90a).
 //
 // What: the small set of warp-level building blocks the generated kernels are made of:
-//   bf16 bit helpers, cp.async global->shared tile loads (predicated, zero fill), a swizzled
-//   shared-memory tile layout, ldmatrix / mma.sync.m16n8k16 (bf16 in, f32 accumulate) wrappers,
+//   bf16 and f16 bit helpers, cp.async global->shared tile loads (predicated, zero fill), a
+//   swizzled shared-memory tile layout, ldmatrix / mma.sync.m16n8k16 (BF16 or F16 in, f32
+//   accumulate) wrappers,
 //   fragment row max / row sum / rescale, and the S-accumulator -> A-operand conversion.
 // Preconditions: compiled as CUDA C++ for sm_80 or newer, by nvcc or NVRTC. The file includes no
 //   header at all (NVRTC has no host standard library), so it is safe to prepend to generated
@@ -22,7 +23,7 @@
 
 namespace fg {
 
-typedef unsigned short bf16raw;   // bf16 bits
+typedef unsigned short bf16raw;   // the bits of a 16-bit float (bf16, or f16 where Elem is F16)
 typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef long long i64;
@@ -45,6 +46,18 @@ FG_DEV u32 pack_bf16x2(float lo, float hi) {  // round to nearest even, lo in th
 FG_DEV bf16raw f32_to_bf16(float x) { return (bf16raw)(pack_bf16x2(x, 0.f) & 0xffffu); }
 FG_DEV float bf16x2_lo(u32 v) { return __uint_as_float(v << 16); }
 FG_DEV float bf16x2_hi(u32 v) { return __uint_as_float(v & 0xffff0000u); }
+// ---- f16 bit helpers ----
+FG_DEV u32 pack_f16x2(float lo, float hi) {  // round to nearest even, lo in the low half
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+FG_DEV float f16_to_f32(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+FG_DEV unsigned short f32_to_f16(float x) { return (unsigned short)(pack_f16x2(x, 0.f) & 0xffffu); }
 
 // ---- fast math ----
 FG_DEV float ex2(float x) {  // 2^x, one MUFU op; ex2(-inf) = 0
@@ -84,14 +97,33 @@ FG_DEV void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
-// d += a * b (m16n8k16, bf16 operands, f32 accumulators)
-FG_DEV void mma_bf16_16816(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+// The tensor cores' 16-bit operand types (Spec::Elem): d += a * b by mma.sync.m16n8k16 with f32
+// accumulators, a pair of f32 rounded to nearest even into one register (lo in the low half), one
+// element's bits back to f32, and the exponent mask (all ones: inf or NaN).
+struct BF16 {
+  static constexpr u32 kExp = 0x7f80u;
+  static FG_DEV void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static FG_DEV u32 pack(float lo, float hi) { return pack_bf16x2(lo, hi); }
+  static FG_DEV float to_f32(u32 bits) { return bf16_to_f32((bf16raw)bits); }
+};
+struct F16 {
+  static constexpr u32 kExp = 0x7c00u;
+  static FG_DEV void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static FG_DEV u32 pack(float lo, float hi) { return pack_f16x2(lo, hi); }
+  static FG_DEV float to_f32(u32 bits) { return f16_to_f32((unsigned short)bits); }
+};
 
 // ---- swizzled shared-memory tile: ROWS x COLS bf16, row-major in column panels ----
 // The tile is split into panels of PW columns (64 when COLS % 64 == 0, else 32), each stored
@@ -288,15 +320,15 @@ FG_DEV void warp_range(F value, int i0, int i1, double& lo, double& hi) {
   hi = nan ? unknown : (double)h;
 }
 
-// Convert accumulator fragments (16 x 16*KB, f32) into A operands (bf16) for the next mma.
-template <int KB>
+// Convert accumulator fragments (16 x 16*KB, f32) into A operands (Elem) for the next mma.
+template <class Elem, int KB>
 FG_DEV void acc_to_a(u32 (&a)[KB][4], const float (&acc)[2 * KB][4]) {
 #pragma unroll
   for (int kb = 0; kb < KB; ++kb) {
-    a[kb][0] = pack_bf16x2(acc[2 * kb][0], acc[2 * kb][1]);
-    a[kb][1] = pack_bf16x2(acc[2 * kb][2], acc[2 * kb][3]);
-    a[kb][2] = pack_bf16x2(acc[2 * kb + 1][0], acc[2 * kb + 1][1]);
-    a[kb][3] = pack_bf16x2(acc[2 * kb + 1][2], acc[2 * kb + 1][3]);
+    a[kb][0] = Elem::pack(acc[2 * kb][0], acc[2 * kb][1]);
+    a[kb][1] = Elem::pack(acc[2 * kb][2], acc[2 * kb][3]);
+    a[kb][2] = Elem::pack(acc[2 * kb + 1][0], acc[2 * kb + 1][1]);
+    a[kb][3] = Elem::pack(acc[2 * kb + 1][2], acc[2 * kb + 1][3]);
   }
 }
 
@@ -358,14 +390,16 @@ FG_DEV void rescale_rows(float (&x)[NT8][4], float s0, float s1) {
 }
 
 
-// ---- inf and NaN in a shared-memory tile (the strong zero of masked keys) ----
-FG_DEV bool bf16_nonfinite(u32 h) { return (h & 0x7f80u) == 0x7f80u; }  // h: the 16 bits
-FG_DEV bool bf16x2_any_nonfinite(u32 v) {
-  return ((v & 0x7f80u) == 0x7f80u) | ((v & 0x7f800000u) == 0x7f800000u);
+// ---- inf and NaN in a shared-memory tile of Elem (the strong zero of masked keys) ----
+template <class Elem>
+FG_DEV bool nonfinite16(u32 h) { return (h & Elem::kExp) == Elem::kExp; }  // h: the 16 bits
+template <class Elem>
+FG_DEV bool x2_any_nonfinite(u32 v) {
+  return nonfinite16<Elem>(v & 0xffffu) | nonfinite16<Elem>(v >> 16);
 }
 // Whether this thread's share of the ROWS x COLS tile at generic address t (shared memory) holds
 // an inf or a NaN; the block combines the answers (__syncthreads_or).
-template <int ROWS, int COLS, int NT>
+template <class Elem, int ROWS, int COLS, int NT>
 FG_DEV bool tile_any_nonfinite(const unsigned char* t, int tid) {
   using T = SmemTile<ROWS, COLS>;
   constexpr int CPR = COLS / 8;
@@ -373,13 +407,13 @@ FG_DEV bool tile_any_nonfinite(const unsigned char* t, int tid) {
 #pragma unroll 4
   for (int q = tid; q < ROWS * CPR; q += NT) {
     const uint4 c = *reinterpret_cast<const uint4*>(t + T::off(q / CPR, (q % CPR) * 8));
-    nf |= bf16x2_any_nonfinite(c.x) | bf16x2_any_nonfinite(c.y) | bf16x2_any_nonfinite(c.z) |
-          bf16x2_any_nonfinite(c.w);
+    nf |= x2_any_nonfinite<Elem>(c.x) | x2_any_nonfinite<Elem>(c.y) |
+          x2_any_nonfinite<Elem>(c.z) | x2_any_nonfinite<Elem>(c.w);
   }
   return nf;
 }
 // Sets this thread's share of the tile's inf and NaN elements to 0.
-template <int ROWS, int COLS, int NT>
+template <class Elem, int ROWS, int COLS, int NT>
 FG_DEV void tile_zero_nonfinite(unsigned char* t, int tid) {
   using T = SmemTile<ROWS, COLS>;
   constexpr int CPR = COLS / 8;
@@ -389,8 +423,8 @@ FG_DEV void tile_zero_nonfinite(unsigned char* t, int tid) {
     u32* w = &c.x;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      if ((w[i] & 0x7f80u) == 0x7f80u) w[i] &= 0xffff0000u;
-      if ((w[i] & 0x7f800000u) == 0x7f800000u) w[i] &= 0x0000ffffu;
+      if (nonfinite16<Elem>(w[i] & 0xffffu)) w[i] &= 0xffff0000u;
+      if (nonfinite16<Elem>(w[i] >> 16)) w[i] &= 0x0000ffffu;
     }
     *p = c;
   }
@@ -409,6 +443,10 @@ FG_DEV void zero(float (&x)[NT8][4]) {
 // Store two adjacent bf16 values (e, e+1) of one row.
 FG_DEV void store_bf16x2(bf16raw* p, float lo, float hi) {
   *reinterpret_cast<u32*>(p) = pack_bf16x2(lo, hi);
+}
+// Two adjacent f16 values.
+FG_DEV void store_f16x2(unsigned short* p, float lo, float hi) {
+  *reinterpret_cast<u32*>(p) = pack_f16x2(lo, hi);
 }
 FG_DEV float2 load_bf16x2(const bf16raw* p) {
   const u32 v = *reinterpret_cast<const u32*>(p);
