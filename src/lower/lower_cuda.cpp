@@ -195,7 +195,10 @@ std::string LoweredCuda::str(const Plan& plan) const {
          << la.min_blocks << " blocks per SM at least\n";
       os << "  head dims:";
       for (const auto& [n, e] : la.head_dims) os << " " << n << "=" << e;
-      os << "; operands " << dtype_name(lk.tensor_core.elem) << "\n";
+      const TensorCoreKernel& tc = lk.tensor_core;
+      if (tc.Dt != tc.D || tc.DVt != tc.DV)
+        os << " (tiles padded to " << tc.Dt << " and " << tc.DVt << " columns)";
+      os << "; operands " << dtype_name(tc.elem) << "\n";
       const Sm80Structure& st = la.structure;
       for (const Sm80Structure::Score& s : st.scores)
         os << "  score %" << s.node << " = " << plan.buffers[s.q_buffer].name << " . "

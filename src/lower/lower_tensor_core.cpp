@@ -57,6 +57,8 @@ class Lowering : public TensorCoreView {
   int64_t& D_ = out_.D;
   int64_t& DV_ = out_.DV;
   int64_t& DVc_ = out_.DVc;
+  int64_t& Dt_ = out_.Dt;
+  int64_t& DVt_ = out_.DVt;
   int& mw_ = out_.mw;
   int& vsplit_ = out_.vsplit;
   bool& skip_ = out_.skip;
@@ -211,12 +213,14 @@ class Lowering : public TensorCoreView {
     }
     D_ = head_extent(cdim_);
     DV_ = head_extent(vdim_);
-    if (D_ % 32 != 0 || D_ > 256 || D_ <= 0)
-      fail("head dim " + p_.dims[cdim_] + " = " + S(D_) + " (the sm80 path needs a multiple of "
-           "32 up to 256)");
-    if (DV_ % 32 != 0 || DV_ > 256 || DV_ <= 0)
-      fail("value dim " + p_.dims[vdim_] + " = " + S(DV_) + " (the sm80 path needs a multiple of "
-           "32 up to 256)");
+    // Head dims of any extent up to 256: the tiles are D and DV rounded up to a multiple of 32,
+    // the columns past them read as 0 and are not stored.
+    if (D_ > 256 || D_ <= 0)
+      fail("head dim " + p_.dims[cdim_] + " = " + S(D_) + " (the tensor-core path takes 1 to 256)");
+    if (DV_ > 256 || DV_ <= 0)
+      fail("value dim " + p_.dims[vdim_] + " = " + S(DV_) + " (the tensor-core path takes 1 to 256)");
+    Dt_ = (D_ + 31) / 32 * 32;
+    DVt_ = (DV_ + 31) / 32 * 32;
     for (int d : k_.elim)
       if (d != cdim_ && d != vdim_) fail("eliminated dim '" + p_.dims[d] + "' is neither the "
                                          "score contraction dim nor the value dim");
@@ -255,17 +259,20 @@ class Lowering : public TensorCoreView {
     // element, so the element code and its latencies dominate: 16 rows per warp and 5 blocks
     // per SM (<= 102 registers) hide them better than 32 rows and 2 blocks (the A/B
     // measurements: bench/NOTES.md, sessions 3 and 4).
-    const bool small_heads = D_ + DV_ <= 64 && Sn == 1 && A == 1;  // (as measured)
-    mw_ = (Sn == 1 && A == 1 && DV_ <= 128 && D_ <= 128 && !small_heads) ? 2 : 1;
+    const bool small_heads = Dt_ + DVt_ <= 64 && Sn == 1 && A == 1;
+    mw_ = (Sn == 1 && A == 1 && DVt_ <= 128 && Dt_ <= 128 && !small_heads) ? 2 : 1;
     // Value-column split: when the accumulators of all value columns would not fit the
     // registers (more than 128 f32 per thread), blocks take column chunks of the value dim
     // (a grid factor) and recompute the scores per chunk, as FA2 does for wide heads.
     vsplit_ = 1;
-    while (A * mw_ * (DV_ / vsplit_) / 2 > 128 && (DV_ / (2 * vsplit_)) % 32 == 0) vsplit_ *= 2;
-    DVc_ = DV_ / vsplit_;
+    // (A padded value dim is not split: the chunks would hold different column counts.)
+    while (A * mw_ * (DVt_ / vsplit_) / 2 > 128 && (DVt_ / (2 * vsplit_)) % 32 == 0 &&
+           DVt_ == DV_)
+      vsplit_ *= 2;
+    DVc_ = DVt_ / vsplit_;
     launch_.value_split = vsplit_;
     launch_.min_blocks = mw_ == 2 ? 2 : (small_heads ? 5 : 1);
-    skip_ = D_ >= 96 || Sn == 2;
+    skip_ = Dt_ >= 96 || Sn == 2;
     launch_.entry = k_.name;
     launch_.warps = 4;
     launch_.block_m = 16 * mw_ * 4;
@@ -351,8 +358,8 @@ class Lowering : public TensorCoreView {
     int st = 0;
     for (const Staged& t : staged) st += (t.rows ? BM : 1) * (BN * t.elem_bytes + 16);
     st = (st + 1023) / 1024 * 1024;
-    return static_cast<int>(Sn * BM * D_ * 2 +
-                            2 * (Sn * BN * D_ * 2 + vbufs_.size() * BN * DVc_ * 2 + st));
+    return static_cast<int>(Sn * BM * Dt_ * 2 +
+                            2 * (Sn * BN * Dt_ * 2 + vbufs_.size() * BN * DVc_ * 2 + st));
   }
   // Staged tiles cost shared memory: of the candidates (in order), the ones that still leave
   // the blocks per SM that shared memory allows (budget_.per_sm, 1 KiB reserved per block) at

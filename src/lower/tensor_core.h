@@ -39,7 +39,10 @@ struct TensorCoreKernel {
   std::vector<Acc> pv;     // P.V accumulators
   DType elem = DType::bf16;          // every Q, K and V operand's type (bf16 or f16)
   int cdim = -1, vdim = -1;          // the score contraction dim and the value dim
-  int64_t D = 0, DV = 0, DVc = 0;    // their extents; value columns per block (DV / vsplit)
+  int64_t D = 0, DV = 0;             // their extents
+  int64_t Dt = 0, DVt = 0;           // tile widths: D, DV rounded up to a multiple of 32 (the
+                                     // padding reads as 0; value columns past DV are not stored)
+  int64_t DVc = 0;                   // value columns per block (DVt / vsplit)
   int mw = 1, vsplit = 1;            // 16-row m-blocks per warp; value-column chunks
   bool skip = false;                 // kSkipRescale
   std::set<int> unchecked;           // parameters every gather reads by plain dim indices

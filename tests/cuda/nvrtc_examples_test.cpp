@@ -5,6 +5,8 @@
 // path and says why, and the emitted source depends on head dims only (not on long extents).
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
@@ -74,6 +76,30 @@ TEST_P(NvrtcExamples, TheTileCountingAndCarefulBuildsCompileForSm80AndSm90a) {
       ASSERT_EQ(cubins.size(), 1u);
       EXPECT_EQ(cubins[0].substr(1, 3), "ELF");
     }
+}
+
+// Every example with f16 in place of bf16, and at head dims that are no multiple of 32 (padded
+// tiles; d = 5 rows are not 16-byte aligned and load element by element), compiles for sm_90a
+// on the tensor-core path.
+TEST_P(NvrtcExamples, F16AndOddHeadDimsCompileOnTheTensorCorePath) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
+  const std::string name = GetParam();
+  std::string text = testing::read_text_file(testing::source_path("examples/" + name + ".attn"));
+  for (size_t at = text.find("bf16"); at != std::string::npos; at = text.find("bf16", at))
+    text.replace(at, 4, "f16");
+  const Program f16 = parse_source(text, name + ".attn").at(0);
+  const Program bf16 = example(name);
+  for (auto [p, d, e] : {std::tuple<const Program*, int64_t, int64_t>{&f16, 64, 64},
+                         {&bf16, 5, 7}, {&bf16, 40, 100}}) {
+    const Extents ext = {{"d", d}, {"e", e}};
+    SCOPED_TRACE(p->name + " d=" + std::to_string(d) + " e=" + std::to_string(e));
+    for (const CudaKernelPath& k : cuda_paths(*p, Target::cuda_sm90, ext))
+      EXPECT_EQ(k.path, "tensor_core") << k.why;
+    std::vector<std::string> cubins;
+    ASSERT_NO_THROW(cubins = compile_cuda_cubins(*p, Target::cuda_sm90, ext));
+    for (const std::string& c : cubins) EXPECT_EQ(c.substr(1, 3), "ELF");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, NvrtcExamples, ::testing::ValuesIn(testing::example_names()));

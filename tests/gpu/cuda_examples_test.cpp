@@ -40,8 +40,8 @@ Extents extents_for(const Program& p, int64_t m, int64_t n, int64_t d, int64_t b
 }
 
 // The program with every score contraction (a sum of a product) and every softmax rounded to
-// bf16: the precision of a plain bf16 implementation.
-Program plain_bf16(const Program& p) {
+// bf16 (or `t`): the precision of a plain bf16 (f16) implementation.
+Program plain_bf16(const Program& p, DType t = DType::bf16) {
   Program q = p;
   q.nodes.clear();
   std::vector<int> map(p.nodes.size());
@@ -54,7 +54,7 @@ Program plain_bf16(const Program& p) {
     if ((contraction || n.op == Op::Softmax) && is_float(n.type)) {
       Node c;
       c.op = Op::Cast;
-      c.type = DType::bf16;
+      c.type = t;
       c.dims = n.dims;
       c.args = {id};
       q.nodes.push_back(c);
@@ -81,9 +81,10 @@ double rms_diff(const Tensor& a, const Tensor& b, int64_t* nonfinite) {
   return a.numel() ? std::sqrt(s / static_cast<double>(a.numel())) : 0.0;
 }
 
-void check_inputs(const Program& p, const TensorMap& in, const Extents& ext) {
+void check_inputs(const Program& p, const TensorMap& in, const Extents& ext,
+                  DType plain_type = DType::bf16) {
   TensorMap want = evaluate_reference_f64(p, in);
-  TensorMap plain = evaluate_reference(plain_bf16(p), in);
+  TensorMap plain = evaluate_reference(plain_bf16(p, plain_type), in);
   TensorMap got = run_cuda(p, in);
   std::string sizes;
   for (auto& [k, v] : ext) sizes += k + "=" + std::to_string(v) + " ";
@@ -293,6 +294,38 @@ TEST(CudaBackend, CheckedGathersOfAStagedParameterStayChecked) {
   } catch (const CallError& e) {
     EXPECT_NE(std::string(e.what()).find("'bias'"), std::string::npos) << e.what();
   }
+}
+
+// f16 operands and head dims of any extent on the tensor cores (the tiles padded to 32 columns,
+// rows of odd widths gathered element by element, odd value dims stored one column at a time):
+// the path is asserted, and the error is held to twice a plain implementation's in the
+// operands' type.
+TEST(CudaBackend, F16AndOddHeadDimsOnTheTensorCores) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  std::vector<Program> ps = parse_source(R"(
+program causal_f16(q: f16[b, h, m, d], k: f16[b, h, n, d], v: f16[b, h, n, e]) {
+  s = where(n <= m, sum(q * k, d) / sqrt(size(d)), -inf)
+  out o: f16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program odd_bf16(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  p = softmax(sum(q * k, d) / sqrt(size(d)), n)
+  out o: bf16[b, h, m, e] = sum(p * v, n)
+  out lse: f32[b, h, m] = logsumexp(sum(q * k, d) / sqrt(size(d)), n)
+}
+program f16_to_f32(q: f16[b, m, h, d], k: f16[b, n, h, d], v: f16[b, n, h, e]) {
+  out o: f32[b, h, m, e] = sum(softmax(sum(q * k, d) * 0.3, n) * v, n)
+}
+)", "tc.attn");
+  for (const Program& p : ps)
+    for (auto [d, e] : {std::pair<int64_t, int64_t>{1, 1}, {5, 7}, {33, 64}, {64, 64},
+                        {100, 40}, {8, 200}}) {
+      Extents ext = {{"b", 2}, {"h", 3}, {"m", 77}, {"n", 130}, {"d", d}, {"e", e}};
+      SCOPED_TRACE(p.name + " d=" + std::to_string(d) + " e=" + std::to_string(e));
+      for (const CudaKernelPath& k : cuda_paths(p, Target::cuda_sm90, ext))
+        EXPECT_EQ(k.path, "tensor_core") << k.why;
+      const bool f16 = p.params[0].type == DType::f16;
+      check_inputs(p, random_inputs(p, ext, 29 + d), ext, f16 ? DType::f16 : DType::bf16);
+    }
 }
 
 // Random template-shaped programs (tests/support/random_program.h): every one runs against the

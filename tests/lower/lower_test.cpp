@@ -69,6 +69,42 @@ TEST(Lower, TheTensorCoreStructureIsData) {
   EXPECT_NE(text.find(" = q1 . k1 over d"), std::string::npos) << text;
 }
 
+// The tensor cores take bf16 or f16 operands of one type, and head dims of any extent up to 256
+// (tiles rounded up to 32 columns: the padding reads as 0); mixed operand types take the element
+// path and say why.
+TEST(Lower, F16OperandsAndOddHeadDimsTakeTheTensorCores) {
+  const char* src = R"(
+program f16odd(q: f16[b, h, m, d], k: f16[b, h, n, d], v: f16[b, h, n, e]) {
+  out o: f16[b, h, m, e] = sum(softmax(sum(q * k, d), n) * v, n)
+}
+program mixed(q: bf16[b, h, m, d], k: f16[b, h, n, d], v: bf16[b, h, n, e]) {
+  out o: bf16[b, h, m, e] = sum(softmax(sum(q * k, d), n) * v, n)
+}
+)";
+  for (auto [d, e] : {std::pair<int64_t, int64_t>{5, 7}, {33, 64}, {64, 64}, {1, 256}, {200, 40}}) {
+    Compiled c = lowered(select_program(parse_source(src, "t.attn"), "f16odd"), Target::cuda_sm80, {{"d", d}, {"e", e}});
+    ASSERT_EQ(c.lowered.kernels.size(), 1u);
+    const LoweredKernel& k = c.lowered.kernels[0];
+    ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << d << " " << e << ": " << k.why;
+    const TensorCoreKernel& tc = k.tensor_core;
+    EXPECT_EQ(tc.elem, DType::f16);
+    EXPECT_EQ(tc.D, d);
+    EXPECT_EQ(tc.DV, e);
+    EXPECT_EQ(tc.Dt % 32, 0);
+    EXPECT_EQ(tc.DVt % 32, 0);
+    EXPECT_TRUE(tc.Dt >= d && tc.Dt < d + 32) << tc.Dt;
+    EXPECT_TRUE(tc.DVt >= e && tc.DVt < e + 32) << tc.DVt;
+    EXPECT_EQ(tc.DVc * tc.vsplit, tc.DVt);
+    EXPECT_EQ(tc.launch.head_dim, d);  // FLOPs count the program's extents
+  }
+  Compiled c = lowered(select_program(parse_source(src, "t.attn"), "f16odd"), Target::cuda_sm80, {{"d", 257}, {"e", 64}});
+  EXPECT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::element);
+  EXPECT_NE(c.lowered.kernels[0].why.find("d = 257"), std::string::npos) << c.lowered.kernels[0].why;
+  c = lowered(select_program(parse_source(src, "t.attn"), "mixed"), Target::cuda_sm80, {{"d", 64}, {"e", 64}});
+  EXPECT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::element);
+  EXPECT_NE(c.lowered.kernels[0].why.find("one type"), std::string::npos) << c.lowered.kernels[0].why;
+}
+
 TEST(Lower, MissingHeadExtentsTakeTheElementPathAndSaySo) {
   Compiled c = lowered(testing::example_program("vanilla"), Target::cuda_sm80, {});
   ASSERT_EQ(c.lowered.kernels.size(), 1u);

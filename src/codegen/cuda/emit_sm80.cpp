@@ -70,6 +70,8 @@ class Printer : public TensorCoreView {
   const int64_t& D_ = a_.D;
   const int64_t& DV_ = a_.DV;
   const int64_t& DVc_ = a_.DVc;
+  const int64_t& Dt_ = a_.Dt;
+  const int64_t& DVt_ = a_.DVt;
   const int& mw_ = a_.mw;
   const int& vsplit_ = a_.vsplit;
   const bool& skip_ = a_.skip;
@@ -291,10 +293,13 @@ class Printer : public TensorCoreView {
     os << "  using Elem = fg::" << (a_.elem == DType::f16 ? "F16" : "BF16") << ";\n";
     os << "  static constexpr int kNumScores = " << Sn << ", kNumGroups = " << G
        << ", kNumV = " << V << ", kNumAcc = " << A << ";\n";
-    os << "  static constexpr int kHeadDim = " << D_ << ", kValueDim = " << DVc_
+    os << "  static constexpr int kHeadDim = " << Dt_ << ", kValueDim = " << DVc_
        << ", kWarps = 4, kWarpMBlocks = " << mw_ << ", kBlockN = " << launch_.block_n
        << ", kMinBlocks = " << launch_.min_blocks
        << ";\n";
+    if (Dt_ != D_ || DVt_ != DV_)
+      os << "  static constexpr int kHeadDimData = " << D_ << ", kValueDimData = " << DV_
+         << ";  // padded to " << Dt_ << " and " << DVt_ << "\n";
     os << "  static constexpr bool kReverseM = " << (k_.tiles.mask >= 0 ? "true" : "false")
        << ", kSkipRescale = " << (skip_ ? "true" : "false") << ";\n";
     if (!staged_.empty()) {
@@ -414,14 +419,16 @@ class Printer : public TensorCoreView {
       std::string conv = half ? "fg::f32_to_" + std::string(hname) + "(" + val + ")" : val;
       if (!per_e) {
         sr << "      ctx.B" << b << "[" << off << "] = " << conv << ";\n";
-      } else if (half && B.dims.back() == vdim_) {
+      } else if (half && B.dims.back() == vdim_ && DV_ % 2 == 0) {
         // The runtime allocates outputs packed, so columns e, e+1 are adjacent: one 4-byte store.
         st << "      vals" << b << "[j] = " << val << ";\n";
         pairs << "    float vals" << b << "[2];\n";
         after << "    {\n      const int e = " << ebase << "e0;\n      fg::store_" << hname << "x2(&ctx.B" << b << "[" << off
               << "], vals" << b << "[0], vals" << b << "[1]);\n    }\n";
       } else {
-        st << "      ctx.B" << b << "[" << off << "] = " << conv << ";\n";
+        // An odd value dim: column e0 + 1 may be past it (and rows are not 4-byte aligned).
+        st << "      " << (DV_ % 2 != 0 ? "if (e < " + S(DV_) + ") " : "") << "ctx.B" << b << "["
+           << off << "] = " << conv << ";\n";
       }
     }
     bd << "  static __device__ void store(const Ctx& ctx, int m, int e0, const float (&o)[" << A

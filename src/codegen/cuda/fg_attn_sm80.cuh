@@ -47,6 +47,10 @@
 //     static constexpr int kNumAcc;      // A: P.V accumulators (1..4)
 //     static constexpr int kHeadDim;     // D: width of every Q_s/K_s (32, 64, 96, 128)
 //     static constexpr int kValueDim;    // DV: width of every V / accumulator (32..256, % 32 == 0)
+//     static constexpr int kHeadDimData, kValueDimData;  // optional (default kHeadDim,
+//                                        // kValueDim): the columns the tensors hold, when the
+//                                        // head dims are padded (the rest read as 0; store()
+//                                        // is called for column pairs e0 < kValueDimData)
 //     static constexpr int kWarps;       // warps per block
 //     static constexpr int kWarpMBlocks; // 16-row m-blocks per warp (1 or 2); the block owns
 //                                        // kBlockM = 16 * kWarpMBlocks * kWarps query rows
@@ -173,6 +177,18 @@ struct BlockRowsOf<T, decltype(void(T::kBlockRows))> {
   static constexpr bool value = T::kBlockRows;
 };
 
+// Optional Spec members kHeadDimData / kValueDimData (default kHeadDim / kValueDim): the columns
+// Q, K and V hold when the head dims are padded to the tile width (the rest read as 0, and
+// value columns from kValueDimData on are not stored).
+template <class T, class = void>
+struct HeadDataOf {
+  static constexpr int d = T::kHeadDim, dv = T::kValueDim;
+};
+template <class T>
+struct HeadDataOf<T, decltype(void(T::kHeadDimData + T::kValueDimData))> {
+  static constexpr int d = T::kHeadDimData, dv = T::kValueDimData;
+};
+
 // Whether the Spec's Ctx has `int64_t* err` (generated Specs: the call's error words).
 template <class C, class = void>
 struct ErrOf {
@@ -206,6 +222,7 @@ struct AttnSm80 {
   static constexpr int S = Spec::kNumScores, G = Spec::kNumGroups, V = Spec::kNumV,
                        A = Spec::kNumAcc;
   static constexpr int D = Spec::kHeadDim, DV = Spec::kValueDim;
+  static constexpr int DIN = HeadDataOf<Spec>::d, DVIN = HeadDataOf<Spec>::dv;  // columns held
   static constexpr int NW = Spec::kWarps, NT = 32 * NW, MW = Spec::kWarpMBlocks;
   static constexpr int BM = 16 * MW * NW, BN = Spec::kBlockN;
   // Q stays in registers when the fragments that live across the key loop (Q, the accumulators,
@@ -231,6 +248,7 @@ struct AttnSm80 {
                 "unsupported numbers of scores / groups / values / accumulators");
   static_assert(MW == 1 || MW == 2, "a warp owns 16 or 32 query rows");
   static_assert(D % 32 == 0 && D <= 256 && DV % 32 == 0 && DV <= 256, "head dims");
+  static_assert(DIN > D - 32 && DIN <= D && DVIN > DV - 32 && DVIN <= DV, "padding");
   static_assert(BN % 32 == 0 && BN <= 128, "key tile");
   static_assert(T >= 0 && T <= kMaxStaged, "staged gathers");
 };
@@ -363,7 +381,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // ---- Q tiles -> shared (cp.async group 0) ----
 #pragma unroll
   for (int s = 0; s < S; ++s)
-    load_tile_async<BM, D, NT>(s_base + s * K::kQBytes, ctx.q[s], ctx.q_ld[s], m0, M, tid);
+    load_tile_async<BM, D, NT, K::DIN>(s_base + s * K::kQBytes, ctx.q[s], ctx.q_ld[s], m0, M,
+                                       tid);
   cp_async_commit();
 
   const int n_tiles = N > 0 ? (N + BN - 1) / BN : 0;
@@ -401,11 +420,12 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     const u32 st = s_kv + stage * K::kStageBytes;
 #pragma unroll
     for (int s = 0; s < S; ++s)
-      load_tile_async<BN, D, NT>(st + s * K::kKBytes, ctx.k[s], ctx.k_ld[s], j * BN, N, tid);
+      load_tile_async<BN, D, NT, K::DIN>(st + s * K::kKBytes, ctx.k[s], ctx.k_ld[s], j * BN, N,
+                                         tid);
 #pragma unroll
     for (int i = 0; i < V; ++i)
-      load_tile_async<BN, DV, NT>(st + S * K::kKBytes + i * K::kVBytes, ctx.v[i], ctx.v_ld[i],
-                                  j * BN, N, tid);
+      load_tile_async<BN, DV, NT, K::DVIN>(st + S * K::kKBytes + i * K::kVBytes, ctx.v[i],
+                                           ctx.v_ld[i], j * BN, N, tid);
     if constexpr (K::T > 0)
       issue_staged<K, 0>(staged_area(stage), ctx, m0, M, j * BN, N, tid);
   };
@@ -644,7 +664,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           nonfinite |= ((__float_as_uint(ov[a][0]) & 0x7f800000u) == 0x7f800000u) |
                        ((__float_as_uint(ov[a][1]) & 0x7f800000u) == 0x7f800000u);
         }
-        Spec::store(ctx, m, t * 8 + col_t, ov, rs[h]);
+        if (t * 8 + col_t < K::DVIN) Spec::store(ctx, m, t * 8 + col_t, ov, rs[h]);
       }
       if ((lane & 3) == 0) Spec::store_row(ctx, m, rs[h]);
     }

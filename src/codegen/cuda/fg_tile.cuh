@@ -148,16 +148,36 @@ struct SmemTile {
 
 // Asynchronously copy rows [row0, row0 + ROWS) of a global matrix g (row stride `ld` elements,
 // innermost stride 1) into a SmemTile; rows >= rows_total are zero-filled and never read.
-// All NT threads of the block take part; each issues (ROWS*COLS/8)/NT 16-byte copies. Thread
-// tid always copies column chunk tid % CPR of rows tid / CPR + i * (NT / CPR), so the shared
-// offsets are one base plus immediates and the global address is one multiply-add per copy.
-template <int ROWS, int COLS, int NT>
+// CIN (<= COLS) is the columns g holds: the tile's columns from CIN on read as 0 (a head dim
+// padded to the tile width). All NT threads of the block take part; each issues
+// (ROWS*COLS/8)/NT 16-byte copies. Thread tid always copies column chunk tid % CPR of rows
+// tid / CPR + i * (NT / CPR), so the shared offsets are one base plus immediates and the global
+// address is one multiply-add per copy. When CIN is not a multiple of 8, rows of g need not be
+// 16-byte aligned: the chunks are gathered element by element (plain loads, stored at once).
+template <int ROWS, int COLS, int NT, int CIN = COLS>
 FG_DEV void load_tile_async(u32 sdst, const bf16raw* g, i64 ld, int row0, int rows_total,
                             int tid) {
   using T = SmemTile<ROWS, COLS>;
   constexpr int CPR = COLS / 8;  // 16-byte chunks per row
   static_assert((ROWS * CPR) % NT == 0, "tile chunks must divide evenly among threads");
-  if constexpr (NT % CPR == 0) {
+  static_assert(CIN > 0 && CIN <= COLS, "columns held");
+  if constexpr (CIN % 8 != 0) {
+#pragma unroll 4
+    for (int i = 0; i < ROWS * CPR / NT; ++i) {
+      const int idx = i * NT + tid;
+      const int rr = idx / CPR, c = (idx % CPR) * 8;
+      const int grow = row0 + rr;
+      u32 w[4] = {0u, 0u, 0u, 0u};
+      if (grow < rows_total && c < CIN) {
+        const bf16raw* src = g + (i64)grow * ld + c;
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          if (c + e < CIN) w[e / 2] |= (u32)src[e] << (16 * (e % 2));
+      }
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(sdst + T::off(rr, c)),
+                   "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]));
+    }
+  } else if constexpr (NT % CPR == 0) {
     constexpr int RS = NT / CPR;  // rows covered by one sweep of the block
     constexpr bool kImm = RS % 16 == 0 || (T::kPW == 64 && RS % 8 == 0);
     const int r = tid / CPR, c = (tid % CPR) * 8;
@@ -166,7 +186,7 @@ FG_DEV void load_tile_async(u32 sdst, const bf16raw* g, i64 ld, int row0, int ro
     for (int i = 0; i < ROWS / RS; ++i) {
       const int rr = r + i * RS;
       const int grow = row0 + rr;
-      const bool ok = grow < rows_total;
+      const bool ok = grow < rows_total && c < CIN;
       const bf16raw* src = g + (ok ? (i64)grow * ld + c : 0);
       const u32 dst = kImm ? d0 + i * RS * (T::kPW * 2) : sdst + T::off(rr, c);
       cp_async16(dst, src, ok ? 16 : 0);
@@ -177,7 +197,7 @@ FG_DEV void load_tile_async(u32 sdst, const bf16raw* g, i64 ld, int row0, int ro
       const int idx = i * NT + tid;
       const int rr = idx / CPR, c = (idx % CPR) * 8;
       const int grow = row0 + rr;
-      const bool ok = grow < rows_total;
+      const bool ok = grow < rows_total && c < CIN;
       const bf16raw* src = g + (ok ? (i64)grow * ld + c : 0);
       cp_async16(sdst + T::off(rr, c), src, ok ? 16 : 0);
     }
