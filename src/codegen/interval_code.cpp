@@ -71,7 +71,7 @@ std::vector<DataRange> data_range_gathers(const Program& p, int mask, int row_di
       else if (x.dim == row_dim || x.dim == red_dim) over = x.dim, ++count;
       else if (!is_grid(x.dim)) count = 2;
     }
-    if (count == 1) out.push_back({id, over});
+    if (count <= 1) out.push_back({id, over});  // count 0: over grid dims only (len[b])
   }
   return out;
 }

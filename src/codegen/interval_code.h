@@ -31,11 +31,14 @@ struct IntervalTarget {
   std::function<std::optional<std::pair<std::string, std::string>>(int node)> leaf;
 };
 
-// Gathers under `mask` that a target bounds by the data a tile reads (doc[m], doc[n]): every
-// index is a plain dim index, exactly one of them over the row or the key dim (`over`), the
-// others over grid dims (`is_grid`). The target renders the pass over [start, end) of `over`
-// and returns the node's bounds from its leaf. (A gather over both the row and the key dim would
-// need a 2-D pass per tile: left unknown.)
+// Gathers under `mask` that a target bounds by the data a tile reads (doc[m], doc[n], len[b]):
+// every index is a plain dim index, at most one of them over the row or the key dim (`over`),
+// the others over grid dims (`is_grid`, which must not hold for the row or key dim). The target
+// renders the pass over [start, end) of `over` and returns the node's bounds from its leaf; with
+// `over` = -1 (indices over grid dims only: len[b], offset[b, h]) the gather is one value over
+// the tile, and its bounds are that value (NaN, or an integer past 2^53, where doubles stop
+// being exact, leaves it unknown). (A gather over both the row and the key dim would need a 2-D
+// pass per tile: left unknown.)
 struct DataRange {
   int node, over;
 };

@@ -556,17 +556,28 @@ class KernelWriter {
     // min and max of the values the tile reads, as on CUDA (emit_sm80.cpp, data_ranges); a NaN
     // makes it unknown (NaN bounds).
     auto grid = [this](int d) {
-      return std::find(k_.grid.begin(), k_.grid.end(), d) != k_.grid.end();
+      return d != k_.row_dim && std::find(k_.grid.begin(), k_.grid.end(), d) != k_.grid.end();
     };
     for (const DataRange& dr : data_range_gathers(p_, k_.tiles.mask, k_.row_dim, k_.red_dim, grid)) {
       const int id = dr.node, over = dr.over;
       const Node& n = p_.nodes[id];
-      const bool row = over == k_.row_dim;
       std::string args, r = "r" + std::to_string(id);
       for (int a : n.args) {
         int d = p_.nodes[a].dim;
         args += ", " + (d == over ? std::string("i") : index_of(d));
       }
+      ranged.insert(id);
+      if (over < 0) {
+        os_ << ind_ << "const double " << r << "v = (double)G" << n.param << "(err" << args
+            << ");  // " << node_text(p_, id) << ", one value over the tile\n"
+            << ind_ << "const double " << r << "lo = " << r << "v == " << r << "v"
+            << (is_integer(n.type) ? " && " + r + "v <= 9007199254740992.0 && " + r +
+                                         "v >= -9007199254740992.0"
+                                   : std::string())
+            << " ? " << r << "v : NAN, " << r << "hi = " << r << "lo;\n";
+        continue;
+      }
+      const bool row = over == k_.row_dim;
       os_ << ind_ << "double " << r << "lo = INFINITY, " << r << "hi = -INFINITY;  // "
           << node_text(p_, id) << " over the tile\n"
           << ind_ << "for (int64_t i = " << (row ? "r0" : "t0") << "; i < "
@@ -576,33 +587,6 @@ class KernelWriter {
           << ind_ << "  " << r << "lo = v < " << r << "lo ? v : " << r << "lo; " << r << "hi = v > "
           << r << "hi ? v : " << r << "hi;\n"
           << ind_ << "}\n";
-      ranged.insert(id);
-    }
-    // Data read at indices over batch-like grid dims only (len[b], offset[b, h]) is one value
-    // for the whole tile: its bounds are that value (a NaN, or an integer past 2^53 where
-    // doubles stop being exact, leaves it unknown).
-    for (int id : mask_nodes()) {
-      const Node& n = p_.nodes[id];
-      if (n.op != Op::Gather || ranged.count(id)) continue;
-      std::string args;
-      bool constant = true;
-      for (int a : n.args) {
-        const Node& x = p_.nodes[a];
-        const bool grid_index = x.op == Op::Index && x.dim != k_.row_dim &&
-                                std::find(k_.grid.begin(), k_.grid.end(), x.dim) != k_.grid.end();
-        constant = constant && grid_index;
-        if (grid_index) args += ", " + index_of(x.dim);
-      }
-      if (!constant) continue;
-      const std::string r = "r" + std::to_string(id);
-      os_ << ind_ << "const double " << r << "v = (double)G" << n.param << "(err" << args
-          << ");  // " << node_text(p_, id) << ", one value over the tile\n"
-          << ind_ << "const double " << r << "lo = " << r << "v == " << r << "v"
-          << (is_integer(n.type) ? " && " + r + "v <= 9007199254740992.0 && " + r +
-                                       "v >= -9007199254740992.0"
-                                 : std::string())
-          << " ? " << r << "v : NAN, " << r << "hi = " << r << "lo;\n";
-      ranged.insert(id);
     }
     os_ << emit_interval_bounds(p_, k_.tiles.mask, t);
     int m = k_.tiles.mask;

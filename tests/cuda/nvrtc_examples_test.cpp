@@ -349,8 +349,11 @@ TEST(CudaEmit, UnfitProgramsTakeTheElementPathAndSayWhy) {
       "  out o: f32[m, e] = sum(softmax(s, n) * v, n)\n}\n", "qn.attn").at(0);
   EXPECT_NE(element_why(qn, {{"d", 64}, {"e", 64}}).find("a reduction other than the key loop's"),
             std::string::npos);
-  // Head dims that are not a multiple of 32.
-  EXPECT_NE(element_why(example("vanilla"), {{"d", 40}, {"e", 64}}).find("multiple of 32"),
+  // Head dims past 256 (any extent up to it is padded to the tile).
+  EXPECT_NE(element_why(example("vanilla"), {{"d", 300}, {"e", 64}}).find("1 to 256"),
+            std::string::npos);
+  // f32 operands.
+  EXPECT_NE(element_why(testing::example_program("vanilla", /*f32=*/true), {{"d", 64}, {"e", 64}}).find("bf16 or f16"),
             std::string::npos);
 }
 

@@ -6,6 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "flashgen/compile.h"
+#include "flashgen/flashgen.h"
+#include "flashgen/frontend.h"
 #include "flashgen/profile.h"
 #include "flashgen/verify.h"
 #include "runtime/cuda_driver.h"
@@ -53,6 +56,45 @@ TEST_P(CudaProfileTiles, KernelCountsEqualTheMaskCountedOnTheHost) {
     EXPECT_GT(want.skipped, 0);
     EXPECT_GT(want.full, 0);
   }
+}
+
+// A mask over per-batch lengths (len[b], read once per block) on the tensor-core path: the dead
+// tiles of each batch entry are skipped, batch by batch, as the host counts them, and the
+// results are the reference's (a batch of length 0 has every row masked).
+TEST(CudaProfile, PerBatchLengthsSkipTheDeadTilesOnTheTensorCores) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  Program p = parse_source(R"(
+program lens(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], len: i32[b]) {
+  s = where(n < len[b] and m < len[b], sum(q * k, d) / sqrt(size(d)), -inf)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+)", "lens.attn").at(0);
+  const int64_t M = 1000, N = 1111, H = 2;
+  Extents sizes = {{"b", 4}, {"h", H}, {"m", M}, {"n", N}, {"d", 64}, {"e", 64}};
+  for (const CudaKernelPath& k : cuda_paths(p, Target::cuda_sm90, sizes))
+    ASSERT_EQ(k.path, "tensor_core") << k.why;
+  const int64_t lens[] = {0, 37, 700, 5000};
+  Tensor len(DType::i32, {4});
+  for (int i = 0; i < 4; ++i) len.set(i, static_cast<double>(lens[i]));
+  ProfileOptions o = on_gpu();
+  o.given["len"] = len;
+  ProfileReport r = profile(p, sizes, o);
+  ASSERT_EQ(r.kernels.size(), 1u);
+  const KernelProfile& k = r.kernels[0];
+  testing::HostTileCounts want;
+  for (int64_t L : lens) {
+    testing::HostTileCounts c = testing::host_tile_counts(
+        [&](int64_t m, int64_t n) { return n < L && m < L; }, H, M, N, k.row_tile, k.key_tile,
+        /*full_needs_whole_tile=*/true);
+    want.computed += c.computed, want.skipped += c.skipped, want.full += c.full;
+  }
+  EXPECT_EQ(k.tiles.computed, want.computed);
+  EXPECT_EQ(k.tiles.skipped, want.skipped);
+  EXPECT_EQ(k.tiles.full, want.full);
+  EXPECT_GT(want.skipped, want.computed / 2);
+  TensorMap in = random_inputs(p, sizes, 5);
+  in["len"] = len;
+  EXPECT_EQ(testing::element_mismatch(p, run_cuda(p, in), evaluate_reference(p, in)), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Masks, CudaProfileTiles, ::testing::ValuesIn(testing::example_masks()),
