@@ -60,6 +60,7 @@ struct KernelProfile {
   int local_bytes = 0;
   int blocks_per_sm = 0;      // CUDA: __launch_bounds__ minimum
   int value_split = 1;        // CUDA: blocks that split the value columns (each counts tiles)
+  int key_split = 1;          // CUDA: blocks that split the key loop (flash-decoding; combined)
   int64_t grid_points = 0;    // CPU: parallel loop iterations
   std::string note;           // what the numbers leave out, if anything
 };

@@ -25,6 +25,7 @@ enum class CudaBuild { plain, count_tiles, careful };
 struct CudaLoadedKernel {
   LoweredKernel low;
   CudaKernel kernel;
+  CudaKernel few, combine;  // tensor_core: the few-rows variant and the split-key combine
 };
 
 // The kernels of a program for the running GPU and the head dims of a call, in plan order.
@@ -53,7 +54,11 @@ struct CudaBoundKernel {
   Dim3 grid, block;
   std::size_t smem = 0;
   bool empty = false;         // nothing to launch (a zero extent)
-  int64_t scratch_bytes = 0;  // element path: its workspaces in device memory (0: shared)
+  int64_t scratch_bytes = 0;  // device memory it needs: the element path's workspaces (0:
+                              // shared), a split key loop's partial states
+  bool few = false;           // tensor_core: launch the few-rows variant
+  int key_split = 1;          // tensor_core: blocks per row tile's key loop (> 1: combine)
+  Dim3 combine_grid, combine_block;
 };
 
 // Device state of one call: buffers, kernels' launches.

@@ -400,15 +400,23 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
     kp.grid[2] = bk.grid.z;
     kp.threads = static_cast<int>(bk.block.x);
     kp.smem_bytes = static_cast<int64_t>(bk.smem);
-    const CudaKernelInfo info = K.kernel.info();
+    const CudaKernelInfo info = (bk.few ? K.few : K.kernel).info();
     kp.registers = info.num_regs;
     kp.local_bytes = info.local_bytes;
     if (K.low.path == LoweredKernel::Path::tensor_core) {
       const Sm80Launch& la = K.low.tensor_core.launch;
-      kp.row_tile = la.block_m;
+      kp.row_tile = bk.few ? 16 : la.block_m;
       kp.key_tile = la.block_n;
-      kp.blocks_per_sm = la.min_blocks;
+      kp.blocks_per_sm = bk.few ? 1 : la.min_blocks;
       kp.value_split = la.value_split;
+      kp.key_split = bk.key_split;
+      if (bk.few || bk.key_split > 1)
+        kp.note += std::string(kp.note.empty() ? "" : "; ") +
+                   (bk.few ? "the few-rows kernel (16 rows per block)" : "the full kernel") +
+                   (bk.key_split > 1 ? ", the key loop split across " +
+                                           std::to_string(bk.key_split) +
+                                           " blocks and combined (timed together)"
+                                     : std::string());
     } else {
       kp.row_tile = pk.row_tile;
       kp.key_tile = pk.red_tile;

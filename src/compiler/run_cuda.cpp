@@ -102,7 +102,12 @@ std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext
     const LoweredKernel& lk = c.lowered.kernels[i];
     Cubin cubin = nvrtc_compile(c.sources[i], nvrtc_options(arch, lk, build));
     CudaModule mod(cubin.bytes);
-    L->kernels.push_back({lk, mod.kernel(lk.entry)});
+    CudaLoadedKernel k{lk, mod.kernel(lk.entry), {}, {}};
+    if (lk.path == LoweredKernel::Path::tensor_core) {
+      k.few = mod.kernel(lk.tensor_core.launch.few_entry);
+      k.combine = mod.kernel(lk.tensor_core.launch.combine_entry);
+    }
+    L->kernels.push_back(std::move(k));
     L->from_disk_cache = L->from_disk_cache && cubin.from_cache;
   }
   L->compile_ms =
@@ -172,19 +177,22 @@ std::vector<int64_t> strides_of(const PlanBuffer& B, const std::vector<int64_t>&
   return st;
 }
 
-// A tensor-core kernel's parameters and geometry (Params of emit_sm80.h).
+// A tensor-core kernel's parameters and geometry (Params of emit_sm80.h): the variant and key
+// split of the call (choose_key_split), its partial states in `scratch` (bk.scratch_bytes says
+// how much it needs; bind with scratch 0 to size it).
 void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DevicePtr>& ptrs,
                const std::vector<std::vector<int64_t>>& strides, DevicePtr err,
-               const std::vector<int64_t>& extv, CudaBoundKernel& bk) {
+               DevicePtr scratch, const std::vector<int64_t>& extv, int sm_count,
+               CudaBoundKernel& bk) {
   const int NB = la.num_buffers, R = la.max_rank;
-  bk.params.assign(NB + NB * R + la.num_dims + 1, 0);
+  const size_t ext0 = NB + NB * R, err_at = ext0 + la.num_dims;
+  bk.params.assign(err_at + 3, 0);
   for (int i = 0; i < NB; ++i) {
     for (size_t j = 0; j < strides[i].size(); ++j) bk.params[NB + i * R + j] = strides[i][j];
     bk.params[i] = static_cast<int64_t>(ptrs[i]);
   }
-  for (int d = 0; d < la.num_dims; ++d) bk.params[NB + NB * R + d] = extv[d];
-  bk.params.back() = static_cast<int64_t>(err);
-  bk.smem = la.smem_bytes;
+  for (int d = 0; d < la.num_dims; ++d) bk.params[ext0 + d] = extv[d];
+  bk.params[err_at] = static_cast<int64_t>(err);
   int64_t P = 1;
   for (int d : la.par_dims) P *= extv[d];
   P *= la.value_split;
@@ -193,6 +201,24 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
     bk.empty = true;
     return;
   }
+  const KeySplit ks = choose_key_split(la, M, P, extv[la.key_dim], sm_count);
+  bk.few = ks.few;
+  bk.key_split = ks.split;
+  bk.smem = ks.few ? la.few_smem_bytes : la.smem_bytes;
+  bk.params[err_at + 1] = ks.split;
+  bk.params[err_at + 2] = static_cast<int64_t>(scratch);
+  if (ks.split > 1) {
+    const int64_t rows = P * ks.split * M;  // below 2^31 * 64 * 2^31: no overflow
+    if (rows > (INT64_MAX / 4) / la.part_row)
+      throw CallError("the partial states of a split key loop overflow at these extents");
+    bk.scratch_bytes = rows * la.part_row * 4;
+    const int64_t threads = M * (la.value_dim / la.value_split / 2);
+    bk.combine_grid = {static_cast<unsigned>((threads + 127) / 128),
+                       static_cast<unsigned>(std::min<int64_t>(P, 65535)),
+                       static_cast<unsigned>((P + 65534) / 65535)};
+    bk.combine_block = {128, 1, 1};
+  }
+  P *= ks.split;
   // Gathers by plain dim indices run unchecked on the device: their range is the index dim's.
   for (const Sm80Launch::GatherCheck& g : la.gather_checks) {
     const Parameter& Pm = p.params[g.param];
@@ -208,10 +234,11 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
     throw CallError(std::to_string(P) + " parallel indices (the product of the batch-like dims" +
                     (la.value_split > 1 ? " times the value-column split" : std::string()) +
                     ") is more than one grid takes (2^31 - 65536)");
-  bk.grid = {static_cast<unsigned>((M + la.block_m - 1) / la.block_m),
+  const int block_m = ks.few ? 16 : la.block_m;
+  bk.grid = {static_cast<unsigned>((M + block_m - 1) / block_m),
              static_cast<unsigned>(std::min<int64_t>(P, 65535)),
              static_cast<unsigned>((P + 65534) / 65535)};
-  bk.block = {static_cast<unsigned>(32 * la.warps), 1, 1};
+  bk.block = {static_cast<unsigned>(ks.few ? 32 : 32 * la.warps), 1, 1};
 }
 
 // Every kernel's launch for buffers at `ptrs` (one per plan buffer) with `strides` (one list per
@@ -230,11 +257,13 @@ void bind_launch(const CudaLoaded& L, const Program& p, const std::vector<Device
     for (size_t i = 0; i < L.kernels.size(); ++i) {
       const LoweredKernel& lk = L.kernels[i].low;
       CudaBoundKernel& bk = b.kernels[i];
-      if (lk.path == LoweredKernel::Path::tensor_core) {  // bound once: needs no scratch
-        if (pass == 0) bind_sm80(lk.tensor_core.launch, p, ptrs, strides, err, b.extv, bk);
+      bk = {};
+      if (lk.path == LoweredKernel::Path::tensor_core) {
+        bind_sm80(lk.tensor_core.launch, p, ptrs, strides, err, scratch, b.extv,
+                  cuda_device_info().sm_count, bk);
+        need = std::max(need, bk.scratch_bytes);
         continue;
       }
-      bk = {};
       bind_element(L.plan, L.plan.kernels[lk.plan_kernel], lk.element, ptrs, strides, err,
                    scratch, b.extv,
                    static_cast<int64_t>(cuda_device_info().sm_count) * lk.element.blocks_per_sm,
@@ -323,7 +352,9 @@ void cuda_launch(const CudaLoaded& L, CudaBound& b, CudaStreamHandle stream, int
     CudaBoundKernel& bk = b.kernels[i];
     if (bk.empty || (only >= 0 && static_cast<int>(i) != only)) continue;
     void* args[] = {bk.params.data(), nullptr};
-    L.kernels[i].kernel.launch(bk.grid, bk.block, bk.smem, stream, args);
+    const CudaLoadedKernel& k = L.kernels[i];
+    (bk.few ? k.few : k.kernel).launch(bk.grid, bk.block, bk.smem, stream, args);
+    if (bk.key_split > 1) k.combine.launch(bk.combine_grid, bk.combine_block, 0, stream, args);
   }
 }
 

@@ -283,8 +283,16 @@ class Lowering : public TensorCoreView {
       staged_ = fit_staged(4);
     }
     launch_.smem_bytes = smem_bytes(staged_);
+    // Flash-decoding: the few-rows variant (one warp of 16 rows per block, the same staged
+    // tiles) and the combine kernel of split key loops; the host picks both per call
+    // (choose_key_split).
+    launch_.few_entry = k_.name + "_few";
+    launch_.few_smem_bytes = smem_bytes(staged_, 16);
+    launch_.combine_entry = k_.name + "_combine";
+    launch_.part_row = 2 * static_cast<int>(groups_.size()) + A * static_cast<int>(DVc_);
     for (const Staged& t : staged_) launch_.staged.push_back(node_text(p_, t.node));
     launch_.row_dim = k_.row_dim;
+    launch_.key_dim = k_.red_dim;
     for (int d : k_.grid)
       if (d != k_.row_dim) launch_.par_dims.push_back(d);
     launch_.num_buffers = static_cast<int>(plan_.buffers.size());
@@ -353,8 +361,9 @@ class Lowering : public TensorCoreView {
   // Shared memory of the launch with staged tiles `st` (the layout of fg::AttnSm80: Q tiles,
   // then two stages of K, V and the staged tiles rounded up to 1 KiB; the generated source
   // static_asserts that both agree).
-  int smem_bytes(const std::vector<Staged>& staged) const {
-    const int BM = launch_.block_m, BN = launch_.block_n, Sn = static_cast<int>(scores_.size());
+  int smem_bytes(const std::vector<Staged>& staged, int block_m = 0) const {
+    const int BM = block_m ? block_m : launch_.block_m, BN = launch_.block_n;
+    const int Sn = static_cast<int>(scores_.size());
     int st = 0;
     for (const Staged& t : staged) st += (t.rows ? BM : 1) * (BN * t.elem_bytes + 16);
     st = (st + 1023) / 1024 * 1024;
@@ -425,6 +434,22 @@ class Lowering : public TensorCoreView {
 };
 
 }  // namespace
+
+KeySplit choose_key_split(const Sm80Launch& la, int64_t rows, int64_t par, int64_t keys,
+                          int sm_count) {
+  KeySplit k;
+  k.few = rows <= 16;
+  const int64_t block_rows = k.few ? 16 : la.block_m;
+  const int64_t blocks = (rows + block_rows - 1) / block_rows * par;
+  const int64_t tiles = (keys + la.block_n - 1) / la.block_n;
+  // Fill the GPU: a few-rows block is one warp, so it takes more of them (8 per SM) than the
+  // blocks per SM of the full kernel; each chunk keeps at least 4 key tiles.
+  const int64_t want = static_cast<int64_t>(sm_count) * (k.few ? 8 : std::max(la.min_blocks, 2));
+  if (blocks == 0 || blocks >= want || tiles < 8) return k;
+  k.split = static_cast<int>(std::min<int64_t>({(want + blocks - 1) / blocks, tiles / 4, 64}));
+  if (k.split < 1) k.split = 1;
+  return k;
+}
 
 void TensorCoreView::fail(const std::string& why) const {
   throw BackendError("kernel " + k_.name + " does not fit the CUDA sm80 attention template: " +

@@ -17,11 +17,13 @@
 #include <limits>
 #include <random>
 
+#include "compiler/pipeline.h"
 #include "flashgen/compile.h"
 #include "flashgen/error.h"
 #include "flashgen/flashgen.h"
 #include "flashgen/frontend.h"
 #include "flashgen/verify.h"
+#include "lower/tensor_core.h"
 #include "runtime/cuda_driver.h"
 #include "support/random_program.h"
 #include "support/support.h"
@@ -326,6 +328,35 @@ program f16_to_f32(q: f16[b, m, h, d], k: f16[b, n, h, d], v: f16[b, n, h, e]) {
       const bool f16 = p.params[0].type == DType::f16;
       check_inputs(p, random_inputs(p, ext, 29 + d), ext, f16 ? DType::f16 : DType::bf16);
     }
+}
+
+// Flash-decoding: calls of few rows and long key loops split the loop across blocks and merge
+// the partial states (attn_combine_sm80); at most 16 rows run the few-rows kernel. Every example
+// (several groups, row outputs such as lse, masks with skipped tiles, staged tiles, GQA) at
+// such shapes: the split is asserted, the answers are the reference's.
+TEST(CudaBackend, SplitKeyLoopsMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const int sms = cuda_device_info().sm_count;
+  for (const std::string& name : testing::example_names()) {
+    Program p = example(name);
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 3001}, {16, 2000}, {200, 4500}}) {
+      Extents ext = extents_for(p, m, n, 64, 1);
+      SCOPED_TRACE(name + " m=" + std::to_string(m) + " n=" + std::to_string(n));
+      CompileOptions o;
+      o.target = Target::cuda_sm90;
+      o.sizes = ext;
+      Compiled c = compile_program(p, o, "lower");
+      ASSERT_EQ(c.lowered.kernels.size(), 1u);
+      const Sm80Launch& la = c.lowered.kernels[0].tensor_core.launch;
+      int64_t par = la.value_split;
+      for (int d : la.par_dims) par *= ext.at(c.plan.program.dims[d]);
+      const KeySplit ks = choose_key_split(la, ext.at(c.plan.program.dims[la.row_dim]), par,
+                                           ext.at(c.plan.program.dims[la.key_dim]), sms);
+      EXPECT_GT(ks.split, 1);
+      EXPECT_EQ(ks.few, m <= 16);
+      check_example(p, ext, 41 + m);
+    }
+  }
 }
 
 // Random template-shaped programs (tests/support/random_program.h): every one runs against the

@@ -114,7 +114,7 @@ TEST(CudaProfile, TimesTheKernelAndReadsItsLaunchFromTheModule) {
   EXPECT_EQ(k.threads % 32, 0);
   EXPECT_GT(k.smem_bytes, 0);
   EXPECT_EQ(k.grid[0], (2048 + k.row_tile - 1) / k.row_tile);
-  EXPECT_EQ(k.grid[1] * k.grid[2], 4 * sizes.at("h") * k.value_split);
+  EXPECT_EQ(k.grid[1] * k.grid[2], 4 * sizes.at("h") * k.value_split * k.key_split);
   EXPECT_EQ(k.tiles.skipped, 0);
   EXPECT_EQ(k.tiles.full, k.tiles.computed);  // no mask: every whole tile runs unmasked
   EXPECT_GT(r.peaks.flops, 0) << r.peaks.flops_how;

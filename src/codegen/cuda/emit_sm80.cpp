@@ -302,7 +302,8 @@ class Printer : public TensorCoreView {
     os << "#include \"fg_attn_sm80.cuh\"\n";
     os << T_.prelude << "\n";
     os << "struct Params {\n  const void* buf[" << NB << "];\n  int64_t st[" << NB << "][" << R
-       << "];\n  int64_t ext[" << ND << "];\n  int64_t* err;\n};\n\n";
+       << "];\n  int64_t ext[" << ND << "];\n  int64_t* err;\n  int64_t key_split;\n"
+       << "  float* part;\n};\n\n";
     os << "struct Spec {\n";
     os << "  using Elem = fg::" << (a_.elem == DType::f16 ? "F16" : "BF16") << ";\n";
     os << "  static constexpr int kNumScores = " << Sn << ", kNumGroups = " << G
@@ -314,6 +315,7 @@ class Printer : public TensorCoreView {
     if (Dt_ != D_ || DVt_ != DV_)
       os << "  static constexpr int kHeadDimData = " << D_ << ", kValueDimData = " << DV_
          << ";  // padded to " << Dt_ << " and " << DVt_ << "\n";
+    os << "  static constexpr bool kKeySplit = true;\n";
     os << "  static constexpr bool kReverseM = " << (k_.tiles.mask >= 0 ? "true" : "false")
        << ", kSkipRescale = " << (skip_ ? "true" : "false") << ";\n";
     if (!staged_.empty()) {
@@ -542,7 +544,16 @@ class Printer : public TensorCoreView {
     os << "static_assert(fg::AttnSm80<Spec>::kSmemBytes == " << launch_.smem_bytes
        << ", \"the host launches with the emitter's shared-memory size\");\n";
     os << "extern \"C\" __global__ void __launch_bounds__(32 * Spec::kWarps, Spec::kMinBlocks)\n"
-       << k_.name << "(const Params p) { fg::attn_fwd_sm80<Spec>(p); }\n";
+       << k_.name << "(const Params p) { fg::attn_fwd_sm80<Spec>(p); }\n\n";
+    os << "// Calls of at most 16 rows (a decode step): one warp of 16 rows per block.\n"
+       << "struct SpecFew : Spec {\n  static constexpr int kWarps = 1, kWarpMBlocks = 1;\n};\n"
+       << "static_assert(fg::AttnSm80<SpecFew>::kSmemBytes == " << launch_.few_smem_bytes
+       << ", \"the host launches with the emitter's shared-memory size\");\n"
+       << "extern \"C\" __global__ void __launch_bounds__(32)\n" << launch_.few_entry
+       << "(const Params p) { fg::attn_fwd_sm80<SpecFew>(p); }\n\n";
+    os << "// Merges the partial states of a key loop split across blocks.\n"
+       << "extern \"C\" __global__ void __launch_bounds__(128)\n" << launch_.combine_entry
+       << "(const Params p) { fg::attn_combine_sm80<Spec>(p); }\n";
     return os.str();
   }
 };

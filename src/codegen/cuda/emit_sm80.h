@@ -48,11 +48,21 @@ struct Sm80Launch {
   int warps = 4, block_m = 128, smem_bytes = 0;
   int min_blocks = 1;           // kMinBlocks: __launch_bounds__ blocks per SM (caps registers)
   int row_dim = -1;             // grid x covers ceil(ext(row_dim) / block_m) tiles
+  int key_dim = -1;             // the streamed key loop's dim
   std::vector<int> par_dims;    // flattened into grid y/z: product of their extents
   int value_split = 1;          // times this many value-column chunks (innermost)
+  // Flash-decoding (a per-call choice: choose_key_split in lower/tensor_core.h): `few_entry`
+  // is the kernel with one warp of 16 rows per block (calls of at most 16 rows; few_smem_bytes
+  // of shared memory); either kernel may split each row tile's key loop across key_split blocks
+  // (grid y * key_split), which write part_row floats of partial state per row to device memory
+  // for `combine_entry` (one thread per row and value-column pair, 128 per block; grid y*z the
+  // parallel index) to merge and store.
+  std::string few_entry, combine_entry;
+  int few_smem_bytes = 0, part_row = 0;
   int num_buffers = 0, max_rank = 1, num_dims = 0;
   // Params = { const void* buf[num_buffers]; i64 st[num_buffers][max_rank];
-  //            i64 ext[num_dims]; i64* err; }  (all 8-byte fields, in this order)
+  //            i64 ext[num_dims]; i64* err; i64 key_split; float* part; }  (all 8-byte
+  //            fields, in this order)
   std::vector<std::pair<std::string, int64_t>> head_dims;  // the extents compiled in
   int num_scores = 1, num_acc = 1;  // for FLOP counts: per (row, key) pair 2*D per score
   int64_t head_dim = 0, value_dim = 0;  // and 2*DV per accumulator

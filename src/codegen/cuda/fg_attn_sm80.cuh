@@ -189,6 +189,18 @@ struct HeadDataOf<T, decltype(void(T::kHeadDimData + T::kValueDimData))> {
   static constexpr int d = T::kHeadDimData, dv = T::kValueDimData;
 };
 
+// Optional Spec member kKeySplit (default false): the key loop may be split across blocks
+// (flash-decoding). Params then has `int64_t key_split` (blocks per row tile, >= 1) and
+// `float* part` (with key_split > 1: each block's partial state, merged by attn_combine_sm80).
+template <class T, class = void>
+struct KeySplitOf {
+  static constexpr bool value = false;
+};
+template <class T>
+struct KeySplitOf<T, decltype(void(T::kKeySplit))> {
+  static constexpr bool value = T::kKeySplit;
+};
+
 // Whether the Spec's Ctx has `int64_t* err` (generated Specs: the call's error words).
 template <class C, class = void>
 struct ErrOf {
@@ -244,6 +256,8 @@ struct AttnSm80 {
   static constexpr int kStagedBytes = (staged_off(T) + 1023) / 1024 * 1024;
   static constexpr int kStageBytes = S * kKBytes + V * kVBytes + kStagedBytes;
   static constexpr int kSmemBytes = S * kQBytes + 2 * kStageBytes;
+  // floats per row of a split block's partial state: G running maxima, G row sums, A x DV
+  static constexpr int kPartRow = 2 * G + A * DV;
   static_assert(S >= 1 && S <= 2 && G >= 1 && G <= 2 && V >= 1 && V <= 2 && A >= 1 && A <= 4,
                 "unsupported numbers of scores / groups / values / accumulators");
   static_assert(MW == 1 || MW == 2, "a warp owns 16 or 32 query rows");
@@ -367,8 +381,12 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
   typename Spec::Ctx ctx;
-  // parallel index: grid y (and z beyond 65535 indices); blocks past the end exit
-  const int par = (int)(blockIdx.y + gridDim.y * blockIdx.z);
+  // grid y (and z beyond 65535 indices): the parallel index times the key split (the chunk of
+  // the key loop innermost); blocks past the end exit
+  const int pidx = (int)(blockIdx.y + gridDim.y * blockIdx.z);
+  int ksplit = 1;
+  if constexpr (KeySplitOf<Spec>::value) ksplit = (int)params.key_split;
+  const int par = pidx / ksplit, chunk = pidx - par * ksplit;
   if (par >= Spec::num_parallel(params)) return;
   Spec::make_ctx(params, par, ctx);
   const int M = ctx.M, N = ctx.N;
@@ -386,6 +404,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   cp_async_commit();
 
   const int n_tiles = N > 0 ? (N + BN - 1) / BN : 0;
+  // this block's key tiles: chunk `chunk` of `ksplit` equal runs
+  const int per_chunk = (n_tiles + ksplit - 1) / ksplit;
+  const int j_begin = min(n_tiles, chunk * per_chunk), j_end = min(n_tiles, j_begin + per_chunk);
   // next non-empty key tile at or after j (block-uniform scalar scan, O(n_tiles) in total)
   int cls_next = kTileEmpty;
   // Spans of kSpan tiles are tested first: classify over the span's box is as sound as over one
@@ -394,13 +415,13 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // Then spans of 4 inside a non-empty span (a document's edges; bench/RESULTS.md, session 4).
   constexpr int kSpan = 16;
   auto next_tile = [&](int j) {
-    while (j < n_tiles) {
-      if (j % kSpan == 0 && j + kSpan <= n_tiles &&
+    while (j < j_end) {
+      if (j % kSpan == 0 && j + kSpan <= j_end &&
           Spec::classify(ctx, m0, m1, j * BN, min((j + kSpan) * BN, N)) == kTileEmpty) {
         j += kSpan;
         continue;
       }
-      if (j % 4 == 0 && j + 4 <= n_tiles &&
+      if (j % 4 == 0 && j + 4 <= j_end &&
           Spec::classify(ctx, m0, m1, j * BN, min((j + 4) * BN, N)) == kTileEmpty) {
         j += 4;
         continue;
@@ -430,9 +451,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       issue_staged<K, 0>(staged_area(stage), ctx, m0, M, j * BN, N, tid);
   };
 
-  int j = next_tile(0);
+  int j = next_tile(j_begin);
   int cls = cls_next;
-  if (j < n_tiles) issue_kv(j, 0);
+  if (j < j_end) issue_kv(j, 0);
   cp_async_commit();
 
   // ---- Q fragments -> registers (when they fit) ----
@@ -490,14 +511,14 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #else
   constexpr bool kCareful = false;
 #endif
-  while (j < n_tiles) {
+  while (j < j_end) {
 #ifdef FG_COUNT_TILES
     ++counted;
     counted_full += cls == kTileFull && j * BN + BN <= N;
 #endif
     const int jn = next_tile(j + 1);
     const int cls_n = cls_next;
-    if (jn < n_tiles) issue_kv(jn, stage ^ 1);
+    if (jn < j_end) issue_kv(jn, stage ^ 1);
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
@@ -627,7 +648,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // The profile build: err[4..6] += tiles computed, skipped as empty, computed unmasked.
   if (tid == 0) {
     atomicAdd((unsigned long long*)(ctx.err + 4), (unsigned long long)counted);
-    atomicAdd((unsigned long long*)(ctx.err + 5), (unsigned long long)(n_tiles - counted));
+    atomicAdd((unsigned long long*)(ctx.err + 5), (unsigned long long)(j_end - j_begin - counted));
     atomicAdd((unsigned long long*)(ctx.err + 6), (unsigned long long)counted_full);
   }
 #endif
@@ -664,7 +685,31 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           nonfinite |= ((__float_as_uint(ov[a][0]) & 0x7f800000u) == 0x7f800000u) |
                        ((__float_as_uint(ov[a][1]) & 0x7f800000u) == 0x7f800000u);
         }
+        if constexpr (KeySplitOf<Spec>::value) {
+          if (ksplit > 1) {  // the partial accumulators of the row, for attn_combine_sm80
+            float* row = params.part + ((i64)pidx * M + m) * K::kPartRow;
+#pragma unroll
+            for (int a = 0; a < A; ++a) {
+              row[2 * G + a * DV + t * 8 + col_t] = ov[a][0];
+              row[2 * G + a * DV + t * 8 + col_t + 1] = ov[a][1];
+            }
+            continue;
+          }
+        }
         if (t * 8 + col_t < K::DVIN) Spec::store(ctx, m, t * 8 + col_t, ov, rs[h]);
+      }
+      if constexpr (KeySplitOf<Spec>::value) {
+        if (ksplit > 1) {  // running maxima (score units) and row sums
+          if ((lane & 3) == 0) {
+            float* row = params.part + ((i64)pidx * M + m) * K::kPartRow;
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+              row[g] = mrun[g][b][h];
+              row[G + g] = rs[h].l[g];
+            }
+          }
+          continue;
+        }
       }
       if ((lane & 3) == 0) Spec::store_row(ctx, m, rs[h]);
     }
@@ -673,6 +718,66 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // flags the call (err[7] = 1; every writer writes 1) and the host runs the careful build.
   if constexpr (!kCareful && ErrOf<typename Spec::Ctx>::value)
     if (nonfinite) ctx.err[7] = 1;
+}
+
+// Flash-decoding's second step: merges the partial states of the key_split blocks of each row
+// tile (the running maxima M_s and row sums l_s of every group, the accumulators O_s), with
+// M = max_s M_s and weights 2^((M_s - M) * scale): l = sum_s w_s l_s, O = sum_s w_s O_s (a weight
+// of 0 gives 0 whatever O_s holds), then stores the row as the kernel's epilogue does. One
+// thread per (row, value-column pair); grid y (and z) over the parallel index.
+template <class Spec>
+FG_DEV void attn_combine_sm80(const typename Spec::Params& params) {
+  using K = AttnSm80<Spec>;
+  constexpr int G = K::G, A = K::A, DV = K::DV, W = K::kPartRow;
+  const int par = (int)(blockIdx.y + gridDim.y * blockIdx.z);
+  if (par >= Spec::num_parallel(params)) return;
+  typename Spec::Ctx ctx;
+  Spec::make_ctx(params, par, ctx);
+  const int M = ctx.M, ks = (int)params.key_split;
+  const int idx = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+  const int m = idx / (DV / 2), e0 = (idx % (DV / 2)) * 2;
+  if (m >= M) return;
+  float sc[G];
+  sc[0] = Spec::template score_scale<0>(ctx);
+  if constexpr (G > 1) sc[G - 1] = Spec::template score_scale<G - 1>(ctx);
+  RowStats<G> rs;
+  float mx[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) mx[g] = neg_inf();
+  for (int s = 0; s < ks; ++s) {
+    const float* row = params.part + ((i64)(par * ks + s) * M + m) * W;
+#pragma unroll
+    for (int g = 0; g < G; ++g) mx[g] = fmaxf(mx[g], row[g]);
+  }
+  float ov[A][2];
+#pragma unroll
+  for (int a = 0; a < A; ++a) ov[a][0] = ov[a][1] = 0.f;
+#pragma unroll
+  for (int g = 0; g < G; ++g) rs.l[g] = 0.f;
+  for (int s = 0; s < ks; ++s) {
+    const float* row = params.part + ((i64)(par * ks + s) * M + m) * W;
+    float w[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      w[g] = mx[g] == neg_inf() ? 0.f : ex2((row[g] - mx[g]) * sc[g]);
+      if (w[g] != 0.f) rs.l[g] += w[g] * row[G + g];
+    }
+#pragma unroll
+    for (int a = 0; a < A; ++a) {
+      const float wa = w[Spec::acc_group(a)];
+      if (wa != 0.f) {
+        ov[a][0] += wa * row[2 * G + a * DV + e0];
+        ov[a][1] += wa * row[2 * G + a * DV + e0 + 1];
+      }
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    rs.inv_l[g] = rs.l[g] > 0.f ? 1.f / rs.l[g] : 0.f;
+    rs.mx[g] = mx[g] * sc[g];
+  }
+  if (e0 < K::DVIN) Spec::store(ctx, m, e0, ov, rs);
+  if (e0 == 0) Spec::store_row(ctx, m, rs);
 }
 
 }  // namespace fg
