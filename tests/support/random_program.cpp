@@ -13,7 +13,7 @@ namespace {
 class Gen {
  public:
   Gen(uint64_t seed, int index, const RandomProgramOptions& opt)
-      : rng_(seed), index_(index), opt_(opt) {}
+      : rng_(seed), extra_(seed * 0x9e3779b97f4a7c15ull + 12345), index_(index), opt_(opt) {}
 
   GeneratedProgram make() {
     const char* pool[] = {"b", "h", "g", "x", "y", "bat", "hd", "z", "w", "u1"};
@@ -30,7 +30,14 @@ class Gen {
     sizes_[K_] = pick(1, 70);
     sizes_[D_] = opt_.cuda_shaped ? 32 * pick(1, 2) : pick(0, 1) ? pick(1, 9) : 16 * pick(1, 2);
     sizes_[E_] = opt_.cuda_shaped ? 32 * pick(1, 2) : pick(1, 12);
-    const std::string qkv = opt_.cuda_shaped ? "bf16" : "f32";
+    // q/k/v types and odd head dims from a second stream (the first one's programs stay as
+    // they were): mostly f32 (bf16 or f16 on the tensor-core shape), a third of the time a
+    // 16-bit type (f16 on the tensor-core shape); tensor-core head dims of any extent a third
+    // of the time (the tiles are padded).
+    std::string qkv = opt_.cuda_shaped ? "bf16" : "f32";
+    if (extra(0, 2) == 0) qkv = opt_.cuda_shaped ? "f16" : extra(0, 1) ? "bf16" : "f16";
+    if (opt_.cuda_shaped && extra(0, 2) == 0) sizes_[D_] = extra(1, 100);
+    if (opt_.cuda_shaped && extra(0, 2) == 0) sizes_[E_] = extra(1, 100);
 
     std::vector<std::string> kb;  // k/v may broadcast over some batch dims (GQA-like)
     for (auto& b : batch_)
@@ -107,7 +114,7 @@ class Gen {
   }
 
  private:
-  std::mt19937_64 rng_;
+  std::mt19937_64 rng_, extra_;
   int index_;
   RandomProgramOptions opt_;
   std::vector<std::string> batch_;
@@ -117,6 +124,7 @@ class Gen {
   std::set<std::string> declared_;
 
   int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  int extra(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(extra_); }
   std::vector<std::string> with(std::vector<std::string> a, std::vector<std::string> b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;

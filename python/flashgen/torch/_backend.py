@@ -28,8 +28,8 @@ running the program generated for it (declared with the inputs' dtypes).
 Left alone, and reported with the reason, are: inputs that require grad where grad is enabled
 (flashgen has no backward pass), dropout with p > 0 in training, non-4-D inputs, f64 (flashgen
 has f32, f16, bf16), shapes or masks a program cannot express, and on CUDA tensors what the
-CUDA backend does not run (checked when compiling: f32/f16 programs, head sizes that are not
-multiples of 32 up to 256, devices other than cuda:0). One difference remains for
+CUDA backend does not run on its tensor cores (checked when compiling: f32 programs, head sizes
+past 256, devices other than cuda:0). One difference remains for
 what is captured: a row whose bool mask removes every key is 0 in flashgen, NaN in SDPA (HF's
 masks use the dtype's minimum, not -inf, so their rows never are).
 
@@ -719,8 +719,8 @@ def _program(m: _Match) -> str:
 def check_device(device: torch.device, kernel, head_sizes: tuple) -> None:
     """Whether flashgen should run `kernel` where the inputs are: the CPU backend takes every
     program; on cuda:0 the backend replaces PyTorch's attention only where flashgen's kernel
-    takes the tensor-core path (bf16/f16 attention, head sizes multiples of 32 up to 256:
-    docs/python.md), which kernel.cuda_paths says without a GPU. The element path runs every
+    takes the tensor-core path (bf16/f16 attention, head sizes up to 256: docs/python.md), which
+    kernel.cuda_paths says without a GPU. The element path runs every
     program, but slower than PyTorch's fused kernels: such calls are left to PyTorch."""
     if device.type == "cpu":
         return
