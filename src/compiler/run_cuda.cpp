@@ -183,7 +183,7 @@ std::vector<int64_t> strides_of(const PlanBuffer& B, const std::vector<int64_t>&
 void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DevicePtr>& ptrs,
                const std::vector<std::vector<int64_t>>& strides, DevicePtr err,
                DevicePtr scratch, const std::vector<int64_t>& extv, int sm_count,
-               int smem_per_sm, CudaBoundKernel& bk) {
+               CudaBoundKernel& bk) {
   const int NB = la.num_buffers, R = la.max_rank;
   const size_t ext0 = NB + NB * R, err_at = ext0 + la.num_dims;
   bk.params.assign(err_at + 3, 0);
@@ -201,7 +201,7 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
     bk.empty = true;
     return;
   }
-  const KeySplit ks = choose_key_split(la, M, P, extv[la.key_dim], sm_count, smem_per_sm);
+  const KeySplit ks = choose_key_split(la, M, P, extv[la.key_dim], sm_count);
   bk.few = ks.few;
   bk.key_split = ks.split;
   bk.smem = ks.few ? la.few_smem_bytes : la.smem_bytes;
@@ -260,7 +260,7 @@ void bind_launch(const CudaLoaded& L, const Program& p, const std::vector<Device
       bk = {};
       if (lk.path == LoweredKernel::Path::tensor_core) {
         bind_sm80(lk.tensor_core.launch, p, ptrs, strides, err, scratch, b.extv,
-                  cuda_device_info().sm_count, cuda_device_info().max_smem_per_sm, bk);
+                  cuda_device_info().sm_count, bk);
         need = std::max(need, bk.scratch_bytes);
         continue;
       }

@@ -287,8 +287,7 @@ class Lowering : public TensorCoreView {
     // tiles) and the combine kernel of split key loops; the host picks both per call
     // (choose_key_split).
     launch_.few_entry = k_.name + "_few";
-    launch_.few_block_n = 32;  // half the keys per tile: twice the one-warp blocks per SM
-    launch_.few_smem_bytes = smem_bytes(staged_, 16, launch_.few_block_n);
+    launch_.few_smem_bytes = smem_bytes(staged_, 16);
     launch_.combine_entry = k_.name + "_combine";
     launch_.part_row = 2 * static_cast<int>(groups_.size()) + A * static_cast<int>(DVc_);
     for (const Staged& t : staged_) launch_.staged.push_back(node_text(p_, t.node));
@@ -362,9 +361,8 @@ class Lowering : public TensorCoreView {
   // Shared memory of the launch with staged tiles `st` (the layout of fg::AttnSm80: Q tiles,
   // then two stages of K, V and the staged tiles rounded up to 1 KiB; the generated source
   // static_asserts that both agree).
-  int smem_bytes(const std::vector<Staged>& staged, int block_m = 0, int block_n = 0) const {
-    const int BM = block_m ? block_m : launch_.block_m;
-    const int BN = block_n ? block_n : launch_.block_n;
+  int smem_bytes(const std::vector<Staged>& staged, int block_m = 0) const {
+    const int BM = block_m ? block_m : launch_.block_m, BN = launch_.block_n;
     const int Sn = static_cast<int>(scores_.size());
     int st = 0;
     for (const Staged& t : staged) st += (t.rows ? BM : 1) * (BN * t.elem_bytes + 16);
@@ -438,28 +436,19 @@ class Lowering : public TensorCoreView {
 }  // namespace
 
 KeySplit choose_key_split(const Sm80Launch& la, int64_t rows, int64_t par, int64_t keys,
-                          int sm_count, int smem_per_sm) {
+                          int sm_count) {
   KeySplit k;
   k.few = rows <= 16;
-  const int64_t block_rows = k.few ? 16 : la.block_m, block_n = k.few ? la.few_block_n : la.block_n;
+  const int64_t block_rows = k.few ? 16 : la.block_m;
   const int64_t blocks = (rows + block_rows - 1) / block_rows * par;
-  const int64_t tiles = (keys + block_n - 1) / block_n;
-  // The blocks the GPU holds at once (a few-rows block is one warp: up to 32 per SM).
-  const int smem = k.few ? la.few_smem_bytes : la.smem_bytes;
-  const int64_t per_sm = std::max<int64_t>(
-      1, std::min<int64_t>(k.few ? 32 : la.min_blocks, smem_per_sm / (smem + 1024)));
-  const int64_t slots = static_cast<int64_t>(sm_count) * per_sm;
-  // Split only a grid that would leave half the GPU idle, into chunks of at least 4 key tiles,
-  // choosing among the splits that fill it (up to 4 waves) the one whose last wave is fullest.
-  if (blocks == 0 || 2 * blocks > slots || tiles < 8) return k;
-  const int64_t most = std::min<int64_t>(64, tiles / 4);
-  const int64_t first = std::min<int64_t>(most, (slots + blocks - 1) / blocks);
-  double best = -1;
-  for (int64_t s = first; s <= std::min<int64_t>(most, 4 * first); ++s) {
-    const int64_t total = blocks * s, waves = (total + slots - 1) / slots;
-    const double fill = static_cast<double>(total) / static_cast<double>(waves * slots);
-    if (fill > best + 1e-9) best = fill, k.split = static_cast<int>(s);
-  }
+  const int64_t tiles = (keys + la.block_n - 1) / la.block_n;
+  // Fill the GPU: a few-rows block is one warp, so it takes more of them (8 per SM) than the
+  // blocks per SM of the full kernel. Only a grid that would leave half of that idle is split,
+  // each chunk keeping at least 4 key tiles.
+  const int64_t want = static_cast<int64_t>(sm_count) * (k.few ? 8 : std::max(la.min_blocks, 2));
+  if (blocks == 0 || 2 * blocks > want || tiles < 8) return k;
+  k.split = static_cast<int>(std::min<int64_t>({(want + blocks - 1) / blocks, tiles / 4, 64}));
+  if (k.split < 1) k.split = 1;
   return k;
 }
 

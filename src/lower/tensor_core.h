@@ -60,15 +60,15 @@ TensorCoreKernel lower_tensor_core(const Plan& plan, int kernel, Target target,
 // Flash-decoding, per call: whether a call of `rows` query rows, `par` parallel indices (the
 // grid's y extent before the split) and `keys` keys runs the few-rows variant (at most 16 rows:
 // Sm80Launch::few_entry), and across how many blocks each row tile's key loop is split (then
-// the combine kernel merges their partial states): a grid that would fill at most half of the
-// blocks `sm_count` SMs with `smem_per_sm` bytes of shared memory hold is split to fill them
-// in whole waves as nearly as it can, at least 4 key tiles a chunk.
+// the combine kernel merges their partial states): a grid that would leave at least half of
+// `sm_count` SMs' blocks idle (8 one-warp blocks per SM for the few-rows kernel, else the
+// launch's blocks per SM, at least 2) is split to fill them, at least 4 key tiles a chunk.
 struct KeySplit {
   bool few = false;
   int split = 1;
 };
 KeySplit choose_key_split(const Sm80Launch& la, int64_t rows, int64_t par, int64_t keys,
-                          int sm_count, int smem_per_sm);
+                          int sm_count);
 
 // Its CUDA translation unit.
 std::string print_tensor_core(const Plan& plan, const TensorCoreKernel& tc);

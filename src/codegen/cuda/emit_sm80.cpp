@@ -546,8 +546,7 @@ class Printer : public TensorCoreView {
     os << "extern \"C\" __global__ void __launch_bounds__(32 * Spec::kWarps, Spec::kMinBlocks)\n"
        << k_.name << "(const Params p) { fg::attn_fwd_sm80<Spec>(p); }\n\n";
     os << "// Calls of at most 16 rows (a decode step): one warp of 16 rows per block.\n"
-       << "struct SpecFew : Spec {\n  static constexpr int kWarps = 1, kWarpMBlocks = 1, kBlockN = "
-       << launch_.few_block_n << ";\n};\n"
+       << "struct SpecFew : Spec {\n  static constexpr int kWarps = 1, kWarpMBlocks = 1;\n};\n"
        << "static_assert(fg::AttnSm80<SpecFew>::kSmemBytes == " << launch_.few_smem_bytes
        << ", \"the host launches with the emitter's shared-memory size\");\n"
        << "extern \"C\" __global__ void __launch_bounds__(32)\n" << launch_.few_entry

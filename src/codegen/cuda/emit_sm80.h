@@ -52,13 +52,13 @@ struct Sm80Launch {
   std::vector<int> par_dims;    // flattened into grid y/z: product of their extents
   int value_split = 1;          // times this many value-column chunks (innermost)
   // Flash-decoding (a per-call choice: choose_key_split in lower/tensor_core.h): `few_entry`
-  // is the kernel with one warp of 16 rows per block and few_block_n keys per tile (calls of at
-  // most 16 rows; few_smem_bytes of shared memory); either kernel may split each row tile's key loop across key_split blocks
+  // is the kernel with one warp of 16 rows per block (calls of at most 16 rows; few_smem_bytes
+  // of shared memory; the same key tiles, which staged reads are printed for); either kernel may split each row tile's key loop across key_split blocks
   // (grid y * key_split), which write part_row floats of partial state per row to device memory
   // for `combine_entry` (one thread per row and value-column pair, 128 per block; grid y*z the
   // parallel index) to merge and store.
   std::string few_entry, combine_entry;
-  int few_block_n = 32, few_smem_bytes = 0, part_row = 0;
+  int few_smem_bytes = 0, part_row = 0;
   int num_buffers = 0, max_rank = 1, num_dims = 0;
   // Params = { const void* buf[num_buffers]; i64 st[num_buffers][max_rank];
   //            i64 ext[num_dims]; i64* err; i64 key_split; float* part; }  (all 8-byte
