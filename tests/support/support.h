@@ -124,9 +124,9 @@ Program hard_mask_program(const HardMask& h, DType qkv);
 Tensor hard_mask_data(const HardMask& h, int64_t len);
 
 // ---- the element path (f32 arithmetic) against the reference ----
-// Each output of `got` within its dtype's tolerance of `want` (1e-4 for f32 and wider, 1e-3
-// for f16, 8e-3 for bf16 outputs), relative to the output's largest magnitude: "" or the
-// first difference, naming the output.
+// Each output of `got` within a tolerance of `want` (1e-4 for f32 and wider, 1e-3 for f16,
+// 8e-3 for bf16: of the least precise among the output's dtype and the float parameters'),
+// relative to the output's largest magnitude: "" or the first difference, naming the output.
 std::string element_mismatch(const Program& p, const TensorMap& got, const TensorMap& want);
 // Runs `check(program, inputs, what)` on the random programs of the CPU property test's
 // generator (seed 20261130 and `count` programs unless FLASHGEN_PROPERTY_SEED / _COUNT say
