@@ -1,10 +1,10 @@
 // `flashgen emit FILE [--program NAME] --target cpu|cuda-sm80|cuda-sm90 [--sizes SIZES]
 //                     [--dump-after STAGE] [--cubin PATH]`: the generated kernel source for a
 // target, or the program/plan text after one stage of the compiler pipeline. For cuda-* targets
-// the source (and `--dump-after emit`) needs the head dims in --sizes (a CallError names the
-// missing ones), and --cubin compiles with NVRTC (no GPU needed) and writes the cubin.
-// cuda-sm90 emits the sm80-path kernel (mma.sync) compiled for sm_90a; Hopper-native kernels
-// (wgmma/TMA) are a later issue.
+// without the head dims in --sizes the kernels print on the element path (the first line says
+// why); --cubin compiles with NVRTC (no GPU needed) and writes the cubin (PATH.N for a plan of
+// several kernels). cuda-sm90 emits the sm80-path kernel (mma.sync) compiled for sm_90a; there
+// are no Hopper-native (wgmma/TMA) kernels yet.
 // Tests: tests/cli/cli_test.cpp, tests/cuda/nvrtc_examples_test.cpp.
 #include <cerrno>
 #include <cstring>

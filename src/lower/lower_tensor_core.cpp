@@ -258,7 +258,7 @@ class Lowering : public TensorCoreView {
     // Small heads (D + DV <= 64, e.g. Evoformer's d = 32) do little tensor-core work per score
     // element, so the element code and its latencies dominate: 16 rows per warp and 5 blocks
     // per SM (<= 102 registers) hide them better than 32 rows and 2 blocks (the A/B
-    // measurements: bench/NOTES.md, sessions 3 and 4).
+    // measurements: bench/NOTES.md).
     const bool small_heads = Dt_ + DVt_ <= 64 && Sn == 1 && A == 1;
     mw_ = (Sn == 1 && A == 1 && DVt_ <= 128 && Dt_ <= 128 && !small_heads) ? 2 : 1;
     // Value-column split: when the accumulators of all value columns would not fit the
@@ -277,7 +277,7 @@ class Lowering : public TensorCoreView {
     launch_.warps = 4;
     launch_.block_m = 16 * mw_ * 4;
     staged_ = fit_staged(launch_.min_blocks);
-    // Small heads: staged tiles are worth more than a fifth block (bench/NOTES.md, session 4).
+    // Small heads: staged tiles are worth more than a fifth block (bench/NOTES.md).
     if (small_heads && fit_staged(4).size() > staged_.size()) {
       launch_.min_blocks = 4;
       staged_ = fit_staged(4);

@@ -182,7 +182,7 @@ TEST(CudaEmit, ExplainReportsTheLaunchShapeOrWhyNot) {
 
 TEST(CudaEmit, SmallHeadsTakeMoreBlocksPerSM) {
   // d = 32: 16 rows per warp and 5 blocks per SM (the element code dominates; measured in
-  // bench/RESULTS.md, sessions 3-4) where the staged tiles fit 5 blocks (H100/H200's 228 KiB
+  // bench/RESULTS.md) where the staged tiles fit 5 blocks (H100/H200's 228 KiB
   // per SM), else 4 blocks with them (an A100's 164 KiB: staging is worth more than a fifth
   // block); d = 64 keeps 32 rows per warp and 2 blocks.
   std::string evo = emit_cuda(example("evoformer_row"), Target::cuda_sm90, {{"d", 32}});

@@ -412,7 +412,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // Spans of kSpan tiles are tested first: classify over the span's box is as sound as over one
   // tile (interval analysis is conservative), so an empty span skips kSpan tiles with one test
   // (sliding windows and the rows above a causal diagonal scan O(n / (64·kSpan)), not O(n / 64)).
-  // Then spans of 4 inside a non-empty span (a document's edges; bench/RESULTS.md, session 4).
+  // Then spans of 4 inside a non-empty span (a document's edges; bench/RESULTS.md).
   constexpr int kSpan = 16;
   auto next_tile = [&](int j) {
     while (j < j_end) {
