@@ -76,6 +76,17 @@ std::vector<DataRange> data_range_gathers(const Program& p, int mask, int row_di
   return out;
 }
 
+std::string data_value_bounds(const Program& p, int node, const std::string& value,
+                              const std::string& indent, const std::string& note) {
+  const std::string r = "r" + std::to_string(node);
+  const bool integer = is_integer(p.nodes[node].type);
+  return indent + "const double " + r + "v = (double)" + value + ";  // " + note + "\n" + indent +
+         "const double " + r + "lo = " + r + "v == " + r + "v" +
+         (integer ? " && " + r + "v <= 9007199254740992.0 && " + r + "v >= -9007199254740992.0"
+                  : std::string()) +
+         " ? " + r + "v : NAN, " + r + "hi = " + r + "lo;\n";
+}
+
 std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarget& t) {
   const std::set<int> nodes = mask_nodes(p, mask);
   auto lo = interval_lo;

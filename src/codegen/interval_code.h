@@ -44,6 +44,10 @@ struct DataRange {
 };
 std::vector<DataRange> data_range_gathers(const Program& p, int mask, int row_dim, int red_dim,
                                           const std::function<bool(int dim)>& is_grid);
+// The declarations of r<ID>lo / r<ID>hi for a DataRange with over = -1, from the C expression
+// `value` of its one value: that value, or NaN (unknown) for a NaN or an integer past 2^53.
+std::string data_value_bounds(const Program& p, int node, const std::string& value,
+                              const std::string& indent, const std::string& note);
 
 std::string interval_lo(int node);  // "l<ID>"
 std::string interval_hi(int node);  // "h<ID>"

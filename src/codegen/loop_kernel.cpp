@@ -568,13 +568,8 @@ class KernelWriter {
       }
       ranged.insert(id);
       if (over < 0) {
-        os_ << ind_ << "const double " << r << "v = (double)G" << n.param << "(err" << args
-            << ");  // " << node_text(p_, id) << ", one value over the tile\n"
-            << ind_ << "const double " << r << "lo = " << r << "v == " << r << "v"
-            << (is_integer(n.type) ? " && " + r + "v <= 9007199254740992.0 && " + r +
-                                         "v >= -9007199254740992.0"
-                                   : std::string())
-            << " ? " << r << "v : NAN, " << r << "hi = " << r << "lo;\n";
+        os_ << data_value_bounds(p_, id, "G" + std::to_string(n.param) + "(err" + args + ")", ind_,
+                                 node_text(p_, id) + ", one value over the tile");
         continue;
       }
       const bool row = over == k_.row_dim;

@@ -208,16 +208,10 @@ class Printer : public TensorCoreView {
       if (dr.over == k_.row_dim) continue;
       if (dr.over < 0) {  // over the block's parallel dims only: one value (len[b])
         const Node& n = N(dr.node);
-        const std::string r = "r" + S(dr.node);
         std::string args;
         for (int a : n.args) args += ", (int64_t)ctx.g" + S(N(a).dim);
-        os << indent << "const double " << r << "v = (double)G" << buffer_of_param(n.param)
-           << "(ctx" << args << ");  // " << node_text(p_, dr.node) << ", one value per block\n"
-           << indent << "const double " << r << "lo = " << r << "v == " << r << "v"
-           << (is_integer(n.type) ? " && " + r + "v <= 9007199254740992.0 && " + r +
-                                        "v >= -9007199254740992.0"
-                                  : std::string())
-           << " ? " << r << "v : NAN, " << r << "hi = " << r << "lo;\n";
+        os << data_value_bounds(p_, dr.node, "G" + S(buffer_of_param(n.param)) + "(ctx" + args + ")",
+                                indent, node_text(p_, dr.node) + ", one value per block");
         continue;
       }
       os << indent << "double r" << dr.node << "lo, r" << dr.node << "hi;  // "
