@@ -93,8 +93,9 @@ std::vector<std::string> data_bounded(const Plan& plan, const PlanKernel& k) {
   auto grid = [&k](int d) { return std::find(k.grid.begin(), k.grid.end(), d) != k.grid.end(); };
   for (const DataRange& r :
        data_range_gathers(plan.program, k.tiles.mask, k.row_dim, k.red_dim, grid))
-    out.push_back(node_text(plan.program, r.node) + " (per tile of " +
-                  plan.program.dims[r.over] + ")");
+    out.push_back(node_text(plan.program, r.node) +
+                  (r.over < 0 ? std::string(" (one value per tile: read at grid indices only)")
+                              : " (per tile of " + plan.program.dims[r.over] + ")"));
   return out;
 }
 

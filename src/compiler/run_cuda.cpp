@@ -212,7 +212,7 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
     if (rows > (INT64_MAX / 4) / la.part_row)
       throw CallError("the partial states of a split key loop overflow at these extents");
     bk.scratch_bytes = rows * la.part_row * 4;
-    const int64_t threads = M * (la.value_dim / la.value_split / 2);
+    const int64_t threads = M * (la.value_cols / 2);  // one per row and padded column pair
     bk.combine_grid = {static_cast<unsigned>((threads + 127) / 128),
                        static_cast<unsigned>(std::min<int64_t>(P, 65535)),
                        static_cast<unsigned>((P + 65534) / 65535)};

@@ -290,6 +290,7 @@ class Lowering : public TensorCoreView {
     launch_.few_smem_bytes = smem_bytes(staged_, 16);
     launch_.combine_entry = k_.name + "_combine";
     launch_.part_row = 2 * static_cast<int>(groups_.size()) + A * static_cast<int>(DVc_);
+    launch_.value_cols = static_cast<int>(DVc_);
     for (const Staged& t : staged_) launch_.staged.push_back(node_text(p_, t.node));
     launch_.row_dim = k_.row_dim;
     launch_.key_dim = k_.red_dim;

@@ -6,6 +6,7 @@
 #include "compiler/pipeline.h"
 #include "flashgen/compile.h"
 #include "flashgen/flashgen.h"
+#include "flashgen/frontend.h"
 #include "support/support.h"
 
 namespace flashgen {
@@ -145,6 +146,26 @@ TEST(Explain, TextNamesGridLoopAndMask) {
   EXPECT_NE(text.find("1 kernel"), std::string::npos) << text;
   EXPECT_NE(text.find("loop:      over n"), std::string::npos) << text;
   EXPECT_NE(text.find("empty tiles skipped"), std::string::npos) << text;
+}
+
+// A mask over per-batch data (len[b]) names its one value per tile, in text and JSON, for every
+// target.
+TEST(Explain, PerBatchMaskDataIsOneValuePerTile) {
+  Program p = parse_source(R"(
+program lens(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], len: i32[b]) {
+  s = where(n < len[b] and m < len[b], sum(q * k, d) / sqrt(size(d)), -inf)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+)", "lens.attn").at(0);
+  for (Target t : {Target::cpu, Target::cuda_sm80}) {
+    CompileOptions opt;
+    opt.target = t;
+    opt.sizes = {{"d", 64}, {"e", 64}};
+    const std::string text = explain(p, opt);
+    EXPECT_NE(text.find("len[%"), std::string::npos) << text;
+    EXPECT_NE(text.find("one value per tile"), std::string::npos) << text;
+    EXPECT_NO_THROW(nlohmann::json::parse(explain_json(p, opt)));
+  }
 }
 
 TEST(Pipeline, DumpAfterEveryStage) {

@@ -317,8 +317,9 @@ std::string element_mismatch(const Program& p, const TensorMap& got, const Tenso
   for (const Output& o : p.outputs) {
     if (!got.count(o.name)) return "output " + o.name + " is missing";
     const double scale = std::max(1.0, max_abs(want.at(o.name)));
-    // The least precise float type among the output and the float parameters (check.h's
-    // rule): f16 operands on the tensor cores round P to f16 even for an f32 output.
+    // The least precise of the output's type and the 16-bit float parameters' (as check.h's
+    // rule, f8 parameters aside: the element path computes them in f32): f16 operands on the
+    // tensor cores round P to f16 even for an f32 output.
     DType t = o.type;
     auto rank = [](DType d) { return d == DType::bf16 ? 2 : d == DType::f16 ? 1 : 0; };
     for (const Parameter& P : p.params)

@@ -306,9 +306,9 @@ class Printer : public TensorCoreView {
        << ", kWarps = 4, kWarpMBlocks = " << mw_ << ", kBlockN = " << launch_.block_n
        << ", kMinBlocks = " << launch_.min_blocks
        << ";\n";
-    if (Dt_ != D_ || DVt_ != DV_)
-      os << "  static constexpr int kHeadDimData = " << D_ << ", kValueDimData = " << DV_
-         << ";  // padded to " << Dt_ << " and " << DVt_ << "\n";
+    if (Dt_ != D_ || DVt_ != DV_)  // (a split value dim is never padded: its chunks are whole)
+      os << "  static constexpr int kHeadDimData = " << D_ << ", kValueDimData = "
+         << (vsplit_ > 1 ? DVc_ : DV_) << ";  // padded to " << Dt_ << " and " << DVt_ << "\n";
     os << "  static constexpr bool kKeySplit = true;\n";
     os << "  static constexpr bool kReverseM = " << (k_.tiles.mask >= 0 ? "true" : "false")
        << ", kSkipRescale = " << (skip_ ? "true" : "false") << ";\n";

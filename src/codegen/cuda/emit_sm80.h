@@ -59,6 +59,7 @@ struct Sm80Launch {
   // parallel index) to merge and store.
   std::string few_entry, combine_entry;
   int few_smem_bytes = 0, part_row = 0;
+  int value_cols = 0;           // value columns per block (the padded chunk: kValueDim)
   int num_buffers = 0, max_rank = 1, num_dims = 0;
   // Params = { const void* buf[num_buffers]; i64 st[num_buffers][max_rank];
   //            i64 ext[num_dims]; i64* err; i64 key_split; float* part; }  (all 8-byte

@@ -121,9 +121,12 @@
 //     static __device__ void store_row(const Ctx& ctx, int m, const fg::RowStats<G>& st);
 //   };
 //
-// Launch: grid = (ceil(max M / kBlockM), min(P, 65535), ceil(P / 65535)), block = 32 * kWarps,
-//   dynamic shared memory = fg::AttnSm80<Spec>::kSmemBytes (raise the limit above 48 KiB with
-//   cuFuncSetAttribute). One compiled kernel serves every M, N, batch and head count.
+// Launch: grid = (ceil(max M / kBlockM), min(P', 65535), ceil(P' / 65535)) with P' = P times the
+//   key split (1 without kKeySplit), block = 32 * kWarps, dynamic shared memory =
+//   fg::AttnSm80<Spec>::kSmemBytes (raise the limit above 48 KiB with cuFuncSetAttribute). With a
+//   key split above 1, `part` holds P' * M * kPartRow floats, and attn_combine_sm80 runs after
+//   it: grid (ceil(M * kValueDim / 2 / 128), min(P, 65535), ceil(P / 65535)), 128 threads. One
+//   compiled kernel serves every M, N, batch and head count.
 #pragma once
 
 #ifndef FG_ATTN_SM80_CUH
