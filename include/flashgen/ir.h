@@ -66,6 +66,44 @@ enum class Op : uint8_t {
   DivOrZero,  // a / b, but 0 where b == 0 (softmax of an all -inf row is 0, never NaN)
 };
 
+// The op table (src/ir/op_table.cpp): one row per op, read by every consumer (the text form,
+// the parser, the builder's type rules, scalar evaluation, the element emitter's C functions).
+enum class OpKind : uint8_t {
+  leaf,       // param, const, index, size
+  unary,      // a prefix operator (-x, not x) or a cast
+  function,   // an element-wise built-in spelled name(x) or name(x, y) in .attn
+  binary,     // an infix operator
+  ternary,    // where, clamp
+  reduction,  // sum, max, min over dims
+  gather,     // a parameter read at index expressions
+  sugar,      // mean, softmax, logsumexp (lowered by canonicalize)
+  internal,   // introduced by the passes, not spelled in .attn
+};
+// How the builder types an element-wise op and what it requires of its arguments.
+enum class TypeRule : uint8_t {
+  own,        // the op has its own rule in the builder (leaves, casts, where, reductions, ...)
+  numeric,    // numbers; the promoted arithmetic type (integers stay integers)
+  rounding,   // a number; its arithmetic type (floor of an integer is the integer itself)
+  to_float,   // a float result: f32, or f64 for f64 (integers and bools convert to f32)
+  division,   // numbers, not both integers; the promoted type
+  integers,   // integers; the promoted type
+  equality,   // two numbers or two bools; bool
+  order,      // numbers; bool
+  logic,      // bools; bool
+};
+struct OpDef {
+  Op op;
+  const char* name;    // the text form (IR printer, explain), e.g. "add", "sum", "softmax"
+  const char* source;  // how .attn spells it ("+", "exp", "unary -"); "" when it cannot
+  int arity;           // -1: variable (gather)
+  OpKind kind;
+  TypeRule type;
+  const char* c_fn;            // the C function of float element code (cpu and cuda), or null
+  double (*eval)(double);      // the f64 value of a unary op (reference, folding), or null
+};
+const OpDef& op_def(Op op);
+std::vector<const OpDef*> op_defs();
+
 const char* op_name(Op op);  // the spelling in the text form, e.g. "add", "sum", "softmax"
 bool is_unary(Op op);
 bool is_binary(Op op);

@@ -109,11 +109,13 @@ FG_FN int64_t fg_mod_e(int64_t* err, int64_t node, int64_t a, int64_t b) {
 }
 )";
 
+// The C functions of float element code: the op table's (a target may replace some, as
+// CUDA's tensor-core printer takes the MUFU tanh).
 std::map<Op, std::string> math_fns() {
-  return {{Op::Exp, "expf"},   {Op::Exp2, "exp2f"}, {Op::Log, "logf"},      {Op::Log2, "log2f"},
-          {Op::Sqrt, "sqrtf"}, {Op::Rsqrt, "fg_rsqrt"}, {Op::Tanh, "tanhf"},
-          {Op::Sigmoid, "fg_sigmoid"}, {Op::Floor, "floorf"}, {Op::Ceil, "ceilf"},
-          {Op::Sin, "sinf"},   {Op::Cos, "cosf"},   {Op::Pow, "powf"}};
+  std::map<Op, std::string> m;
+  for (const OpDef* d : op_defs())
+    if (d->c_fn) m[d->op] = d->c_fn;
+  return m;
 }
 
 std::string with_qualifier(const std::string& text, const std::string& q) {

@@ -46,27 +46,28 @@ struct FnInfo {
   DType to = DType::f32;  // Cast
 };
 
-// The built-in functions by name.
+// The built-in functions by name: the element-wise functions, reductions and sugar of the op
+// table (their `source` spelling), the casts and size.
 const std::map<std::string, FnInfo>& functions() {
-  static const std::map<std::string, FnInfo> kFns = {
-      {"exp", {Fn::Unary, Op::Exp}},         {"exp2", {Fn::Unary, Op::Exp2}},
-      {"log", {Fn::Unary, Op::Log}},         {"log2", {Fn::Unary, Op::Log2}},
-      {"sqrt", {Fn::Unary, Op::Sqrt}},       {"rsqrt", {Fn::Unary, Op::Rsqrt}},
-      {"tanh", {Fn::Unary, Op::Tanh}},       {"sigmoid", {Fn::Unary, Op::Sigmoid}},
-      {"relu", {Fn::Unary, Op::Relu}},       {"abs", {Fn::Unary, Op::Abs}},
-      {"floor", {Fn::Unary, Op::Floor}},     {"ceil", {Fn::Unary, Op::Ceil}},
-      {"sin", {Fn::Unary, Op::Sin}},         {"cos", {Fn::Unary, Op::Cos}},
-      {"maximum", {Fn::Binary, Op::Maximum}}, {"minimum", {Fn::Binary, Op::Minimum}},
-      {"pow", {Fn::Binary, Op::Pow}},        {"where", {Fn::Where, Op::Where}},
-      {"clamp", {Fn::Clamp, Op::Clamp}},
-      {"f32", {Fn::Cast, Op::Cast, DType::f32}}, {"f16", {Fn::Cast, Op::Cast, DType::f16}},
-      {"bf16", {Fn::Cast, Op::Cast, DType::bf16}}, {"i32", {Fn::Cast, Op::Cast, DType::i32}},
-      {"i64", {Fn::Cast, Op::Cast, DType::i64}},
-      {"size", {Fn::Size, Op::Size}},
-      {"sum", {Fn::Reduce, Op::Sum}},        {"max", {Fn::Reduce, Op::Max}},
-      {"min", {Fn::Reduce, Op::Min}},        {"mean", {Fn::Reduce, Op::Mean}},
-      {"softmax", {Fn::ReduceOne, Op::Softmax}}, {"logsumexp", {Fn::ReduceOne, Op::LogSumExp}},
-  };
+  static const std::map<std::string, FnInfo> kFns = [] {
+    std::map<std::string, FnInfo> m = {
+        {"where", {Fn::Where, Op::Where}},
+        {"clamp", {Fn::Clamp, Op::Clamp}},
+        {"f32", {Fn::Cast, Op::Cast, DType::f32}}, {"f16", {Fn::Cast, Op::Cast, DType::f16}},
+        {"bf16", {Fn::Cast, Op::Cast, DType::bf16}}, {"i32", {Fn::Cast, Op::Cast, DType::i32}},
+        {"i64", {Fn::Cast, Op::Cast, DType::i64}},
+        {"size", {Fn::Size, Op::Size}},
+    };
+    for (const OpDef* d : op_defs()) {
+      if (d->kind == OpKind::function)
+        m[d->source] = {d->arity == 1 ? Fn::Unary : Fn::Binary, d->op};
+      else if (d->kind == OpKind::reduction || d->op == Op::Mean)
+        m[d->source] = {Fn::Reduce, d->op};
+      else if (d->kind == OpKind::sugar)
+        m[d->source] = {Fn::ReduceOne, d->op};
+    }
+    return m;
+  }();
   return kFns;
 }
 

@@ -23,24 +23,8 @@ bool is_numeric(DType t) { return is_float(t) || is_integer(t); }
 DType float_result(DType t) { return is_float(t) ? arithmetic_type(t) : DType::f32; }
 
 const char* spelling(Op op) {
-  switch (op) {
-    case Op::Add: return "+";
-    case Op::Sub: return "-";
-    case Op::Mul: return "*";
-    case Op::Div: return "/";
-    case Op::Mod: return "%";
-    case Op::Eq: return "==";
-    case Op::Ne: return "!=";
-    case Op::Lt: return "<";
-    case Op::Le: return "<=";
-    case Op::Gt: return ">";
-    case Op::Ge: return ">=";
-    case Op::And: return "and";
-    case Op::Or: return "or";
-    case Op::Not: return "not";
-    case Op::Neg: return "unary -";
-    default: return op_name(op);
-  }
+  const char* s = op_def(op).source;
+  return *s ? s : op_name(op);
 }
 
 }  // namespace
@@ -205,31 +189,24 @@ Value ProgramBuilder::unary(Op op, Value a, SourceLoc loc) {
   n.dims = x.dims;
   n.loc = loc;
   std::string tn = dtype_name(x.type);
-  switch (op) {
-    case Op::Neg:
+  const OpDef& d = op_def(op);
+  if (d.arity != 1 || (d.kind != OpKind::unary && d.kind != OpKind::function) ||
+      d.type == TypeRule::own)
+    throw ProgramError(loc, std::string("not a unary operation: ") + op_name(op));
+  switch (d.type) {
+    case TypeRule::numeric:
+    case TypeRule::rounding:
       if (!is_numeric(x.type))
-        throw ProgramError(loc, "unary - needs a number, got " + tn);
+        throw ProgramError(loc, std::string(spelling(op)) + " needs a number, got " + tn);
       n.type = arithmetic_type(x.type);
+      if (d.type == TypeRule::rounding && is_integer(n.type)) return a;  // floor of an integer
       break;
-    case Op::Not:
-      if (x.type != DType::boolean) throw ProgramError(loc, "'not' needs a bool, got " + tn);
+    case TypeRule::logic:
+      if (x.type != DType::boolean)
+        throw ProgramError(loc, std::string("'") + spelling(op) + "' needs a bool, got " + tn);
       n.type = DType::boolean;
       break;
-    case Op::Abs:
-    case Op::Relu:
-      if (!is_numeric(x.type))
-        throw ProgramError(loc, std::string(op_name(op)) + " needs a number, got " + tn);
-      n.type = arithmetic_type(x.type);
-      break;
-    case Op::Floor:
-    case Op::Ceil:
-      if (!is_numeric(x.type))
-        throw ProgramError(loc, std::string(op_name(op)) + " needs a number, got " + tn);
-      n.type = arithmetic_type(x.type);
-      if (is_integer(n.type)) return a;  // floor of an integer is itself
-      break;
-    case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2: case Op::Sqrt: case Op::Rsqrt:
-    case Op::Tanh: case Op::Sigmoid: case Op::Sin: case Op::Cos:
+    case TypeRule::to_float:
       n.type = float_result(x.type);
       break;
     default:
@@ -250,14 +227,16 @@ Value ProgramBuilder::binary(Op op, Value a, Value b, SourceLoc loc) {
   n.loc = loc;
   std::string types = std::string(dtype_name(x.type)) + " and " + dtype_name(y.type);
   std::string what = std::string("'") + spelling(op) + "'";
-  switch (op) {
-    case Op::Add: case Op::Sub: case Op::Mul: case Op::Maximum: case Op::Minimum:
+  const OpDef& d = op_def(op);
+  if (d.arity != 2 || d.type == TypeRule::own)
+    throw ProgramError(loc, std::string("not a binary operation: ") + op_name(op));
+  switch (d.type) {
+    case TypeRule::numeric:
       if (!is_numeric(x.type) || !is_numeric(y.type))
         throw ProgramError(loc, what + " needs numbers, got " + types);
       n.type = promote(x.type, y.type);
       break;
-    case Op::Div:
-    case Op::DivOrZero:
+    case TypeRule::division:
       if (!is_numeric(x.type) || !is_numeric(y.type))
         throw ProgramError(loc, what + " needs numbers, got " + types);
       if (is_integer(x.type) && is_integer(y.type))
@@ -265,28 +244,28 @@ Value ProgramBuilder::binary(Op op, Value a, Value b, SourceLoc loc) {
                                     "); write f32(a) / b, or floor(f32(a) / b)");
       n.type = promote(x.type, y.type);
       break;
-    case Op::Mod:
+    case TypeRule::integers:
       if (!is_integer(x.type) || !is_integer(y.type))
-        throw ProgramError(loc, "'%' needs integers, got " + types);
+        throw ProgramError(loc, what + " needs integers, got " + types);
       n.type = promote(x.type, y.type);
       break;
-    case Op::Pow:
+    case TypeRule::to_float:  // a function: its name unquoted, as the unary functions say it
       if (!is_numeric(x.type) || !is_numeric(y.type))
-        throw ProgramError(loc, "pow needs numbers, got " + types);
+        throw ProgramError(loc, std::string(spelling(op)) + " needs numbers, got " + types);
       n.type = float_result(promote(x.type, y.type));
       break;
-    case Op::Eq: case Op::Ne:
+    case TypeRule::equality:
       if (!((is_numeric(x.type) && is_numeric(y.type)) ||
             (x.type == DType::boolean && y.type == DType::boolean)))
         throw ProgramError(loc, what + " compares two numbers or two bools, got " + types);
       n.type = DType::boolean;
       break;
-    case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
+    case TypeRule::order:
       if (!is_numeric(x.type) || !is_numeric(y.type))
         throw ProgramError(loc, what + " needs numbers, got " + types);
       n.type = DType::boolean;
       break;
-    case Op::And: case Op::Or:
+    case TypeRule::logic:
       if (x.type != DType::boolean || y.type != DType::boolean)
         throw ProgramError(loc, what + " needs bools, got " + types);
       n.type = DType::boolean;

@@ -62,41 +62,17 @@ DType promote(DType a, DType b) {
   return DType::i64;  // i32 with i64
 }
 
-namespace {
-struct OpInfo {
-  Op op;
-  const char* name;
-  int arity;
-};
-constexpr OpInfo kOps[] = {
-    {Op::Param, "param", 0},       {Op::Const, "const", 0},     {Op::Index, "index", 0},
-    {Op::Size, "size", 0},         {Op::Neg, "neg", 1},         {Op::Not, "not", 1},
-    {Op::Exp, "exp", 1},           {Op::Exp2, "exp2", 1},       {Op::Log, "log", 1},
-    {Op::Log2, "log2", 1},         {Op::Sqrt, "sqrt", 1},       {Op::Rsqrt, "rsqrt", 1},
-    {Op::Tanh, "tanh", 1},         {Op::Sigmoid, "sigmoid", 1}, {Op::Relu, "relu", 1},
-    {Op::Abs, "abs", 1},           {Op::Floor, "floor", 1},     {Op::Ceil, "ceil", 1},
-    {Op::Sin, "sin", 1},           {Op::Cos, "cos", 1},         {Op::Cast, "cast", 1},
-    {Op::Add, "add", 2},           {Op::Sub, "sub", 2},         {Op::Mul, "mul", 2},
-    {Op::Div, "div", 2},           {Op::Mod, "mod", 2},         {Op::Pow, "pow", 2},
-    {Op::Maximum, "maximum", 2},   {Op::Minimum, "minimum", 2}, {Op::Eq, "eq", 2},
-    {Op::Ne, "ne", 2},             {Op::Lt, "lt", 2},           {Op::Le, "le", 2},
-    {Op::Gt, "gt", 2},             {Op::Ge, "ge", 2},           {Op::And, "and", 2},
-    {Op::Or, "or", 2},             {Op::Where, "where", 3},     {Op::Clamp, "clamp", 3},
-    {Op::Sum, "sum", 1},           {Op::Max, "max", 1},         {Op::Min, "min", 1},
-    {Op::Gather, "gather", -1},    {Op::Mean, "mean", 1},       {Op::Softmax, "softmax", 1},
-    {Op::LogSumExp, "logsumexp", 1}, {Op::DivOrZero, "div_or_zero", 2},
-};
-const OpInfo& info(Op op) {
-  for (const auto& i : kOps)
-    if (i.op == op) return i;
-  return kOps[0];
+const char* op_name(Op op) { return op_def(op).name; }
+int op_arity(Op op) { return op_def(op).arity; }
+bool is_unary(Op op) {
+  const OpDef& d = op_def(op);
+  return d.arity == 1 && (d.kind == OpKind::unary || d.kind == OpKind::function);
 }
-}  // namespace
-
-const char* op_name(Op op) { return info(op).name; }
-int op_arity(Op op) { return info(op).arity; }
-bool is_unary(Op op) { return op >= Op::Neg && op <= Op::Cast; }
-bool is_binary(Op op) { return (op >= Op::Add && op <= Op::Or) || op == Op::DivOrZero; }
+bool is_binary(Op op) {
+  const OpDef& d = op_def(op);
+  return d.arity == 2 && (d.kind == OpKind::binary || d.kind == OpKind::function ||
+                          d.kind == OpKind::internal);
+}
 bool is_reduction(Op op) { return op == Op::Sum || op == Op::Max || op == Op::Min; }
 bool is_sugar(Op op) { return op == Op::Mean || op == Op::Softmax || op == Op::LogSumExp; }
 

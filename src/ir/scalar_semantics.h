@@ -80,27 +80,10 @@ inline int64_t int_binary(Op op, int64_t a, int64_t b, SourceLoc loc = {}) {
     default: throw_not_integer(op);
   }
 }
-// Float-typed unary ops in f64.
+// Float-typed unary ops in f64 (the op table's values).
 inline double float_unary(Op op, double v) {
-  switch (op) {
-    case Op::Neg: return -v;
-    case Op::Exp: return std::exp(v);
-    case Op::Exp2: return std::exp2(v);
-    case Op::Log: return std::log(v);
-    case Op::Log2: return std::log2(v);
-    case Op::Sqrt: return std::sqrt(v);
-    case Op::Rsqrt: return 1.0 / std::sqrt(v);
-    case Op::Tanh: return std::tanh(v);
-    case Op::Sigmoid: return 1.0 / (1.0 + std::exp(-v));
-    case Op::Relu: return v < 0 ? 0.0 : v;  // NaN stays NaN
-    case Op::Abs: return std::fabs(v);
-    case Op::Floor: return std::floor(v);
-    case Op::Ceil: return std::ceil(v);
-    case Op::Sin: return std::sin(v);
-    case Op::Cos: return std::cos(v);
-    case Op::Not: return v == 0;
-    default: throw_unsupported(op);
-  }
+  if (double (*f)(double) = op_def(op).eval) return f(v);
+  throw_unsupported(op);
 }
 // Multiplication with a strong zero (see above): +0 when either factor is 0.
 inline double mul0(double a, double b) { return a == 0 || b == 0 ? 0.0 : a * b; }
