@@ -11,6 +11,7 @@
 #include "codegen/interval_code.h"
 #include "codegen/cuda/emit_sm80.h"
 #include "compiler/pipeline.h"
+#include "lower/tensor_core.h"
 #include "plan/cost.h"
 #include "flashgen/error.h"
 
@@ -58,6 +59,10 @@ struct CudaShape {
   // and whether it stays in shared memory.
   int64_t workspace = -1;
   bool in_smem = false;
+  // The tensor-core path's flash-decoding choice at the given sizes (split 0: an extent is not
+  // given), for the target's SMs (target_sm_count).
+  KeySplit split{false, 0};
+  int sm_count = 0;
 };
 
 CudaShape cuda_shape(const Plan& plan, const LoweredKernel& lk, const Extents& sizes) {
@@ -65,6 +70,22 @@ CudaShape cuda_shape(const Plan& plan, const LoweredKernel& lk, const Extents& s
   s.fits = lk.path == LoweredKernel::Path::tensor_core;
   if (s.fits) {
     s.launch = lk.tensor_core.launch;
+    const Sm80Launch& la = s.launch;
+    const Program& p = plan.program;
+    auto ext = [&](int d) -> int64_t {
+      auto it = sizes.find(p.dims[d]);
+      return it == sizes.end() ? -1 : it->second;
+    };
+    int64_t par = la.value_split;
+    bool known = ext(la.row_dim) >= 0 && ext(la.key_dim) >= 0;
+    for (int d : la.par_dims) {
+      known = known && ext(d) >= 0;
+      par *= std::max<int64_t>(ext(d), 0);
+    }
+    if (known) {
+      s.sm_count = target_sm_count(lk.tensor_core.target);
+      s.split = choose_key_split(la, ext(la.row_dim), par, ext(la.key_dim), s.sm_count);
+    }
     return s;
   }
   s.why = lk.why;
@@ -120,6 +141,13 @@ std::string cuda_text(const CudaShape& s) {
     os << "             value columns split in " << l.value_split << " chunks of "
        << l.value_dim / l.value_split << " (the accumulators would not fit the registers); "
        << "scores recomputed per chunk\n";
+  if (s.split.split > 0)
+    os << "             at these sizes (" << s.sm_count << " SMs): "
+       << (s.split.few ? "the few-rows kernel (one warp of 16 rows per block)" : "the full kernel")
+       << (s.split.split > 1 ? ", the key loop split across " + std::to_string(s.split.split) +
+                                   " blocks and merged (flash-decoding)"
+                             : std::string(", no key split"))
+       << "\n";
   for (const auto& h : l.hoisted) os << "             once per block: " << h << "\n";
   for (const auto& h : l.staged)
     os << "             staged through shared memory with K/V: " << h << "\n";
@@ -148,6 +176,11 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["value_split"] = l.value_split;
   j["head_dims"] = nlohmann::json::object();
   for (const auto& [d, e] : l.head_dims) j["head_dims"][d] = e;
+  if (s.split.split > 0) {
+    j["few_rows"] = s.split.few;
+    j["key_split"] = s.split.split;
+    j["sm_count_assumed"] = s.sm_count;
+  }
   j["once_per_block"] = l.hoisted;
   j["staged_gathers"] = l.staged;
   return j;

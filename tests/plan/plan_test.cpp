@@ -168,6 +168,29 @@ program lens(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], len:
   }
 }
 
+// At the sizes of a call, explain says what flash-decoding does on the target's SMs: a decode
+// step runs the few-rows kernel with its key loop split; a long prefill runs the full kernel
+// unsplit; without the lengths it says nothing.
+TEST(Explain, FlashDecodingAtTheGivenSizes) {
+  CompileOptions opt;
+  opt.target = Target::cuda_sm90;
+  opt.sizes = {{"b", 8}, {"h", 32}, {"m", 1}, {"n", 16384}, {"d", 128}, {"e", 128}};
+  auto j = nlohmann::json::parse(explain_json(example("vanilla"), opt));
+  const auto& cuda = j["kernels"][0]["cuda"];
+  EXPECT_EQ(cuda["path"], "tensor_core");
+  EXPECT_EQ(cuda["few_rows"], true);
+  EXPECT_GT(cuda["key_split"].get<int>(), 1);
+  EXPECT_EQ(cuda["sm_count_assumed"], 132);
+  EXPECT_NE(explain(example("vanilla"), opt).find("split across"), std::string::npos);
+  opt.sizes["m"] = opt.sizes["n"] = 4096;
+  j = nlohmann::json::parse(explain_json(example("vanilla"), opt));
+  EXPECT_EQ(j["kernels"][0]["cuda"]["few_rows"], false);
+  EXPECT_EQ(j["kernels"][0]["cuda"]["key_split"], 1);
+  opt.sizes = {{"d", 128}, {"e", 128}};
+  j = nlohmann::json::parse(explain_json(example("vanilla"), opt));
+  EXPECT_FALSE(j["kernels"][0]["cuda"].contains("key_split"));
+}
+
 TEST(Pipeline, DumpAfterEveryStage) {
   Program p = example("vanilla");
   for (const std::string& s : pipeline_stage_names())

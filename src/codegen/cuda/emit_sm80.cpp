@@ -559,6 +559,8 @@ SmemBudget smem_budget(Target target) {
   return {164 * 1024, 163 * 1024};
 }
 
+int target_sm_count(Target target) { return target == Target::cuda_sm90 ? 132 : 108; }
+
 std::string print_tensor_core(const Plan& plan, const TensorCoreKernel& tc) {
   return Printer(plan, tc).print();
 }

@@ -88,6 +88,9 @@ struct SmemBudget {
   int per_sm = 0, per_block = 0;  // bytes
 };
 SmemBudget smem_budget(Target target);
+// The SMs of the target's GPU without a device at hand (explain's flash-decoding line): an
+// A100's 108 for cuda-sm80, an H100/H200's 132 for cuda-sm90.
+int target_sm_count(Target target);
 
 // The head dims (eliminated dims) of a plan's kernels, by name: what `sizes` must give.
 std::vector<std::string> cuda_head_dims(const Plan& plan);
