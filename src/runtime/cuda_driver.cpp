@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 
 #include "flashgen/error.h"
@@ -69,6 +70,10 @@ CudaTiming cuda_time(const std::function<void(CudaStreamHandle)>&, int, int, Cud
 }
 DevicePtr cuda_alloc_async(std::size_t, CudaStreamHandle) { no_cuda(); }
 void cuda_free_async(DevicePtr, CudaStreamHandle) { no_cuda(); }
+CudaTensorMap cuda_tensor_map_16bit(DevicePtr, int, const std::uint64_t*, const std::uint64_t*,
+                                    const std::uint32_t*, bool) {
+  no_cuda();
+}
 
 #else  // FLASHGEN_HAVE_CUDA
 
@@ -99,7 +104,8 @@ std::string format_bytes(std::size_t bytes) {
   X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) \
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemsetD32) X(cuStreamCreate) \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) \
-  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemAllocAsync) X(cuMemFreeAsync)
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemAllocAsync) X(cuMemFreeAsync) \
+  X(cuTensorMapEncodeTiled)
 // clang-format on
 
 struct Api {
@@ -413,6 +419,31 @@ DevicePtr cuda_alloc_async(std::size_t bytes, CudaStreamHandle stream) {
 
 void cuda_free_async(DevicePtr p, CudaStreamHandle stream) {
   if (p) check(api().cuMemFreeAsync(p, static_cast<CUstream>(stream)), "cuMemFreeAsync");
+}
+
+CudaTensorMap cuda_tensor_map_16bit(DevicePtr base, int rank, const std::uint64_t* dims,
+                                    const std::uint64_t* strides_bytes, const std::uint32_t* box,
+                                    bool swizzle128) {
+  static_assert(sizeof(CudaTensorMap) == sizeof(CUtensorMap), "CUtensorMap is 128 bytes");
+  if (rank < 1 || rank > 5) throw BackendError("a tensor map takes 1 to 5 dims");
+  CUtensorMap m;
+  cuuint64_t gdim[5], gstr[4];
+  cuuint32_t bx[5], es[5];
+  for (int i = 0; i < rank; ++i) {
+    gdim[i] = dims[i];
+    bx[i] = box[i];
+    es[i] = 1;
+    if (i > 0) gstr[i - 1] = strides_bytes[i - 1];
+  }
+  check(api().cuTensorMapEncodeTiled(
+            &m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<cuuint32_t>(rank),
+            reinterpret_cast<void*>(base), gdim, gstr, bx, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        "cuTensorMapEncodeTiled");
+  CudaTensorMap out;
+  std::memcpy(out.words, &m, sizeof m);
+  return out;
 }
 
 namespace {

@@ -146,6 +146,20 @@ class DeviceBuffer {
 // `stream` after the allocation and before the free; recorded by a CUDA graph capture. For the
 // scratch and intermediates of a launch that does not synchronize.
 DevicePtr cuda_alloc_async(std::size_t bytes, CudaStreamHandle stream);
+
+// A TMA tensor map (CUtensorMap: 128 opaque bytes, 64-byte aligned), passed to sm_90 kernels by
+// value (`const __grid_constant__ fg::TmaDesc`, fg_sm90.cuh) for cp.async.bulk.tensor copies.
+struct alignas(64) CudaTensorMap {
+  std::uint64_t words[16] = {};
+};
+// The map of a row-major bf16/f16 tensor with `rank` dims (1..5), `dims` innermost first (in
+// elements), `strides_bytes` of dims 1.. (multiples of 16), copied in boxes of `box` elements
+// per dim (the innermost box at most 128 bytes with swizzle128), zero-filled out of bounds,
+// swizzled by 128 bytes (the layout wgmma's 128B-swizzle descriptors read) or not. `base` must
+// be 16-byte aligned. BackendError from the driver otherwise.
+CudaTensorMap cuda_tensor_map_16bit(DevicePtr base, int rank, const std::uint64_t* dims,
+                                    const std::uint64_t* strides_bytes, const std::uint32_t* box,
+                                    bool swizzle128);
 void cuda_free_async(DevicePtr p, CudaStreamHandle stream);
 
 class CudaStream {
