@@ -33,6 +33,19 @@ std::string storage_ctype(DType t) {
   return "float";
 }
 
+std::vector<bool> gather_checked_positions(const Program& p, int param) {
+  const std::vector<int>& dims = p.params[param].dims;
+  std::vector<bool> checked(dims.size(), false);
+  for (const Node& n : p.nodes) {
+    if (n.op != Op::Gather || n.param != param) continue;
+    for (size_t i = 0; i < n.args.size() && i < dims.size(); ++i) {
+      const Node& a = p.nodes[n.args[i]];
+      if (!(a.op == Op::Index && a.dim == dims[i])) checked[i] = true;
+    }
+  }
+  return checked;
+}
+
 std::string load_element(DType t, const std::string& e) {
   switch (t) {
     case DType::bf16: return "fg_bf16(" + e + ")";

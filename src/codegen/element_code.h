@@ -44,6 +44,12 @@ struct ElementContext {
 std::string storage_ctype(DType t);
 std::string load_element(DType t, const std::string& e);
 
+// The index positions of parameter `param` its gathers must range-check: all but those that
+// every gather of it indexes with a plain index of the parameter's own dim there (`t[h, ...]`
+// for `t: [h, r]`: the binding gives both the same extent, so that index is always in range).
+// Both gather printers read it (codegen/loop_kernel.cpp, codegen/cuda/emit_sm80.cpp).
+std::vector<bool> gather_checked_positions(const Program& p, int param);
+
 class ElementEmitter {
  public:
   ElementEmitter(const Plan& plan, const PlanKernel& k, const TargetTable& t)

@@ -621,11 +621,14 @@ std::string loop_gather_helpers(const Plan& plan, LoopSkeleton s) {
     for (size_t i = 0; i < P.dims.size(); ++i)
       os << ", int64_t n" << i << ", int64_t s" << i << ", int64_t a" << i;
     os << ") {\n  int64_t off = 0;\n";
+    // One unsigned comparison per checked position (extents are never negative).
+    const std::vector<bool> checked = gather_checked_positions(p, q);
     for (size_t i = 0; i < P.dims.size(); ++i) {
-      os << "  if (a" << i << " < 0 || a" << i << " >= n" << i << ") {\n"
-         << "    fg_report(err, 1, " << q << ", " << i << ", a" << i << ");\n"
-         << "    return " << load_element(B.type, "(" + ty + ")0") << ";\n  }\n"
-         << "  off += a" << i << " * s" << i << ";\n";
+      if (checked[i])
+        os << "  if ((uint64_t)a" << i << " >= (uint64_t)n" << i << ") {\n"
+           << "    fg_report(err, 1, " << q << ", " << i << ", a" << i << ");\n"
+           << "    return " << load_element(B.type, "(" + ty + ")0") << ";\n  }\n";
+      os << "  off += a" << i << " * s" << i << ";\n";
     }
     os << "  return " << load_element(B.type, "base[off]") << ";\n}\n";
   }

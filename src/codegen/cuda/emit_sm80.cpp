@@ -348,9 +348,10 @@ class Printer : public TensorCoreView {
       bd << ") {\n";
       std::string off = "0";
       const bool checked = !unchecked_.count(n.param);
+      const std::vector<bool> positions = gather_checked_positions(p_, n.param);
       for (size_t i = 0; i < P.dims.size(); ++i) {
-        if (checked)
-          bd << "    if (i" << i << " < 0 || i" << i << " >= ctx.n" << P.dims[i]
+        if (checked && positions[i])  // one unsigned comparison (extents are never negative)
+          bd << "    if ((uint64_t)i" << i << " >= (uint64_t)ctx.n" << P.dims[i]
              << ") { fg_report(ctx.err, 1, " << n.param << ", " << i << ", i" << i
              << "); return 0; }\n";
         off += " + i" + S(i) + " * ctx.s" + S(b) + "_" + S(i);
