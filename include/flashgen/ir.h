@@ -84,7 +84,8 @@ enum class TypeRule : uint8_t {
   own,        // the op has its own rule in the builder (leaves, casts, where, reductions, ...)
   numeric,    // numbers; the promoted arithmetic type (integers stay integers)
   rounding,   // a number; its arithmetic type (floor of an integer is the integer itself)
-  to_float,   // a float result: f32, or f64 for f64 (integers and bools convert to f32)
+  to_float,   // a float result: f32, or f64 for f64 (unary: integers and bools convert to f32;
+              // pow: numbers only)
   division,   // numbers, not both integers; the promoted type
   integers,   // integers; the promoted type
   equality,   // two numbers or two bools; bool

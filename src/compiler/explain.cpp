@@ -76,11 +76,13 @@ CudaShape cuda_shape(const Plan& plan, const LoweredKernel& lk, const Extents& s
       auto it = sizes.find(p.dims[d]);
       return it == sizes.end() ? -1 : it->second;
     };
+    // Only for a grid the runtime launches: no zero extent, the parallel indices and rows
+    // below 2^31 (larger calls are refused).
     int64_t par = la.value_split;
-    bool known = ext(la.row_dim) >= 0 && ext(la.key_dim) >= 0;
+    bool known = ext(la.row_dim) > 0 && ext(la.row_dim) <= INT32_MAX && ext(la.key_dim) >= 0;
     for (int d : la.par_dims) {
-      known = known && ext(d) >= 0;
-      par *= std::max<int64_t>(ext(d), 0);
+      known = known && ext(d) > 0 && par <= INT32_MAX / ext(d);
+      if (known) par *= ext(d);
     }
     if (known) {
       s.sm_count = target_sm_count(lk.tensor_core.target);

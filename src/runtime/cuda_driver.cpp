@@ -104,14 +104,15 @@ std::string format_bytes(std::size_t bytes) {
   X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) \
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemsetD32) X(cuStreamCreate) \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) \
-  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemAllocAsync) X(cuMemFreeAsync) \
-  X(cuTensorMapEncodeTiled)
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemAllocAsync) X(cuMemFreeAsync)
 // clang-format on
 
 struct Api {
 #define FG_MEMBER(name) decltype(&::name) name = nullptr;
   FG_CU_FUNCTIONS(FG_MEMBER)
 #undef FG_MEMBER
+  // Optional (drivers of CUDA 12 and later): only the sm90 tile operations' tensor maps need it.
+  decltype(&::cuTensorMapEncodeTiled) cuTensorMapEncodeTiled = nullptr;
 };
 
 struct Driver {
@@ -154,6 +155,8 @@ void init(Driver& d) {
   }
   FG_CU_FUNCTIONS(FG_LOAD)
 #undef FG_LOAD
+  d.api.cuTensorMapEncodeTiled = reinterpret_cast<decltype(d.api.cuTensorMapEncodeTiled)>(
+      ::dlsym(lib, "cuTensorMapEncodeTiled"));
   const Api& a = d.api;
   auto fail = [&](const char* what, CUresult r) {
     d.why = std::string(what) + " failed: " + result_text(a, r);
@@ -426,6 +429,9 @@ CudaTensorMap cuda_tensor_map_16bit(DevicePtr base, int rank, const std::uint64_
                                     bool swizzle128) {
   static_assert(sizeof(CudaTensorMap) == sizeof(CUtensorMap), "CUtensorMap is 128 bytes");
   if (rank < 1 || rank > 5) throw BackendError("a tensor map takes 1 to 5 dims");
+  if (!api().cuTensorMapEncodeTiled)
+    throw BackendError("the NVIDIA driver lacks cuTensorMapEncodeTiled (TMA needs a driver of "
+                       "CUDA 12 or later)");
   CUtensorMap m;
   cuuint64_t gdim[5], gstr[4];
   cuuint32_t bx[5], es[5];
