@@ -73,7 +73,7 @@ program lens(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], len:
   Extents sizes = {{"b", 4}, {"h", H}, {"m", M}, {"n", N}, {"d", 64}, {"e", 64}};
   for (const CudaKernelPath& k : cuda_paths(p, Target::cuda_sm90, sizes))
     ASSERT_EQ(k.path, "tensor_core") << k.why;
-  const int64_t lens[] = {0, 37, 700, 5000};
+  const std::vector<int64_t> lens = {0, 37, 700, 5000};
   Tensor len(DType::i32, {4});
   for (int i = 0; i < 4; ++i) len.set(i, static_cast<double>(lens[i]));
   ProfileOptions o = on_gpu();
@@ -81,13 +81,8 @@ program lens(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], len:
   ProfileReport r = profile(p, sizes, o);
   ASSERT_EQ(r.kernels.size(), 1u);
   const KernelProfile& k = r.kernels[0];
-  testing::HostTileCounts want;
-  for (int64_t L : lens) {
-    testing::HostTileCounts c = testing::host_tile_counts(
-        [&](int64_t m, int64_t n) { return n < L && m < L; }, H, M, N, k.row_tile, k.key_tile,
-        /*full_needs_whole_tile=*/true);
-    want.computed += c.computed, want.skipped += c.skipped, want.full += c.full;
-  }
+  const testing::HostTileCounts want = testing::length_mask_tile_counts(
+      lens, H, M, N, k.row_tile, k.key_tile, /*full_needs_whole_tile=*/true);
   EXPECT_EQ(k.tiles.computed, want.computed);
   EXPECT_EQ(k.tiles.skipped, want.skipped);
   EXPECT_EQ(k.tiles.full, want.full);

@@ -292,6 +292,19 @@ HostTileCounts host_tile_counts(const std::function<bool(int64_t, int64_t)>& kep
   return c;
 }
 
+HostTileCounts length_mask_tile_counts(const std::vector<int64_t>& lens, int64_t grid_points,
+                                       int64_t M, int64_t N, int64_t row_tile, int64_t key_tile,
+                                       bool full_needs_whole_tile) {
+  HostTileCounts want;
+  for (int64_t L : lens) {
+    const HostTileCounts c = host_tile_counts(
+        [L](int64_t m, int64_t n) { return n < L && m < L; }, grid_points, M, N, row_tile,
+        key_tile, full_needs_whole_tile);
+    want.computed += c.computed, want.skipped += c.skipped, want.full += c.full;
+  }
+  return want;
+}
+
 const std::vector<ExampleMask>& example_masks() {
   static const std::vector<ExampleMask> masks = {
       {"causal", [](int64_t m, int64_t n, const Tensor&) { return n <= m; }},

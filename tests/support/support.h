@@ -69,6 +69,11 @@ struct HostTileCounts {
 HostTileCounts host_tile_counts(const std::function<bool(int64_t, int64_t)>& kept,
                                 int64_t grid_points, int64_t M, int64_t N, int64_t row_tile,
                                 int64_t key_tile, bool full_needs_whole_tile);
+// The same for the mask `n < len[b] and m < len[b]`, summed over the batch entries `lens`, each
+// with `grid_points` points of the other grid dims.
+HostTileCounts length_mask_tile_counts(const std::vector<int64_t>& lens, int64_t grid_points,
+                                       int64_t M, int64_t N, int64_t row_tile, int64_t key_tile,
+                                       bool full_needs_whole_tile);
 
 // Examples with a tile mask, each with the mask written out independently of the compiler:
 // kept(m, n, doc) for rows m and keys n (`doc`: the document ids, for the document example).

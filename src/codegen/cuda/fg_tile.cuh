@@ -100,30 +100,26 @@ FG_DEV void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
 // The tensor cores' 16-bit operand types (Spec::Elem): d += a * b by mma.sync.m16n8k16 with f32
 // accumulators, a pair of f32 rounded to nearest even into one register (lo in the low half), one
 // element's bits back to f32, and the exponent mask (all ones: inf or NaN).
+#define FG_MMA_16816(T)                                                                   \
+  static FG_DEV void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {               \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." T "." T                          \
+                 ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"            \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                           \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));            \
+  }
 struct BF16 {
   static constexpr u32 kExp = 0x7f80u;
-  static FG_DEV void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
+  FG_MMA_16816("bf16")
   static FG_DEV u32 pack(float lo, float hi) { return pack_bf16x2(lo, hi); }
   static FG_DEV float to_f32(u32 bits) { return bf16_to_f32((bf16raw)bits); }
 };
 struct F16 {
   static constexpr u32 kExp = 0x7c00u;
-  static FG_DEV void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
+  FG_MMA_16816("f16")
   static FG_DEV u32 pack(float lo, float hi) { return pack_f16x2(lo, hi); }
   static FG_DEV float to_f32(u32 bits) { return f16_to_f32((unsigned short)bits); }
 };
+#undef FG_MMA_16816
 
 // ---- swizzled shared-memory tile: ROWS x COLS bf16, row-major in column panels ----
 // The tile is split into panels of PW columns (64 when COLS % 64 == 0, else 32), each stored
