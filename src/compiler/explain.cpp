@@ -133,7 +133,9 @@ std::string cuda_text(const CudaShape& s) {
   }
   const Sm80Launch& l = s.launch;
   std::ostringstream os;
-  os << "  cuda:      sm80 template (mma.sync): blocks of " << l.block_m << " query rows ("
+  os << "  cuda:      "
+     << (l.wgmma ? "sm90 kernel (wgmma, two warpgroups of 64 rows)" : "sm80 template (mma.sync)")
+     << ": blocks of " << l.block_m << " query rows ("
      << l.warps << " warps x " << l.rows_per_warp << "), key tiles of " << l.block_n << ", "
      << (l.smem_bytes + 1023) / 1024 << " KiB shared memory, " << l.min_blocks
      << (l.min_blocks == 1 ? " block" : " blocks") << " per SM";
@@ -170,6 +172,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
     return j;
   }
   const Sm80Launch& l = s.launch;
+  j["products"] = l.wgmma ? "wgmma" : "mma.sync";
   j["block_rows"] = l.block_m;
   j["warps"] = l.warps;
   j["key_tile"] = l.block_n;

@@ -309,7 +309,7 @@ DevicePeaks cuda_peaks() {
                   d.sm_count, d.clock_khz / 1e3, per_clock, d.cc_major, d.cc_minor);
     pk.flops_how = buf;
     if (d.cc_major == 9)
-      pk.flops_how += "; the sm80 path issues mma.sync, which does not reach the wgmma rate";
+      pk.flops_how += "; kernels whose products are mma.sync (explain: products) do not reach the wgmma rate";
   } else {
     std::snprintf(buf, sizeof buf,
                   "unknown: flashgen has no dense bf16 rate for compute capability %d.%d",

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -62,10 +63,16 @@ std::mutex g_mu;
 int g_loads = 0;
 
 // The pipeline's options for the running GPU: its target and shared memory, the head extents.
+// A Hopper GPU (compute capability 9.x) gets the cuda-sm90 kernels (wgmma), others the sm80
+// path; FLASHGEN_CUDA_PATH=sm80 forces the sm80 path on Hopper too (both stay tested there).
 CompileOptions cuda_options(const Extents& heads) {
   const CudaDeviceInfo& dev = cuda_device_info();
   CompileOptions opt;
-  opt.target = dev.cc_major >= 9 ? Target::cuda_sm90 : Target::cuda_sm80;
+  const char* force = std::getenv("FLASHGEN_CUDA_PATH");
+  if (force && *force && std::string(force) != "sm80" && std::string(force) != "auto")
+    throw BackendError("FLASHGEN_CUDA_PATH is '" + std::string(force) + "' (sm80 or auto)");
+  const bool sm80 = force && std::string(force) == "sm80";
+  opt.target = dev.cc_major == 9 && !sm80 ? Target::cuda_sm90 : Target::cuda_sm80;
   opt.sizes = heads;
   opt.smem_per_sm = dev.max_smem_per_sm;
   opt.smem_per_block = dev.max_smem_per_block_optin;
@@ -81,7 +88,8 @@ std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext
   const std::string arch = cuda_device_arch();
   const Extents heads = head_extents(cuda_plan(p, Target::cuda_sm80, {}), ext);
   CompileOptions opt = cuda_options(heads);
-  std::string key = p.str() + "\n" + arch + " smem " + std::to_string(opt.smem_per_sm) + "/" +
+  std::string key = p.str() + "\n" + arch + " " + target_name(opt.target) + " smem " +
+                    std::to_string(opt.smem_per_sm) + "/" +
                     std::to_string(opt.smem_per_block) +
                     (build == CudaBuild::count_tiles ? " count_tiles"
                      : build == CudaBuild::careful   ? " careful"

@@ -190,7 +190,10 @@ std::string LoweredCuda::str(const Plan& plan) const {
       os << "  grid: x = ceil(" << p.dims[la.row_dim] << " / " << la.block_m << "), y*z = "
          << dims_text(la.par_dims);
       if (la.value_split > 1) os << " * " << la.value_split << " value-column chunks";
-      os << "\n  block: " << la.warps << " warps, " << la.rows_per_warp << " rows per warp, "
+      os << "\n  products: "
+         << (la.wgmma ? "wgmma (sm_90a), two warpgroups of 64 rows; the careful build by mma.sync"
+                      : "mma.sync m16n8k16")
+         << "\n  block: " << la.warps << " warps, " << la.rows_per_warp << " rows per warp, "
          << la.block_n << " keys per tile, " << la.smem_bytes << " bytes of shared memory, "
          << la.min_blocks << " blocks per SM at least\n";
       os << "  head dims:";

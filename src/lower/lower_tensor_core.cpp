@@ -282,12 +282,14 @@ class Lowering : public TensorCoreView {
       launch_.min_blocks = 4;
       staged_ = fit_staged(4);
     }
+    choose_wgmma(Sn, A);
     launch_.smem_bytes = smem_bytes(staged_);
     // Flash-decoding: the few-rows variant (one warp of 16 rows per block, the same staged
-    // tiles) and the combine kernel of split key loops; the host picks both per call
-    // (choose_key_split).
+    // tiles, keys in tiles of 64) and the combine kernel of split key loops; the host picks
+    // both per call (choose_key_split).
     launch_.few_entry = k_.name + "_few";
-    launch_.few_smem_bytes = smem_bytes(staged_, 16);
+    launch_.few_block_n = 64;
+    launch_.few_smem_bytes = smem_bytes(staged_, 16, launch_.few_block_n);
     launch_.combine_entry = k_.name + "_combine";
     launch_.part_row = 2 * static_cast<int>(groups_.size()) + A * static_cast<int>(DVc_);
     launch_.value_cols = static_cast<int>(DVc_);
@@ -362,8 +364,8 @@ class Lowering : public TensorCoreView {
   // Shared memory of the launch with staged tiles `st` (the layout of fg::AttnSm80: Q tiles,
   // then two stages of K, V and the staged tiles rounded up to 1 KiB; the generated source
   // static_asserts that both agree).
-  int smem_bytes(const std::vector<Staged>& staged, int block_m = 0) const {
-    const int BM = block_m ? block_m : launch_.block_m, BN = launch_.block_n;
+  int smem_bytes(const std::vector<Staged>& staged, int block_m = 0, int block_n = 0) const {
+    const int BM = block_m ? block_m : launch_.block_m, BN = block_n ? block_n : launch_.block_n;
     const int Sn = static_cast<int>(scores_.size());
     int st = 0;
     for (const Staged& t : staged) st += (t.rows ? BM : 1) * (BN * t.elem_bytes + 16);
@@ -371,6 +373,44 @@ class Lowering : public TensorCoreView {
     return static_cast<int>(Sn * BM * Dt_ * 2 +
                             2 * (Sn * BN * Dt_ * 2 + vbufs_.size() * BN * DVc_ * 2 + st));
   }
+  // Hopper (cuda-sm90): the products by wgmma (fg_sm90.cuh) on warpgroups of 64 rows, two per
+  // block (8 warps of 16 rows, 128 rows a block), when the tiles line up with its 64-column
+  // swizzled panels (head dims and the value chunk multiples of 64, 16-bit operands) and the
+  // fragments that live across the key loop fit the registers of 256 threads (scores
+  // S * BN / 2, accumulators A * DV / 2, P as operands G * BN / 4 per thread; at most 160,
+  // the rest for addresses and element code): keys in tiles of 128, or of 64 when that does
+  // not fit or a staged tile is printed for the few-rows kernel's tiles of 64. Otherwise the
+  // mma.sync shape chosen above. The careful build runs the same shape with mma.sync.
+  void choose_wgmma(int Sn, int A) {
+    if (out_.target != Target::cuda_sm90 || Dt_ % 64 != 0) return;
+    int vs = 1;  // the value split at 16 rows per warp
+    while (A * (DVt_ / vs) / 2 > 128 && (DVt_ / (2 * vs)) % 32 == 0 && DVt_ == DV_) vs *= 2;
+    const int64_t dvc = DVt_ / vs;
+    if (dvc % 64 != 0) return;
+    const int G = static_cast<int>(groups_.size());
+    const int saved_bm = launch_.block_m, saved_bn = launch_.block_n;
+    const int64_t saved_dvc = DVc_;
+    for (int bn : {128, 64}) {
+      if (bn != 64 && !staged_.empty()) continue;
+      if (Sn * bn / 2 + A * dvc / 2 + G * bn / 4 > 160) continue;
+      launch_.block_m = 128;
+      launch_.block_n = bn;
+      DVc_ = dvc;
+      if (smem_bytes(staged_) <= budget_.per_block) {
+        launch_.wgmma = true;
+        launch_.warps = 8;
+        launch_.min_blocks = 1;
+        mw_ = 1;
+        vsplit_ = vs;
+        launch_.value_split = vs;
+        return;
+      }
+    }
+    launch_.block_m = saved_bm;
+    launch_.block_n = saved_bn;
+    DVc_ = saved_dvc;
+  }
+
   // Staged tiles cost shared memory: of the candidates (in order), the ones that still leave
   // the blocks per SM that shared memory allows (budget_.per_sm, 1 KiB reserved per block) at
   // `min_blocks` (at least 2; or as many as without staged tiles, if fewer) and fit one block's
@@ -442,7 +482,8 @@ KeySplit choose_key_split(const Sm80Launch& la, int64_t rows, int64_t par, int64
   k.few = rows <= 16;
   const int64_t block_rows = k.few ? 16 : la.block_m;
   const int64_t blocks = (rows + block_rows - 1) / block_rows * par;
-  const int64_t tiles = (keys + la.block_n - 1) / la.block_n;
+  const int64_t block_n = k.few ? la.few_block_n : la.block_n;
+  const int64_t tiles = (keys + block_n - 1) / block_n;
   // Fill the GPU: a few-rows block is one warp, so it takes more of them (8 per SM) than the
   // blocks per SM of the full kernel. Only a grid that would leave half of that idle is split,
   // each chunk keeping at least 4 key tiles.

@@ -34,9 +34,12 @@ FG_DEV u32 tiles_base(unsigned char* raw, unsigned char** generic) {
   *generic = raw + (a - b);
   return a;
 }
-FG_DEV void store_acc(float* D, int col0, const float (&d)[32], int t) {
+template <int T8>
+FG_DEV void store_acc(float* D, int col0, const float (&d)[T8][4], int t) {
 #pragma unroll
-  for (int i = 0; i < 32; ++i) D[acc_row(t, i) * N + col0 + acc_col(t, i)] = d[i];
+  for (int t8 = 0; t8 < T8; ++t8)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) D[acc_row(t, i) * N + col0 + acc_col(t, t8, i)] = d[t8][i];
 }
 FG_DEV void load_by_tma(u32 sA, u32 sB, const TmaDesc* ta, const TmaDesc* tb, u32 bar) {
   mbar_expect_tx(bar, 2 * TA::kPanelBytes + 2 * TB::kPanelBytes);
@@ -63,8 +66,8 @@ sm90_ss(const __grid_constant__ TmaDesc ta, const __grid_constant__ TmaDesc tb, 
   mbar_wait(bar, 0);
   for (int i = t; i < (2 * TA::kPanelBytes + 2 * TB::kPanelBytes) / 2; i += 128)
     dump[i] = ((const unsigned short*)g)[i];
-  float d0[32], d1[32];
-  for (int i = 0; i < 32; ++i) d0[i] = d1[i] = init;  // NaN: the first step must overwrite
+  float d0[8][4], d1[8][4];
+  for (int i = 0; i < 32; ++i) d0[i / 4][i % 4] = d1[i / 4][i % 4] = init;  // NaN: the first step must overwrite
   fence_acc(d0);
   fence_acc(d1);
   wg_fence();
@@ -72,8 +75,8 @@ sm90_ss(const __grid_constant__ TmaDesc ta, const __grid_constant__ TmaDesc tb, 
   for (int k = 0; k < K / 16; ++k) {
     const u32 pa = sA + (k / 4) * TA::kPanelBytes + (k % 4) * 32;
     const u32 pb = sB + (k / 4) * TB::kPanelBytes + (k % 4) * 32;
-    mma_64x64x16_ss(d0, desc_sw128(pa), desc_sw128(pb), k > 0);
-    mma_64x64x16_ss(d1, desc_sw128(pa), desc_sw128(pb + 64 * 128), k > 0);
+    mma_64x64x16_ss<BF16, 0>(d0, desc_sw128(pa), desc_sw128(pb), k > 0);
+    mma_64x64x16_ss<BF16, 0>(d1, desc_sw128(pa), desc_sw128(pb + 64 * 128), k > 0);
   }
   wg_commit();
   wg_wait<0>();
@@ -102,16 +105,16 @@ sm90_rs(const unsigned short* A, const unsigned short* B, float* D) {
       const int col = 16 * k + 2 * (lane % 4) + 8 * (j >> 1);
       a[k][j] = (u32)A[row * K + col] | ((u32)A[row * K + col + 1] << 16);
     }
-  float d0[32], d1[32];
-  for (int i = 0; i < 32; ++i) d0[i] = d1[i] = 0.f;
+  float d0[8][4], d1[8][4];
+  for (int i = 0; i < 32; ++i) d0[i / 4][i % 4] = d1[i / 4][i % 4] = 0.f;
   fence_acc(d0);
   fence_acc(d1);
   wg_fence();
 #pragma unroll
   for (int k = 0; k < K / 16; ++k) {
     const u32 pb = sB + (k / 4) * TB::kPanelBytes + (k % 4) * 32;
-    mma_64x64x16_rs(d0, a[k], desc_sw128(pb), 1);
-    mma_64x64x16_rs(d1, a[k], desc_sw128(pb + 64 * 128), 1);
+    mma_64x64x16_rs<BF16, false, 0>(d0, a[k], desc_sw128(pb), 1);
+    mma_64x64x16_rs<BF16, false, 0>(d1, a[k], desc_sw128(pb + 64 * 128), 1);
   }
   wg_commit();
   wg_wait<0>();
@@ -119,6 +122,44 @@ sm90_rs(const unsigned short* A, const unsigned short* B, float* D) {
   fence_acc(d1);
   store_acc(D, 0, d0, t);
   store_acc(D, 64, d1, t);
+}
+
+// The same product with B MN-major (the layout of V in P.V): B^T's element (k, n) at row k,
+// column n of K-row panels of 64 columns; one accumulator of 128 columns, two n64 slices.
+extern "C" __global__ void __launch_bounds__(128, 1)
+sm90_rs_mn(const unsigned short* A, const unsigned short* B, float* D) {
+  extern __shared__ __align__(1024) unsigned char raw[];
+  unsigned char* g;
+  using TK = Sw128Tile<K>;
+  const u32 sB = tiles_base(raw, &g);
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  for (int i = t; i < N * K; i += 128)
+    *(unsigned short*)(g + TK::at(i % K, i / K)) = B[i];
+  fence_proxy_async();
+  __syncthreads();
+  u32 a[K / 16][4];
+#pragma unroll
+  for (int k = 0; k < K / 16; ++k)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int row = 16 * warp + lane / 4 + 8 * (j & 1);
+      const int col = 16 * k + 2 * (lane % 4) + 8 * (j >> 1);
+      a[k][j] = (u32)A[row * K + col] | ((u32)A[row * K + col + 1] << 16);
+    }
+  float d[16][4];
+  for (int i = 0; i < 64; ++i) d[i / 4][i % 4] = 0.f;
+  fence_acc(d);
+  wg_fence();
+#pragma unroll
+  for (int k = 0; k < K / 16; ++k) {
+    const u32 pb = sB + k * 16 * 128;  // rows 16k .. 16k + 15 of the first panel
+    mma_64x64x16_rs<BF16, true, 0>(d, a[k], desc_sw128_mn(pb, TK::kPanelBytes), 1);
+    mma_64x64x16_rs<BF16, true, 8>(d, a[k], desc_sw128_mn(pb + TK::kPanelBytes, TK::kPanelBytes), 1);
+  }
+  wg_commit();
+  wg_wait<0>();
+  fence_acc(d);
+  store_acc(D, 0, d, t);
 }
 
 // Warpgroup 0 loads (and gives registers back), warpgroups 1 and 2 each compute 64 columns.
@@ -139,15 +180,15 @@ sm90_producer_consumers(const __grid_constant__ TmaDesc ta, const __grid_constan
   }
   regs_take<232>();
   mbar_wait(bar, 0);
-  float d[32];
-  for (int i = 0; i < 32; ++i) d[i] = 0.f;
+  float d[8][4];
+  for (int i = 0; i < 32; ++i) d[i / 4][i % 4] = 0.f;
   fence_acc(d);
   wg_fence();
 #pragma unroll
   for (int k = 0; k < K / 16; ++k) {
     const u32 pa = sA + (k / 4) * TA::kPanelBytes + (k % 4) * 32;
     const u32 pb = sB + (k / 4) * TB::kPanelBytes + (wg - 1) * 64 * 128 + (k % 4) * 32;
-    mma_64x64x16_ss(d, desc_sw128(pa), desc_sw128(pb), k > 0);
+    mma_64x64x16_ss<BF16, 0>(d, desc_sw128(pa), desc_sw128(pb), k > 0);
   }
   wg_commit();
   wg_wait<0>();
@@ -258,6 +299,13 @@ TEST(Sm90TileLibrary, TmaSwizzleWgmmaAndRegisterSplitOnHopper) {
     void* args[] = {&pa, &pb, &d, nullptr};
     mod.kernel("sm90_rs").launch({1, 1, 1}, {128, 1, 1}, smem, nullptr, args);
     check("A from registers");
+  }
+  {
+    dD.memset(0xff);
+    DevicePtr pa = dA.ptr(), pb = dB.ptr(), d = dD.ptr();
+    void* args[] = {&pa, &pb, &d, nullptr};
+    mod.kernel("sm90_rs_mn").launch({1, 1, 1}, {128, 1, 1}, smem, nullptr, args);
+    check("A from registers, B MN-major");
   }
   {
     dD.memset(0xff);

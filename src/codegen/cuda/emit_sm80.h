@@ -46,6 +46,10 @@ struct Sm80Structure {
 struct Sm80Launch {
   std::string entry;            // extern "C" kernel name
   int warps = 4, block_m = 128, smem_bytes = 0;
+  // Hopper: the block's products by wgmma on warpgroups of 64 rows (warps = 8, 16 rows each;
+  // fg_sm90.cuh), the element code and softmax as on the mma.sync path (its careful build runs
+  // the same shape with mma.sync).
+  bool wgmma = false;
   int min_blocks = 1;           // kMinBlocks: __launch_bounds__ blocks per SM (caps registers)
   int row_dim = -1;             // grid x covers ceil(ext(row_dim) / block_m) tiles
   int key_dim = -1;             // the streamed key loop's dim
@@ -59,6 +63,7 @@ struct Sm80Launch {
   // parallel index) to merge and store.
   std::string few_entry, combine_entry;
   int few_smem_bytes = 0, part_row = 0;
+  int few_block_n = 64;         // the few-rows kernel's keys per tile
   int value_cols = 0;           // value columns per block (the padded chunk: kValueDim)
   int num_buffers = 0, max_rank = 1, num_dims = 0;
   // Params = { const void* buf[num_buffers]; i64 st[num_buffers][max_rank];

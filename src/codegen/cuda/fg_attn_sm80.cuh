@@ -133,6 +133,9 @@
 #define FG_ATTN_SM80_CUH
 
 #include "fg_tile.cuh"
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+#include "fg_sm90.cuh"
+#endif
 
 namespace fg {
 
@@ -204,6 +207,18 @@ struct KeySplitOf<T, decltype(void(T::kKeySplit))> {
   static constexpr bool value = T::kKeySplit;
 };
 
+// Optional Spec member kWgmma (default false): on sm_90a, the block's products by wgmma on
+// warpgroups of 64 rows (kWarps a multiple of 4, kWarpMBlocks 1, head dims and key tiles
+// multiples of 64). Elsewhere (another GPU, the careful build) the same shape by mma.sync.
+template <class T, class = void>
+struct WgmmaOf {
+  static constexpr bool value = false;
+};
+template <class T>
+struct WgmmaOf<T, decltype(void(T::kWgmma))> {
+  static constexpr bool value = T::kWgmma;
+};
+
 // Whether the Spec's Ctx has `int64_t* err` (generated Specs: the call's error words).
 template <class C, class = void>
 struct ErrOf {
@@ -240,10 +255,16 @@ struct AttnSm80 {
   static constexpr int DIN = HeadDataOf<Spec>::d, DVIN = HeadDataOf<Spec>::dv;  // columns held
   static constexpr int NW = Spec::kWarps, NT = 32 * NW, MW = Spec::kWarpMBlocks;
   static constexpr int BM = 16 * MW * NW, BN = Spec::kBlockN;
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(FG_CAREFUL)
+  static constexpr bool kWgmma = WgmmaOf<Spec>::value;
+#else
+  static constexpr bool kWgmma = false;
+#endif
   // Q stays in registers when the fragments that live across the key loop (Q, the accumulators,
-  // the scores) fit a register budget; otherwise it is re-read from shared memory per tile.
+  // the scores) fit a register budget; otherwise it is re-read from shared memory per tile
+  // (wgmma reads it from shared memory).
   static constexpr int kLiveRegs = S * MW * D / 8 + A * MW * DV / 2 + S * MW * BN / 2;
-  static constexpr bool kQInRegs = kLiveRegs <= 160;
+  static constexpr bool kQInRegs = !kWgmma && kLiveRegs <= 160;
   static constexpr int kQK = kQInRegs ? D / 16 : 1;  // k16 blocks of Q held in registers
   static constexpr int kQBytes = SmemTile<BM, D>::kBytes;
   static constexpr int kKBytes = SmemTile<BN, D>::kBytes;
@@ -268,7 +289,65 @@ struct AttnSm80 {
   static_assert(DIN > D - 32 && DIN <= D && DVIN > DV - 32 && DVIN <= DV, "padding");
   static_assert(BN % 32 == 0 && BN <= 128, "key tile");
   static_assert(T >= 0 && T <= kMaxStaged, "staged gathers");
+  static_assert(!WgmmaOf<Spec>::value || (NW % 4 == 0 && MW == 1 && D % 64 == 0 &&
+                                          DV % 64 == 0 && BN % 64 == 0),
+                "wgmma: warpgroups of 64 rows, 64-column panels");
 };
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// One k16 step of S (64 x BN per warpgroup) = Q K^T by wgmma, key columns 64n on: Q (the
+// warpgroup's 64 rows, descriptor dq) and K (the step's column of its panel at kt) from their
+// swizzled shared tiles (64-column panels: the 128-byte swizzle of wgmma's descriptors).
+template <class K, int n>
+FG_DEV void qk_step(float (&c)[K::BN / 8][4], u64 dq, u32 kt, int scale_d) {
+  mma_64x64x16_ss<typename K::Elem, 8 * n>(c, dq, desc_sw128(kt + n * 64 * 128), scale_d);
+  if constexpr (64 * (n + 1) < K::BN) qk_step<K, n + 1>(c, dq, kt, scale_d);
+}
+template <class K>
+FG_DEV void scores_wgmma(float (&c)[K::BN / 8][4], u32 q_tile, u32 k_tile, int wg) {
+  constexpr int D = K::D, BN = K::BN;
+  const u32 q0 = q_tile + wg * 64 * 128;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const u32 off = (kk % 4) * 32;
+    qk_step<K, 0>(c, desc_sw128(q0 + (kk / 4) * SmemTile<K::BM, D>::kPanelBytes + off),
+                  k_tile + (kk / 4) * SmemTile<BN, D>::kPanelBytes + off, kk > 0);
+  }
+}
+
+// O_a += P_g(a) . V_i over keys 16kb .. 16kb + 15, value columns 64e on, for the accumulators of
+// value tile i: P from registers (the A fragments), V MN-major from its swizzled tile at vt
+// (rows are keys, 64 value columns per panel).
+template <class K, class Spec, int i, int e>
+FG_DEV void pv_step(float (&o)[K::A][1][K::DV / 8][4], const u32 (&pa)[K::G][1][K::BN / 16][4],
+                    u32 vt, int kb) {
+  constexpr u32 kPanel = SmemTile<K::BN, K::DV>::kPanelBytes;
+  const u64 dv = desc_sw128_mn(vt + e * kPanel + kb * 16 * 128, kPanel);
+#pragma unroll
+  for (int a = 0; a < K::A; ++a)
+    if (Spec::acc_v(a) == i)
+      mma_64x64x16_rs<typename K::Elem, true, 8 * e>(o[a][0], pa[Spec::acc_group(a)][0][kb], dv, 1);
+  if constexpr (64 * (e + 1) < K::DV) pv_step<K, Spec, i, e + 1>(o, pa, vt, kb);
+}
+// Every value tile from i on (the stage's V tiles at v0, K::kVBytes apart).
+template <class K, class Spec, int i>
+FG_DEV void pv_wgmma(float (&o)[K::A][1][K::DV / 8][4], const u32 (&pa)[K::G][1][K::BN / 16][4],
+                     u32 v0) {
+#pragma unroll
+  for (int kb = 0; kb < K::BN / 16; ++kb) pv_step<K, Spec, i, 0>(o, pa, v0 + i * K::kVBytes, kb);
+  if constexpr (i + 1 < K::V) pv_wgmma<K, Spec, i + 1>(o, pa, v0);
+}
+
+// Keeps the compiler from reusing or moving the registers of an operand of asynchronous wgmma
+// across wgmma.fence / wgmma.wait_group (the P fragments are read until the wait).
+template <int N>
+FG_DEV void fence_regs(const u32 (&a)[N][4]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) asm volatile("" ::"r"(a[j][r]) : "memory");
+}
+#endif
 
 // S[b] (16 x BN per m-block b) = Q[b] K^T: Q from registers or from the shared Q tile.
 template <class K, bool kQRegs, int QK>
@@ -461,6 +540,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 
   // ---- Q fragments -> registers (when they fit) ----
   cp_async_wait<1>();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (K::kWgmma) fence_proxy_async();  // cp.async wrote what wgmma reads
+#endif
   __syncthreads();
   const int wrow0 = warp * 16 * MW;  // first row of this warp inside the block
   LdmAddr<BM, D> aq_lane[S];          // Q tile addresses (used when Q is re-read per tile)
@@ -524,17 +606,35 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     if (jn < j_end) issue_kv(jn, stage ^ 1);
     cp_async_commit();
     cp_async_wait<1>();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (K::kWgmma) fence_proxy_async();
+#endif
     __syncthreads();
 
     const u32 st = s_kv + stage * K::kStageBytes;
     // ---- scores ----
     float c[S][MW][NT8][4];
+    if constexpr (K::kWgmma) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #pragma unroll
-    for (int s = 0; s < S; ++s) {
+      for (int s = 0; s < S; ++s) fence_acc(c[s][0]);
+      wg_fence();
 #pragma unroll
-      for (int b = 0; b < MW; ++b) zero(c[s][b]);
-      const LdmAddr<BN, D> ak(st + s * K::kKBytes, lane_row_kt(lane), lane_col_kt(lane));
-      scores_mma<K, K::kQInRegs, K::kQK>(c[s], qa[s], aq_lane[s], ak, wrow0);
+      for (int s = 0; s < S; ++s)
+        scores_wgmma<K>(c[s][0], s_base + s * K::kQBytes, st + s * K::kKBytes, warp / 4);
+      wg_commit();
+      wg_wait<0>();
+#pragma unroll
+      for (int s = 0; s < S; ++s) fence_acc(c[s][0]);
+#endif
+    } else {
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+#pragma unroll
+        for (int b = 0; b < MW; ++b) zero(c[s][b]);
+        const LdmAddr<BN, D> ak(st + s * K::kKBytes, lane_row_kt(lane), lane_col_kt(lane));
+        scores_mma<K, K::kQInRegs, K::kQK>(c[s], qa[s], aq_lane[s], ak, wrow0);
+      }
     }
     // ---- element code (score expressions, masks) ----
     const int n0 = j * BN;
@@ -621,6 +721,22 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       if (__syncthreads_or(nf)) add_nonfinite_values<K, Spec>(o, pa, vt, lane, tid);
     }
     // ---- O_a += P_g(a) . V_v(a) ----
+    if constexpr (K::kWgmma) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#pragma unroll
+      for (int a = 0; a < A; ++a) fence_acc(o[a][0]);
+#pragma unroll
+      for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
+      wg_fence();
+      pv_wgmma<K, Spec, 0>(o, pa, st + S * K::kKBytes);
+      wg_commit();
+      wg_wait<0>();
+#pragma unroll
+      for (int a = 0; a < A; ++a) fence_acc(o[a][0]);
+#pragma unroll
+      for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
+#endif
+    } else {
 #pragma unroll
     for (int i = 0; i < V; ++i) {
       const LdmAddr<BN, DV> av(st + S * K::kKBytes + i * K::kVBytes, lane_row_v(lane),
@@ -641,6 +757,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
               }
         }
     }
+    }
     __syncthreads();  // the stage is refilled by the next iteration's prefetch
     j = jn;
     cls = cls_n;
@@ -660,8 +777,14 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   bool nonfinite = false;  // an accumulator of a stored row is inf or NaN
   // A fresh context from an opaque copy of the parallel index: keeps the output pointers out of
   // the registers of the main loop (the compiler cannot merge the two contexts).
-  int par2;
-  asm volatile("mov.b32 %0, %1;" : "=r"(par2) : "r"(par));
+  // The parallel index and the split's bookkeeping again from the block index and the
+  // parameters (free to re-read), so that none of it stays live across the key loop.
+  const int pidx_out = (int)(blockIdx.y + gridDim.y * blockIdx.z);
+  bool split_out = false;
+  if constexpr (KeySplitOf<Spec>::value) split_out = params.key_split > 1;
+  int par2 = pidx_out;
+  if constexpr (KeySplitOf<Spec>::value) par2 = pidx_out / (int)params.key_split;
+  asm volatile("mov.b32 %0, %0;" : "+r"(par2));
   Spec::make_ctx(params, par2, ctx);
 #pragma unroll
   for (int b = 0; b < MW; ++b) {
@@ -689,8 +812,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
                        ((__float_as_uint(ov[a][1]) & 0x7f800000u) == 0x7f800000u);
         }
         if constexpr (KeySplitOf<Spec>::value) {
-          if (ksplit > 1) {  // the partial accumulators of the row, for attn_combine_sm80
-            float* row = params.part + ((i64)pidx * M + m) * K::kPartRow;
+          if (split_out) {  // the partial accumulators of the row, for attn_combine_sm80
+            float* row = params.part + ((i64)pidx_out * M + m) * K::kPartRow;
 #pragma unroll
             for (int a = 0; a < A; ++a) {
               row[2 * G + a * DV + t * 8 + col_t] = ov[a][0];
@@ -702,9 +825,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         if (t * 8 + col_t < K::DVIN) Spec::store(ctx, m, t * 8 + col_t, ov, rs[h]);
       }
       if constexpr (KeySplitOf<Spec>::value) {
-        if (ksplit > 1) {  // running maxima (score units) and row sums
+        if (split_out) {  // running maxima (score units) and row sums
           if ((lane & 3) == 0) {
-            float* row = params.part + ((i64)pidx * M + m) * K::kPartRow;
+            float* row = params.part + ((i64)pidx_out * M + m) * K::kPartRow;
 #pragma unroll
             for (int g = 0; g < G; ++g) {
               row[g] = mrun[g][b][h];

@@ -9,11 +9,14 @@
 //   - desc_sw128: the 64-bit wgmma shared-memory descriptor of a K-major panel (start >> 4, LBO
 //     16 bytes (ignored for swizzled K-major), SBO 1024 bytes between 8-row groups, layout 1 =
 //     128B swizzle); a k16 step inside a panel advances the start by 32 bytes.
-//   - mma_64x64x16_ss / mma_64x64x16_rs: D[64 x 64] (+)= A[64 x 16] . B[64 x 16]^T by
-//     wgmma.mma_async (bf16 in, f32 accumulate) with A from a descriptor or from registers (the
-//     mma.m16n8k16 A layout, one warp per 16 rows), B from a descriptor; scale_d = 0 overwrites
-//     D. The accumulator fragment: register i of thread t of the warpgroup holds row
-//     16 * (t / 32) + (t % 32) / 4 + 8 * ((i >> 1) & 1), column 8 * (i >> 2) + 2 * (t % 4) +
+//   - desc_sw128_mn: the descriptor of an MN-major operand in the same tiles (V as the B of
+//     P.V: rows are keys, the value columns contiguous).
+//   - mma_64x64x16_ss / mma_64x64x16_rs: D[64 x 64] (+)= A[64 x 16] . B by wgmma.mma_async
+//     (bf16 or f16 in, f32 accumulate) with A from a descriptor or from registers (the
+//     mma.m16n8k16 A layout, one warp per 16 rows), B from a descriptor (K-major, or MN-major
+//     for the RS form); scale_d = 0 overwrites D. D is 8 n8 tiles of an accumulator array in
+//     the sm80 path's mma.m16n8 layout, d[t][i]: register i of thread t' of the warpgroup
+//     holds row 16 * (t' / 32) + (t' % 32) / 4 + 8 * (i >> 1), column 8 * t + 2 * (t' % 4) +
 //     (i & 1).
 //   - wgmma fences (fence / commit / wait<N>, fence_acc for the compiler), the proxy fence
 //     after ordinary stores that wgmma reads, mbarriers (init, expect_tx, wait on a parity),
@@ -57,6 +60,13 @@ FG_DEV u64 desc_sw128(u32 saddr) {
   return (u64)((saddr & 0x3FFFF) >> 4) | ((u64)(16 >> 4) << 16) | ((u64)(1024 >> 4) << 32) |
          ((u64)1 << 62);
 }
+// The descriptor of an MN-major operand in the same tiles: `saddr` is the row of its first k
+// value in a panel (rows are k values, 64 contiguous MN elements each); 8-row groups of k are
+// 1024 bytes apart (SBO), the next 64 MN elements are in the next panel, `panel_bytes` on (LBO).
+FG_DEV u64 desc_sw128_mn(u32 saddr, u32 panel_bytes) {
+  return (u64)((saddr & 0x3FFFF) >> 4) | ((u64)((panel_bytes & 0x3FFFF) >> 4) << 16) |
+         ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
+}
 
 // ---- wgmma ----
 FG_DEV void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -66,49 +76,66 @@ FG_DEV void wg_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 // Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmma.
-template <int R>
-FG_DEV void fence_acc(float (&d)[R]) {
+template <int T8>
+FG_DEV void fence_acc(float (&d)[T8][4]) {
 #pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int t = 0; t < T8; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(d[t][i])::"memory");
 }
 // After ordinary stores to shared memory that wgmma (the async proxy) reads; then a barrier.
 FG_DEV void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-#define FG_WGMMA_D32                                                                        \
+// Accumulator operands of one m64n64 wgmma: the 8 n8 tiles OFF .. OFF + 7 of d[NT8][4], the
+// mma.m16n8 accumulator layout of the sm80 path (d[t][i]: row (lane / 4) + 8 * (i >> 1) of the
+// warp's 16, column 8 * t + 2 * (lane % 4) + (i & 1)), which is wgmma's layout per warp.
+#define FG_WG_T(t) "+f"(d[OFF + t][0]), "+f"(d[OFF + t][1]), "+f"(d[OFF + t][2]), "+f"(d[OFF + t][3])
+#define FG_WG_ACC FG_WG_T(0), FG_WG_T(1), FG_WG_T(2), FG_WG_T(3), FG_WG_T(4), FG_WG_T(5), FG_WG_T(6), FG_WG_T(7)
+#define FG_WG_D32                                                                           \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
   "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define FG_WGMMA_D32_OUT                                                                    \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),       \
-      "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
-      "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),          \
-      "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),          \
-      "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define FG_WG_SS(T)                                                                           \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                   \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." T "." T " " FG_WG_D32             \
+               ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                                \
+               : FG_WG_ACC                                                                    \
+               : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+#define FG_WG_RS(T, TB)                                                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                   \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." T "." T " " FG_WG_D32             \
+               ", {%32, %33, %34, %35}, %36, p, 1, 1, " TB ";\n}\n"                            \
+               : FG_WG_ACC                                                                    \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
 
-// D (+)= A . B^T, A and B K-major bf16 panels in shared memory.
-FG_DEV void mma_64x64x16_ss(float (&d)[32], u64 desc_a, u64 desc_b, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FG_WGMMA_D32
-      ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : FG_WGMMA_D32_OUT
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+// D (+)= A . B^T over one k16 step: D the 64 x 64 slice of n8 tiles OFF .. OFF + 7 of d, A and
+// B K-major 16-bit panels (E: fg::BF16 or fg::F16) in shared memory; scale_d = 0 overwrites D.
+template <class E, int OFF, int NT8>
+FG_DEV void mma_64x64x16_ss(float (&d)[NT8][4], u64 desc_a, u64 desc_b, int scale_d) {
+  static_assert(OFF % 8 == 0 && OFF + 8 <= NT8, "a whole 64-column slice");
+  if constexpr (E::kBF16) FG_WG_SS("bf16"); else FG_WG_SS("f16");
 }
-// D (+)= A . B^T, A in registers (a[j]: rows 16 * warp + lane / 4 + 8 * (j & 1), k
-// 2 * (lane % 4) + 8 * (j >> 1) and the next, low half first), B a K-major bf16 panel.
-FG_DEV void mma_64x64x16_rs(float (&d)[32], const u32 (&a)[4], u64 desc_b, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FG_WGMMA_D32
-      ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-      : FG_WGMMA_D32_OUT
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+// D (+)= A . B over one k16 step, A in registers (a[j]: rows 16 * warp + lane / 4 + 8 * (j & 1),
+// k 2 * (lane % 4) + 8 * (j >> 1) and the next, low half first: the mma.m16n8k16 A fragment),
+// B from a descriptor: K-major (kMnB = false: B^T's rows are the 64 columns) or MN-major
+// (kMnB = true: rows are the 16 k values, 64 contiguous columns each, desc_sw128_mn).
+template <class E, bool kMnB, int OFF, int NT8>
+FG_DEV void mma_64x64x16_rs(float (&d)[NT8][4], const u32 (&a)[4], u64 desc_b, int scale_d) {
+  static_assert(OFF % 8 == 0 && OFF + 8 <= NT8, "a whole 64-column slice");
+  if constexpr (E::kBF16) {
+    if constexpr (kMnB) FG_WG_RS("bf16", "1"); else FG_WG_RS("bf16", "0");
+  } else {
+    if constexpr (kMnB) FG_WG_RS("f16", "1"); else FG_WG_RS("f16", "0");
+  }
 }
-#undef FG_WGMMA_D32
-#undef FG_WGMMA_D32_OUT
+#undef FG_WG_SS
+#undef FG_WG_RS
+#undef FG_WG_D32
+#undef FG_WG_ACC
+#undef FG_WG_T
 
-// Row and column of accumulator register i of warpgroup thread t (m64nN, f32).
-FG_DEV int acc_row(int t, int i) { return 16 * (t / 32) + (t % 32) / 4 + 8 * ((i >> 1) & 1); }
-FG_DEV int acc_col(int t, int i) { return 8 * (i >> 2) + 2 * (t % 4) + (i & 1); }
+// Row and column of accumulator d[t8][i] of warpgroup thread t (m64nN, f32).
+FG_DEV int acc_row(int t, int i) { return 16 * (t / 32) + (t % 32) / 4 + 8 * (i >> 1); }
+FG_DEV int acc_col(int t, int t8, int i) { return 8 * t8 + 2 * (t % 4) + (i & 1); }
 
 // ---- mbarriers (a launch without clusters is a cluster of one) ----
 FG_DEV void mbar_init(u32 bar, u32 count) {

@@ -109,12 +109,14 @@ FG_DEV void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
   }
 struct BF16 {
   static constexpr u32 kExp = 0x7f80u;
+  static constexpr bool kBF16 = true;
   FG_MMA_16816("bf16")
   static FG_DEV u32 pack(float lo, float hi) { return pack_bf16x2(lo, hi); }
   static FG_DEV float to_f32(u32 bits) { return bf16_to_f32((bf16raw)bits); }
 };
 struct F16 {
   static constexpr u32 kExp = 0x7c00u;
+  static constexpr bool kBF16 = false;
   FG_MMA_16816("f16")
   static FG_DEV u32 pack(float lo, float hi) { return pack_f16x2(lo, hi); }
   static FG_DEV float to_f32(u32 bits) { return f16_to_f32((unsigned short)bits); }
