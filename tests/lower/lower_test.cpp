@@ -105,6 +105,48 @@ program mixed(q: bf16[b, h, m, d], k: f16[b, h, n, d], v: bf16[b, h, n, e]) {
   EXPECT_NE(c.lowered.kernels[0].why.find("one type"), std::string::npos) << c.lowered.kernels[0].why;
 }
 
+// cuda-sm90 lowers to wgmma products where the tiles line up with its 64-column panels and
+// the fragments fit the registers: two warpgroups (8 warps of 16 rows), 128-key tiles when
+// nothing is staged (64 otherwise), three K/V stages; the few-rows kernel keeps one warp and
+// 64-key tiles. Tiles that are not multiples of 64 columns (d = 100 pads to 128, 96 does not),
+// accumulators too wide for the registers (e = 256) and cuda-sm80 keep mma.sync.
+TEST(Lower, HopperTakesWgmmaWhereItsTilesLineUp) {
+  struct Case { const char* name; int64_t d, e; bool wgmma; int block_n; };
+  for (const Case& t : {Case{"vanilla", 128, 128, true, 128}, Case{"causal", 64, 64, true, 128},
+                        Case{"gqa", 128, 128, true, 128}, Case{"vanilla", 100, 128, true, 128},
+                        Case{"vanilla", 64, 256, false, 64}, Case{"vanilla", 96, 96, false, 64},
+                        Case{"evoformer_row", 32, 32, false, 64}}) {
+    Program p = testing::example_program(t.name);
+    Compiled c = lowered(p, Target::cuda_sm90, {{"d", t.d}, {"e", t.e}});
+    ASSERT_EQ(c.lowered.kernels.size(), 1u);
+    const LoweredKernel& k = c.lowered.kernels[0];
+    ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << t.name << ": " << k.why;
+    const Sm80Launch& la = k.tensor_core.launch;
+    EXPECT_EQ(la.wgmma, t.wgmma) << t.name << " d=" << t.d << " e=" << t.e;
+    EXPECT_EQ(la.block_n, t.block_n) << t.name << " d=" << t.d;
+    EXPECT_EQ(la.few_block_n, 64);
+    if (t.wgmma) {
+      EXPECT_EQ(la.warps, 8);
+      EXPECT_EQ(la.block_m, 128);
+      EXPECT_EQ(la.rows_per_warp, 16);
+      EXPECT_EQ(la.min_blocks, 1);
+      EXPECT_EQ(k.tensor_core.DVc % 64, 0);
+      // Q, then three stages of K and V (nothing staged here)
+      const int64_t D = k.tensor_core.Dt, DV = k.tensor_core.DVc, BN = la.block_n;
+      EXPECT_EQ(la.smem_bytes, 128 * D * 2 + 3 * (BN * D * 2 + BN * DV * 2));
+      EXPECT_LE(la.smem_bytes, smem_budget(Target::cuda_sm90).per_block);
+    }
+    // the few-rows kernel: one warp, two stages of 64-key tiles
+    if (la.staged.empty())
+      EXPECT_EQ(la.few_smem_bytes, static_cast<int>(16 * k.tensor_core.Dt * 2 +
+                                                  2 * (64 * k.tensor_core.Dt * 2 +
+                                                       64 * k.tensor_core.DVc * 2)));
+    Compiled c80 = lowered(p, Target::cuda_sm80, {{"d", t.d}, {"e", t.e}});
+    EXPECT_FALSE(c80.lowered.kernels[0].tensor_core.launch.wgmma);
+    EXPECT_EQ(c80.lowered.kernels[0].tensor_core.launch.warps, 4);
+  }
+}
+
 TEST(Lower, MissingHeadExtentsTakeTheElementPathAndSaySo) {
   Compiled c = lowered(testing::example_program("vanilla"), Target::cuda_sm80, {});
   ASSERT_EQ(c.lowered.kernels.size(), 1u);

@@ -727,24 +727,21 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #pragma unroll
       for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
       wg_fence();
-      if (more) {
+      // (after the last tile the scores of a stale stage: no branch around wgmma)
 #pragma unroll
-        for (int s = 0; s < S; ++s)
-          scores_wgmma<K>(c[s][0], s_base + s * K::kQBytes,
-                          s_kv + sc1 * K::kStageBytes + s * K::kKBytes, warp / 4);
-      }
+      for (int s = 0; s < S; ++s)
+        scores_wgmma<K>(c[s][0], s_base + s * K::kQBytes,
+                        s_kv + sc1 * K::kStageBytes + s * K::kKBytes, warp / 4);
       wg_commit();
       pv_wgmma<K, Spec, 0>(o, pa, s_kv + sc0 * K::kStageBytes + S * K::kKBytes);
       wg_commit();
       u32 pn[G][MW][KB][4];
       float an[G][MW][2];
       bool gn[G][MW];
-      if (more) {
-        wg_wait<1>();  // the scores of jn (P.V of j still running)
+      wg_wait<1>();  // the scores of jn (P.V of j still running)
 #pragma unroll
-        for (int s = 0; s < S; ++s) fence_acc(c[s][0]);
-        softmax_tile(c, jn, cls_n, sc1, pn, an, gn);
-      }
+      for (int s = 0; s < S; ++s) fence_acc(c[s][0]);
+      if (more) softmax_tile(c, jn, cls_n, sc1, pn, an, gn);
       wg_wait<0>();
 #pragma unroll
       for (int a = 0; a < A; ++a) fence_acc(o[a][0]);
