@@ -3,8 +3,8 @@
 // target, or the program/plan text after one stage of the compiler pipeline. For cuda-* targets
 // without the head dims in --sizes the kernels print on the element path (the first line says
 // why); --cubin compiles with NVRTC (no GPU needed) and writes the cubin (PATH.N for a plan of
-// several kernels). cuda-sm90 emits the sm80-path kernel (mma.sync) compiled for sm_90a; there
-// are no Hopper-native (wgmma/TMA) kernels yet.
+// several kernels). cuda-sm90 emits the tensor-core template for sm_90a with wgmma products where
+// its tiles line up (docs/design.md, Printers).
 // Tests: tests/cli/cli_test.cpp, tests/cuda/nvrtc_examples_test.cpp.
 #include <cerrno>
 #include <cstring>
@@ -32,8 +32,8 @@ void add_emit(CLI::App& app, int& exit_code) {
   cmd->add_option("--program", o->program, "the program (if FILE holds several)")
       ->type_name("NAME");
   cmd->add_option("--target", o->target,
-                  "cpu, cuda-sm80 or cuda-sm90 (for now cuda-sm90 is the sm80-path kernel, "
-                  "mma.sync, compiled for sm_90a; Hopper-native wgmma/TMA kernels come later)")
+                  "cpu, cuda-sm80 or cuda-sm90 (cuda-sm90: the tensor-core kernels for sm_90a, "
+                  "with wgmma products where the tiles line up; TMA loads come later)")
       ->required()
       ->check(CLI::IsMember({"cpu", "cuda-sm80", "cuda-sm90"}));
   cmd->add_option("--sizes", o->sizes,

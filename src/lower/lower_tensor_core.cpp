@@ -289,7 +289,7 @@ class Lowering : public TensorCoreView {
     // both per call (choose_key_split).
     launch_.few_entry = k_.name + "_few";
     launch_.few_block_n = 64;
-    launch_.few_smem_bytes = smem_bytes(staged_, 16, launch_.few_block_n, 2);
+    launch_.few_smem_bytes = smem_bytes(staged_, 16, launch_.few_block_n);
     launch_.combine_entry = k_.name + "_combine";
     launch_.part_row = 2 * static_cast<int>(groups_.size()) + A * static_cast<int>(DVc_);
     launch_.value_cols = static_cast<int>(DVc_);
@@ -364,16 +364,14 @@ class Lowering : public TensorCoreView {
   // Shared memory of the launch with staged tiles `st` (the layout of fg::AttnSm80: Q tiles,
   // then two stages of K, V and the staged tiles rounded up to 1 KiB; the generated source
   // static_asserts that both agree).
-  int smem_bytes(const std::vector<Staged>& staged, int block_m = 0, int block_n = 0,
-                 int stages = 0) const {
+  int smem_bytes(const std::vector<Staged>& staged, int block_m = 0, int block_n = 0) const {
     const int BM = block_m ? block_m : launch_.block_m, BN = block_n ? block_n : launch_.block_n;
     const int Sn = static_cast<int>(scores_.size());
     int st = 0;
     for (const Staged& t : staged) st += (t.rows ? BM : 1) * (BN * t.elem_bytes + 16);
     st = (st + 1023) / 1024 * 1024;
-    if (!stages) stages = launch_.wgmma ? 3 : 2;  // fg::AttnSm80::kStages
     return static_cast<int>(Sn * BM * Dt_ * 2 +
-                            stages * (Sn * BN * Dt_ * 2 + vbufs_.size() * BN * DVc_ * 2 + st));
+                            2 * (Sn * BN * Dt_ * 2 + vbufs_.size() * BN * DVc_ * 2 + st));
   }
   // Hopper (cuda-sm90): the products by wgmma (fg_sm90.cuh) on warpgroups of 64 rows, two per
   // block (8 warps of 16 rows, 128 rows a block), when the tiles line up with its 64-column
@@ -398,8 +396,8 @@ class Lowering : public TensorCoreView {
       launch_.block_m = 128;
       launch_.block_n = bn;
       DVc_ = dvc;
-      launch_.wgmma = true;  // three stages
       if (smem_bytes(staged_) <= budget_.per_block) {
+        launch_.wgmma = true;
         launch_.warps = 8;
         launch_.min_blocks = 1;
         mw_ = 1;
@@ -408,7 +406,6 @@ class Lowering : public TensorCoreView {
         return;
       }
     }
-    launch_.wgmma = false;
     launch_.block_m = saved_bm;
     launch_.block_n = saved_bn;
     DVc_ = saved_dvc;

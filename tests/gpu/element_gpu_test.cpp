@@ -89,13 +89,18 @@ program g(x: f32[m, d], idx: i32[m], t: f32[r]) {
   }
 }
 
-TEST(ElementPath, RandomProgramsMatchTheReference) {
+// The CPU property test's programs (150 unless FLASHGEN_PROPERTY_COUNT says otherwise) in
+// four chunks, so that scripts/gpu_check's shards run them in parallel.
+class ElementPathRandom : public ::testing::TestWithParam<int> {};
+
+TEST_P(ElementPathRandom, ProgramsMatchTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-  testing::for_each_random_program("element property on the GPU", 150,
-                                    [](const Program& p, const TensorMap& in, int) {
-                                      expect_matches(p, in, p.name);
-                                    });
+  testing::for_each_random_program(
+      "element property on the GPU", 150,
+      [](const Program& p, const TensorMap& in, int) { expect_matches(p, in, p.name); },
+      GetParam(), 4);
 }
+INSTANTIATE_TEST_SUITE_P(Chunks, ElementPathRandom, ::testing::Range(0, 4));
 
 }  // namespace
 }  // namespace flashgen

@@ -346,13 +346,15 @@ std::string element_mismatch(const Program& p, const TensorMap& got, const Tenso
 
 void for_each_random_program(
     const char* label, int count,
-    const std::function<void(const Program&, const TensorMap&, int index)>& check) {
+    const std::function<void(const Program&, const TensorMap&, int index)>& check, int chunk,
+    int chunks) {
   uint64_t seed = 20261130;  // the CPU property test's
   if (const char* e = std::getenv("FLASHGEN_PROPERTY_SEED")) seed = std::strtoull(e, nullptr, 10);
   if (const char* e = std::getenv("FLASHGEN_PROPERTY_COUNT")) count = std::atoi(e);
-  std::printf("%s: %d random programs (seed %llu)\n", label, count,
+  const int first = count * chunk / chunks, last = count * (chunk + 1) / chunks;
+  std::printf("%s: random programs %d..%d of %d (seed %llu)\n", label, first, last - 1, count,
               static_cast<unsigned long long>(seed));
-  for (int i = 0; i < count; ++i) {
+  for (int i = first; i < last; ++i) {
     GeneratedProgram g = random_attention_program(seed + i, i);
     SCOPED_TRACE("FLASHGEN_PROPERTY_SEED=" + std::to_string(seed + i) + " (program index " +
                  std::to_string(i) + ")\n" + g.text);

@@ -136,9 +136,11 @@ std::string element_mismatch(const Program& p, const TensorMap& got, const Tenso
 // Runs `check(program, inputs, what)` on the random programs of the CPU property test's
 // generator (seed 20261130 and `count` programs unless FLASHGEN_PROPERTY_SEED / _COUNT say
 // otherwise; printed under `label`), each inside a trace naming its seed; stops at the first
-// fatal failure.
+// fatal failure. With chunks > 1, only chunk `chunk` of the programs (a contiguous range of
+// indices), so that one draw can run as several tests in parallel shards.
 void for_each_random_program(
     const char* label, int count,
-    const std::function<void(const Program&, const TensorMap&, int index)>& check);
+    const std::function<void(const Program&, const TensorMap&, int index)>& check,
+    int chunk = 0, int chunks = 1);
 
 }  // namespace flashgen::testing

@@ -279,10 +279,7 @@ struct AttnSm80 {
   }
   static constexpr int kStagedBytes = (staged_off(T) + 1023) / 1024 * 1024;
   static constexpr int kStageBytes = S * kKBytes + V * kVBytes + kStagedBytes;
-  // K/V stages: two (tile j + 1 loads while j computes); three for wgmma Specs (the scores of
-  // the next tile and P.V of this one run together; the careful build allocates them too)
-  static constexpr int kStages = WgmmaOf<Spec>::value ? 3 : 2;
-  static constexpr int kSmemBytes = S * kQBytes + kStages * kStageBytes;
+  static constexpr int kSmemBytes = S * kQBytes + 2 * kStageBytes;
   // floats per row of a split block's partial state: G running maxima, G row sums, A x DV
   static constexpr int kPartRow = 2 * G + A * DV;
   static_assert(S >= 1 && S <= 2 && G >= 1 && G <= 2 && V >= 1 && V <= 2 && A >= 1 && A <= 4,
@@ -689,85 +686,6 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   u32 pa[G][MW][KB][4];
   float alpha[G][MW][2];
   bool grew[G][MW];
-  if constexpr (K::kWgmma) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    // Three stages: tile j's V in stage sc0, the next tile jn's K in sc1, the one after jn
-    // loading into sc2. Per tile: S of jn and O += P_j V_j issued together; the softmax of jn
-    // runs while P.V is on the tensor cores (wgmma.wait_group 1), its rescale after it.
-    int jn = next_tile(j + 1), cls_n = cls_next;
-    if (jn < j_end) issue_kv(jn, 1);
-    cp_async_commit();
-    int sc0 = 0, sc1 = 1, sc2 = 2;
-    if (j < j_end) {
-      cp_async_wait<1>();
-      fence_proxy_async();  // cp.async wrote what wgmma reads
-      __syncthreads();
-      float c[S][MW][NT8][4];  // (written by wgmma only: no fence before it)
-      wg_fence();
-#pragma unroll
-      for (int s = 0; s < S; ++s)
-        scores_wgmma<K>(c[s][0], s_base + s * K::kQBytes, s_kv + s * K::kKBytes, warp / 4);
-      wg_commit();
-      wg_wait<0>();
-#pragma unroll
-      for (int s = 0; s < S; ++s) fence_acc(c[s][0]);
-      softmax_tile(c, j, cls, 0, pa, alpha, grew);
-    }
-    while (j < j_end) {
-      const bool more = jn < j_end;
-      const int jnn = more ? next_tile(jn + 1) : j_end, cls_nn = cls_next;
-      if (jnn < j_end) issue_kv(jnn, sc2);
-      cp_async_commit();
-      cp_async_wait<1>();  // tile jn has landed
-      fence_proxy_async();
-      __syncthreads();
-      float c[S][MW][NT8][4];
-#pragma unroll
-      for (int a = 0; a < A; ++a) fence_acc(o[a][0]);
-#pragma unroll
-      for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
-      wg_fence();
-      // (after the last tile the scores of a stale stage: no branch around wgmma)
-#pragma unroll
-      for (int s = 0; s < S; ++s)
-        scores_wgmma<K>(c[s][0], s_base + s * K::kQBytes,
-                        s_kv + sc1 * K::kStageBytes + s * K::kKBytes, warp / 4);
-      wg_commit();
-      pv_wgmma<K, Spec, 0>(o, pa, s_kv + sc0 * K::kStageBytes + S * K::kKBytes);
-      wg_commit();
-      u32 pn[G][MW][KB][4];
-      float an[G][MW][2];
-      bool gn[G][MW];
-      wg_wait<1>();  // the scores of jn (P.V of j still running)
-#pragma unroll
-      for (int s = 0; s < S; ++s) fence_acc(c[s][0]);
-      if (more) softmax_tile(c, jn, cls_n, sc1, pn, an, gn);
-      wg_wait<0>();
-#pragma unroll
-      for (int a = 0; a < A; ++a) fence_acc(o[a][0]);
-#pragma unroll
-      for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
-      if (more) {
-        rescale(an, gn);
-#pragma unroll
-        for (int g = 0; g < G; ++g)
-#pragma unroll
-          for (int kb = 0; kb < KB; ++kb)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) pa[g][0][kb][r] = pn[g][0][kb][r];
-      }
-      __syncthreads();  // stage sc0 is refilled by the next iteration's prefetch
-      const int f = sc2;
-      sc2 = sc0;
-      sc0 = sc1;
-      sc1 = f;
-      j = jn;
-      cls = cls_n;
-      jn = jnn;
-      cls_n = cls_nn;
-    }
-#endif
-  } else {
   int stage = 0;
   while (j < j_end) {
     const int jn = next_tile(j + 1);
@@ -775,17 +693,33 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     if (jn < j_end) issue_kv(jn, stage ^ 1);
     cp_async_commit();
     cp_async_wait<1>();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (K::kWgmma) fence_proxy_async();  // cp.async wrote what wgmma reads
+#endif
     __syncthreads();
 
     const u32 st = s_kv + stage * K::kStageBytes;
     // ---- scores ----
     float c[S][MW][NT8][4];
+    if constexpr (K::kWgmma) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+      wg_fence();  // (c is written by wgmma only: no fence of it before)
 #pragma unroll
-    for (int s = 0; s < S; ++s) {
+      for (int s = 0; s < S; ++s)
+        scores_wgmma<K>(c[s][0], s_base + s * K::kQBytes, st + s * K::kKBytes, warp / 4);
+      wg_commit();
+      wg_wait<0>();
 #pragma unroll
-      for (int b = 0; b < MW; ++b) zero(c[s][b]);
-      const LdmAddr<BN, D> ak(st + s * K::kKBytes, lane_row_kt(lane), lane_col_kt(lane));
-      scores_mma<K, K::kQInRegs, K::kQK>(c[s], qa[s], aq_lane[s], ak, wrow0);
+      for (int s = 0; s < S; ++s) fence_acc(c[s][0]);
+#endif
+    } else {
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+#pragma unroll
+        for (int b = 0; b < MW; ++b) zero(c[s][b]);
+        const LdmAddr<BN, D> ak(st + s * K::kKBytes, lane_row_kt(lane), lane_col_kt(lane));
+        scores_mma<K, K::kQInRegs, K::kQK>(c[s], qa[s], aq_lane[s], ak, wrow0);
+      }
     }
     // ---- element code (score expressions, masks), online softmax per group and m-block ----
     softmax_tile(c, j, cls, stage, pa, alpha, grew);
@@ -800,31 +734,47 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       if (__syncthreads_or(nf)) add_nonfinite_values<K, Spec>(o, pa, vt, lane, tid);
     }
     // ---- O_a += P_g(a) . V_v(a) ----
+    if constexpr (K::kWgmma) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #pragma unroll
-    for (int i = 0; i < V; ++i) {
-      const LdmAddr<BN, DV> av(st + S * K::kKBytes + i * K::kVBytes, lane_row_v(lane),
-                               lane_col_v(lane));
+      for (int a = 0; a < A; ++a) fence_acc(o[a][0]);  // the rescale, then wgmma
 #pragma unroll
-      for (int kb = 0; kb < KB; ++kb)
+      for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
+      wg_fence();
+      pv_wgmma<K, Spec, 0>(o, pa, st + S * K::kKBytes);
+      wg_commit();
+      wg_wait<0>();
 #pragma unroll
-        for (int ep = 0; ep < DV / 16; ++ep) {
-          u32 vb[4];
-          ldmatrix_x4_trans(vb, av.at(kb * 16, ep * 16));
+      for (int a = 0; a < A; ++a) fence_acc(o[a][0]);
 #pragma unroll
-          for (int a = 0; a < A; ++a)
-            if (Spec::acc_v(a) == i)
+      for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
+#endif
+    } else {
 #pragma unroll
-              for (int b = 0; b < MW; ++b) {
-                Spec::Elem::mma(o[a][b][2 * ep], pa[Spec::acc_group(a)][b][kb], vb[0], vb[1]);
-                Spec::Elem::mma(o[a][b][2 * ep + 1], pa[Spec::acc_group(a)][b][kb], vb[2], vb[3]);
-              }
-        }
+      for (int i = 0; i < V; ++i) {
+        const LdmAddr<BN, DV> av(st + S * K::kKBytes + i * K::kVBytes, lane_row_v(lane),
+                                 lane_col_v(lane));
+#pragma unroll
+        for (int kb = 0; kb < KB; ++kb)
+#pragma unroll
+          for (int ep = 0; ep < DV / 16; ++ep) {
+            u32 vb[4];
+            ldmatrix_x4_trans(vb, av.at(kb * 16, ep * 16));
+#pragma unroll
+            for (int a = 0; a < A; ++a)
+              if (Spec::acc_v(a) == i)
+#pragma unroll
+                for (int b = 0; b < MW; ++b) {
+                  Spec::Elem::mma(o[a][b][2 * ep], pa[Spec::acc_group(a)][b][kb], vb[0], vb[1]);
+                  Spec::Elem::mma(o[a][b][2 * ep + 1], pa[Spec::acc_group(a)][b][kb], vb[2], vb[3]);
+                }
+          }
+      }
     }
     __syncthreads();  // the stage is refilled by the next iteration's prefetch
     j = jn;
     cls = cls_n;
     stage ^= 1;
-  }
   }
   cp_async_wait<0>();
 #ifdef FG_COUNT_TILES
