@@ -48,6 +48,7 @@ void add_bench(CLI::App& app, int& exit_code) {
       CudaBenchResult r = bench_cuda(p, sizes, o->warmup, o->iters, seed, given);
       std::printf("program %s on %s, sizes %s\n", p.name.c_str(), r.device.c_str(),
                   o->sizes.c_str());
+      std::printf("kernels: %s\n", r.kernels.c_str());
       std::printf("median %.4f ms (min %.4f ms) over %d warm runs\n", r.median_ms, r.min_ms,
                   o->iters);
       std::printf("%.3e FLOPs counted: unmasked work only (%.1f%% of the dense %.3e)\n",

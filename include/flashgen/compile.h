@@ -119,6 +119,7 @@ int cuda_kernel_load_count();
 
 struct CudaBenchResult {
   std::string device;       // "NVIDIA H200"
+  std::string kernels;      // per kernel: its path and products, e.g. "tensor_core (wgmma)"
   double median_ms = 0, min_ms = 0;
   double flops = 0;         // unmasked work only: per unmasked (row, key) pair 2*D per score
                             // contraction + 2*DV per P.V accumulator

@@ -148,7 +148,10 @@ TargetTable make_cuda(Target which) {
   t.fn_qualifier = "static __device__ __forceinline__";
   t.kernel_qualifier = "extern \"C\" __global__";
   t.float_fn = math_fns();
-  t.max_extent = INT32_MAX;  // run_cuda rejects larger extents: rows and keys are `int`
+  // run_cuda rejects larger extents. Rows and keys are `int`, and below 2^30 an index plus or
+  // minus small offsets (n - m + 64, a relative position) still fits 32 bits, so such element
+  // code runs in 32-bit arithmetic (ElementEmitter::fits32).
+  t.max_extent = int64_t{1} << 30;
   // NVRTC has no memcpy: the prelude's 4-byte bit casts go through a device helper.
   t.prelude = "typedef long long int64_t; typedef unsigned "
               "long long uint64_t;\ntypedef unsigned int uint32_t; typedef unsigned short "

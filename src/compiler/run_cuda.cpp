@@ -20,6 +20,7 @@
 #include "codegen/cuda/embedded_headers.h"
 #include "codegen/cuda/emit_sm80.h"
 #include "codegen/loop_kernel.h"
+#include "codegen/target.h"
 #include "compiler/cuda_call.h"
 #include "compiler/pipeline.h"
 #include "plan/cost.h"
@@ -145,10 +146,11 @@ std::vector<int64_t> cuda_extents(const CudaLoaded& L, const Program& p, const E
     else
       for (size_t d = 0; d < p.dims.size(); ++d) narrow.push_back(static_cast<int>(d));
   }
+  const int64_t most = target_table(Target::cuda_sm80).max_extent;
   for (int d : narrow)
-    if (extv[d] > INT32_MAX)
+    if (extv[d] > most)
       throw CallError("dimension '" + p.dims[d] + "' has extent " + std::to_string(extv[d]) +
-                      "; the CUDA backend indexes it with 32-bit ints (extents up to 2^31 - 1)");
+                      "; the CUDA backend indexes it with 32-bit ints (extents up to 2^30)");
   return extv;
 }
 
@@ -702,6 +704,12 @@ CudaBenchResult bench_cuda(const Program& p, const Extents& sizes, int warmup, i
   cuda_check_errors(p, L->plan, b);
   CudaBenchResult r;
   r.device = cuda_device_info().name;
+  for (const CudaLoadedKernel& k : L->kernels) {
+    if (!r.kernels.empty()) r.kernels += ", ";
+    r.kernels += k.low.path == LoweredKernel::Path::tensor_core
+                     ? (k.low.tensor_core.launch.wgmma ? "tensor_core (wgmma)" : "tensor_core (mma.sync)")
+                     : "element";
+  }
   r.median_ms = t.median_ms;
   r.min_ms = t.min_ms;
   if (L->kernels.size() == 1 && L->kernels[0].low.path == LoweredKernel::Path::tensor_core) {

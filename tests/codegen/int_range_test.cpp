@@ -1,5 +1,6 @@
 // Static ranges of integer element code (ElementEmitter::int_range / fits32): index arithmetic
-// that provably fits 32 bits is emitted as `int` on CUDA (extents < 2^31), never on the CPU
+// that provably fits 32 bits is emitted as `int` on CUDA (extents up to 2^30, so an index
+// difference plus a small offset fits), never on the CPU
 // (extents up to 2^63); products that could exceed 32 bits, i32 ops that may wrap and i64
 // inputs stay 64-bit. The CUDA source of such a program says so, and compiles (NVRTC test).
 #include <gtest/gtest.h>
@@ -18,7 +19,7 @@ namespace {
 
 const char* kProgram =
     "program f(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], w: i32[h], big: i64[h]) {\n"
-    "  t = f32(n - m) + f32(m * n) + f32(w * w) + f32(big + n) + f32((m - n) % 4)\n"
+    "  t = f32(n - m) + f32(m * n) + f32(w * w) + f32(big + n) + f32((m - n) % 4) + f32(clamp(n - m + 64, 0, size(n) - 1))\n"
     "  s = sum(q * k, d) + t\n"
     "  out o: bf16[h, m, e] = sum(softmax(s, n) * v, n)\n"
     "}\n";
@@ -52,10 +53,13 @@ TEST(IntRange, CudaNarrowsIndexDifferencesOnly) {
   ASSERT_GE(diff, 0);
   auto r = em.int_range(diff);
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->first, -(int64_t(INT32_MAX) - 1));
-  EXPECT_EQ(r->second, int64_t(INT32_MAX) - 1);
+  // indices below 2^30 (the CUDA table's max_extent)
+  const int64_t most = int64_t{1} << 30;
+  EXPECT_EQ(target_table(Target::cuda_sm80).max_extent, most);
+  EXPECT_EQ(r->first, -(most - 1));
+  EXPECT_EQ(r->second, most - 1);
   EXPECT_TRUE(em.fits32(diff));
-  // m * n can reach (2^31 - 2)^2: 64-bit.
+  // m * n can reach (2^30 - 1)^2: 64-bit.
   int prod = f.find(Op::Mul, {Op::Index, Op::Index});
   ASSERT_GE(prod, 0);
   EXPECT_FALSE(em.fits32(prod));
@@ -78,6 +82,13 @@ TEST(IntRange, CudaNarrowsIndexDifferencesOnly) {
   ASSERT_TRUE(rm.has_value());
   EXPECT_EQ(rm->first, 0);
   EXPECT_EQ(rm->second, 3);
+  // A relative position: the difference plus an offset, clamped to a table's rows.
+  int off = f.find(Op::Add, {Op::Sub, Op::Const});
+  ASSERT_GE(off, 0);
+  EXPECT_TRUE(em.fits32(off));
+  int cl = f.find(Op::Clamp, {Op::Add, Op::Const, Op::Sub});
+  ASSERT_GE(cl, 0);
+  EXPECT_TRUE(em.fits32(cl));
 }
 
 TEST(IntRange, CpuKeepsSixtyFourBitIndices) {
@@ -86,6 +97,7 @@ TEST(IntRange, CpuKeepsSixtyFourBitIndices) {
   int diff = f.find(Op::Sub, {Op::Index, Op::Index});
   ASSERT_GE(diff, 0);
   EXPECT_FALSE(em.fits32(diff));
+  EXPECT_FALSE(em.fits32(f.find(Op::Add, {Op::Sub, Op::Const})));
 }
 
 TEST(IntRange, CudaSourceComputesTheDifferenceInInt) {
