@@ -18,6 +18,7 @@
 #include <random>
 #include <tuple>
 
+#include "compiler/cuda_call.h"
 #include "compiler/pipeline.h"
 #include "flashgen/compile.h"
 #include "flashgen/error.h"
@@ -360,6 +361,45 @@ TEST(CudaBackend, SplitKeyLoopsMatchTheReference) {
       EXPECT_EQ(ks.few, m <= 16);
       check_example(p, ext, 41 + m);
     }
+  }
+}
+
+// A Hopper GPU runs the wgmma kernels where the lowering chose them, and the sm80 (mma.sync)
+// kernels with FLASHGEN_CUDA_PATH=sm80; both give the reference's answers; another value of the
+// variable is an error that names it. Other GPUs run the sm80 kernels either way.
+TEST(CudaBackend, HopperRunsWgmmaUnlessTheSm80PathIsForced) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const bool hopper = cuda_device_info().cc_major == 9;
+  struct Env {  // FLASHGEN_CUDA_PATH for the scope
+    std::string saved;
+    bool had;
+    explicit Env(const char* v) {
+      const char* old = std::getenv("FLASHGEN_CUDA_PATH");
+      had = old != nullptr;
+      saved = old ? old : "";
+      setenv("FLASHGEN_CUDA_PATH", v, 1);
+    }
+    ~Env() { had ? setenv("FLASHGEN_CUDA_PATH", saved.c_str(), 1) : unsetenv("FLASHGEN_CUDA_PATH"); }
+  };
+  for (const char* name : {"causal", "gqa", "lse"}) {
+    Program p = example(name);
+    const Extents ext = extents_for(p, 333, 700, 128, 2);
+    for (const std::string path : {"auto", "sm80"}) {
+      SCOPED_TRACE(std::string(name) + " FLASHGEN_CUDA_PATH=" + path);
+      Env env(path.c_str());
+      std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext, CudaBuild::plain);
+      ASSERT_EQ(L->kernels.size(), 1u);
+      ASSERT_EQ(L->kernels[0].low.path, LoweredKernel::Path::tensor_core);
+      EXPECT_EQ(L->kernels[0].low.tensor_core.launch.wgmma, hopper && path == "auto");
+      check_example(p, ext, 97);
+    }
+  }
+  Env env("sm91");
+  try {
+    cuda_load(example("causal"), extents_for(example("causal"), 9, 9, 64, 1), CudaBuild::plain);
+    FAIL() << "expected a BackendError";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("FLASHGEN_CUDA_PATH"), std::string::npos) << e.what();
   }
 }
 
