@@ -406,7 +406,7 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
     if (K.low.path == LoweredKernel::Path::tensor_core) {
       const Sm80Launch& la = K.low.tensor_core.launch;
       kp.row_tile = bk.few ? 16 : la.block_m;
-      kp.key_tile = la.block_n;
+      kp.key_tile = bk.few ? la.few_block_n : la.block_n;
       kp.blocks_per_sm = bk.few ? 1 : la.min_blocks;
       kp.value_split = la.value_split;
       kp.key_split = bk.key_split;

@@ -381,9 +381,16 @@ TEST(CudaBackend, HopperRunsWgmmaUnlessTheSm80PathIsForced) {
     }
     ~Env() { had ? setenv("FLASHGEN_CUDA_PATH", saved.c_str(), 1) : unsetenv("FLASHGEN_CUDA_PATH"); }
   };
-  for (const char* name : {"causal", "gqa", "lse"}) {
+  // (diff_attn at e = d: two scores, two groups, two accumulators on wgmma; a short key loop
+  // that splits; d = 100 padded to 128)
+  struct Case { const char* name; int64_t m, n, d, e; };
+  for (const Case& c : {Case{"causal", 333, 700, 128, 128}, Case{"gqa", 333, 700, 128, 128},
+                        Case{"lse", 333, 700, 128, 128}, Case{"diff_attn", 200, 300, 64, 64},
+                        Case{"vanilla", 130, 4500, 64, 64}, Case{"alibi", 77, 300, 100, 128}}) {
+    const char* name = c.name;
     Program p = example(name);
-    const Extents ext = extents_for(p, 333, 700, 128, 2);
+    Extents ext = extents_for(p, c.m, c.n, c.d, 1);
+    if (ext.count("e")) ext["e"] = c.e;
     for (const std::string path : {"auto", "sm80"}) {
       SCOPED_TRACE(std::string(name) + " FLASHGEN_CUDA_PATH=" + path);
       Env env(path.c_str());

@@ -147,6 +147,22 @@ TEST(Lower, HopperTakesWgmmaWhereItsTilesLineUp) {
   }
 }
 
+// A tile staged with K/V is printed for the few-rows kernel's 64-key tiles too, so a wgmma kernel
+// that stages one keeps keys in tiles of 64.
+TEST(Lower, HopperKernelsWithStagedTilesKeep64KeyTiles) {
+  Program p = parse_source(R"(
+program pair_bias(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], pair: bf16[b, h, m, n]) {
+  out o: bf16[b, h, m, e] = sum(softmax(sum(q * k, d) / sqrt(size(d)) + pair, n) * v, n)
+}
+)", "t.attn").at(0);
+  Compiled c = lowered(p, Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+  const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+  ASSERT_FALSE(la.staged.empty());
+  EXPECT_TRUE(la.wgmma);
+  EXPECT_EQ(la.block_n, 64);
+  EXPECT_EQ(la.few_block_n, la.block_n);
+}
+
 TEST(Lower, MissingHeadExtentsTakeTheElementPathAndSaySo) {
   Compiled c = lowered(testing::example_program("vanilla"), Target::cuda_sm80, {});
   ASSERT_EQ(c.lowered.kernels.size(), 1u);
