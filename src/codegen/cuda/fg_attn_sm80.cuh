@@ -161,27 +161,24 @@ struct CtxBase {
   i64 v_ld[V];
 };
 
+// An optional bool member `M` of the Spec: NAME<Spec>::value, false when the Spec has none.
+#define FG_OPTIONAL_FLAG(NAME, M)                          \
+  template <class T, class = void>                         \
+  struct NAME {                                            \
+    static constexpr bool value = false;                   \
+  };                                                       \
+  template <class T>                                       \
+  struct NAME<T, decltype(void(T::M))> {                   \
+    static constexpr bool value = T::M;                    \
+  };
+
 // Optional Spec member kSkipRescale (default false): skip accumulator rescales for warps whose
 // running maxima did not change in a tile.
-template <class T, class = void>
-struct SkipRescaleOf {
-  static constexpr bool value = false;
-};
-template <class T>
-struct SkipRescaleOf<T, decltype(void(T::kSkipRescale))> {
-  static constexpr bool value = T::kSkipRescale;
-};
+FG_OPTIONAL_FLAG(SkipRescaleOf, kSkipRescale)
 
 // Optional Spec member kBlockRows (default false): Spec::block_rows(ctx, m0, m1) runs once per
 // block after make_ctx (per-block values of the classifier, such as the range of row data).
-template <class T, class = void>
-struct BlockRowsOf {
-  static constexpr bool value = false;
-};
-template <class T>
-struct BlockRowsOf<T, decltype(void(T::kBlockRows))> {
-  static constexpr bool value = T::kBlockRows;
-};
+FG_OPTIONAL_FLAG(BlockRowsOf, kBlockRows)
 
 // Optional Spec members kHeadDimData / kValueDimData (default kHeadDim / kValueDim): the columns
 // Q, K and V hold when the head dims are padded to the tile width (the rest read as 0, and
@@ -198,26 +195,13 @@ struct HeadDataOf<T, decltype(void(T::kHeadDimData + T::kValueDimData))> {
 // Optional Spec member kKeySplit (default false): the key loop may be split across blocks
 // (flash-decoding). Params then has `int64_t key_split` (blocks per row tile, >= 1) and
 // `float* part` (with key_split > 1: each block's partial state, merged by attn_combine_sm80).
-template <class T, class = void>
-struct KeySplitOf {
-  static constexpr bool value = false;
-};
-template <class T>
-struct KeySplitOf<T, decltype(void(T::kKeySplit))> {
-  static constexpr bool value = T::kKeySplit;
-};
+FG_OPTIONAL_FLAG(KeySplitOf, kKeySplit)
 
 // Optional Spec member kWgmma (default false): on sm_90a, the block's products by wgmma on
 // warpgroups of 64 rows (kWarps a multiple of 4, kWarpMBlocks 1, head dims and key tiles
 // multiples of 64). Elsewhere (another GPU, the careful build) the same shape by mma.sync.
-template <class T, class = void>
-struct WgmmaOf {
-  static constexpr bool value = false;
-};
-template <class T>
-struct WgmmaOf<T, decltype(void(T::kWgmma))> {
-  static constexpr bool value = T::kWgmma;
-};
+FG_OPTIONAL_FLAG(WgmmaOf, kWgmma)
+#undef FG_OPTIONAL_FLAG
 
 // Whether the Spec's Ctx has `int64_t* err` (generated Specs: the call's error words).
 template <class C, class = void>
