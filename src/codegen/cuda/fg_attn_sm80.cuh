@@ -522,12 +522,17 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   if (j < j_end) issue_kv(j, 0);
   cp_async_commit();
 
-  // ---- Q fragments -> registers (when they fit) ----
-  cp_async_wait<1>();
+  // All but the newest cp.async group have landed and every thread sees them (wgmma, in the
+  // async proxy, after a proxy fence: cp.async wrote them in the generic one).
+  auto landed = [&] {
+    cp_async_wait<1>();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (K::kWgmma) fence_proxy_async();  // cp.async wrote what wgmma reads
+    if constexpr (K::kWgmma) fence_proxy_async();
 #endif
-  __syncthreads();
+    __syncthreads();
+  };
+  // ---- Q fragments -> registers (when they fit) ----
+  landed();
   const int wrow0 = warp * 16 * MW;  // first row of this warp inside the block
   LdmAddr<BM, D> aq_lane[S];          // Q tile addresses (used when Q is re-read per tile)
 #pragma unroll
@@ -676,11 +681,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     const int cls_n = cls_next;
     if (jn < j_end) issue_kv(jn, stage ^ 1);
     cp_async_commit();
-    cp_async_wait<1>();
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if constexpr (K::kWgmma) fence_proxy_async();  // cp.async wrote what wgmma reads
-#endif
-    __syncthreads();
+    landed();
 
     const u32 st = s_kv + stage * K::kStageBytes;
     // ---- scores ----
