@@ -35,13 +35,21 @@ struct CudaLoaded {
   std::string arch;           // "sm_90a"
   double compile_ms = 0;      // the pipeline + NVRTC (or its disk cache) + module loads
   bool from_disk_cache = false;  // every kernel came from the disk cache
+  CudaBuild build = CudaBuild::plain;
+  bool checks_gathers = false;  // every gather checked per element (FG_CHECK_GATHERS)
 };
 
-// The kernels of program `p` at the head extents in `ext` (other extents are ignored), compiled
-// once per process and build; *from_process_cache says whether this call found them loaded.
+// The kernels of program `p` at the head extents in `ext`, compiled once per process and build;
+// *from_process_cache says whether this call found them loaded. Where `ext` fails a range
+// condition of a kernel (Sm80Launch::range_conditions), the build that checks every gather.
 std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext,
                                             CudaBuild build = CudaBuild::plain,
                                             bool* from_process_cache = nullptr);
+
+// The kernels for a call at extents `ext`: L, or L's build with every gather checked when the
+// call fails one of the range conditions of L's kernels (cuda_load does the same).
+std::shared_ptr<const CudaLoaded> cuda_load_for_call(std::shared_ptr<const CudaLoaded> L,
+                                                     const Program& p, const Extents& ext);
 
 // compile_cuda_cubin for a given build (CI compiles every build of every example).
 std::vector<std::string> cuda_compile_build(const Program& p, Target target,

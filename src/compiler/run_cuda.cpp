@@ -41,7 +41,8 @@ Plan cuda_plan(const Program& p, Target target, const Extents& sizes) {
   return compile_program(p, opt).plan;
 }
 
-NvrtcOptions nvrtc_options(const std::string& arch, const LoweredKernel& lk, CudaBuild build) {
+NvrtcOptions nvrtc_options(const std::string& arch, const LoweredKernel& lk, CudaBuild build,
+                           bool check_gathers = false) {
   NvrtcOptions o;
   o.arch = arch;
   o.options = {"-std=c++17", "-default-device", "--disable-warnings"};
@@ -57,6 +58,9 @@ NvrtcOptions nvrtc_options(const std::string& arch, const LoweredKernel& lk, Cud
   for (int i = 0; i < n; ++i) o.headers.push_back({h[i].name, h[i].source});
   if (build == CudaBuild::count_tiles) o.options.push_back("-DFG_COUNT_TILES");
   if (build == CudaBuild::careful) o.options.push_back("-DFG_CAREFUL");
+  // Gathers proved in range under extent conditions (Sm80Launch::range_conditions) are checked
+  // per element only in the careful build and in builds for calls that fail a condition.
+  if (build == CudaBuild::careful || check_gathers) o.options.push_back("-DFG_CHECK_GATHERS");
   return o;
 }
 
@@ -80,10 +84,27 @@ CompileOptions cuda_options(const Extents& heads) {
   return opt;
 }
 
-}  // namespace
+// Whether the extents of `ext` satisfy every range condition of L's kernels (a dim `ext` does
+// not name counts as satisfied: head extents alone, before a call binds the rest).
+bool range_conditions_hold(const CudaLoaded& L, const Program& p, const Extents& ext) {
+  std::vector<int64_t> extv;
+  std::vector<bool> known;
+  for (const std::string& d : p.dims) {
+    auto it = ext.find(d);
+    extv.push_back(it == ext.end() ? 0 : it->second);
+    known.push_back(it != ext.end());
+  }
+  for (const CudaLoadedKernel& k : L.kernels) {
+    if (k.low.path != LoweredKernel::Path::tensor_core) continue;
+    for (const ExtentCondition& c : k.low.tensor_core.launch.range_conditions)
+      if ((c.dim < 0 || known[c.dim]) && known[c.target] && !c.holds(extv)) return false;
+  }
+  return true;
+}
 
-std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext, CudaBuild build,
-                                            bool* from_process_cache) {
+std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extents& ext,
+                                                  CudaBuild build, bool check_gathers,
+                                                  bool* from_process_cache) {
   static std::map<std::string, std::shared_ptr<const CudaLoaded>> cache;
   const auto t0 = std::chrono::steady_clock::now();
   const std::string arch = cuda_device_arch();
@@ -94,7 +115,8 @@ std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext
                     std::to_string(opt.smem_per_block) +
                     (build == CudaBuild::count_tiles ? " count_tiles"
                      : build == CudaBuild::careful   ? " careful"
-                                                     : "");
+                                                     : "") +
+                    (check_gathers ? " check_gathers" : "");
   for (const auto& [n, e] : heads) key += "\n" + n + "=" + std::to_string(e);
   {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -109,7 +131,7 @@ std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext
   L->from_disk_cache = true;
   for (size_t i = 0; i < c.lowered.kernels.size(); ++i) {
     const LoweredKernel& lk = c.lowered.kernels[i];
-    Cubin cubin = nvrtc_compile(c.sources[i], nvrtc_options(arch, lk, build));
+    Cubin cubin = nvrtc_compile(c.sources[i], nvrtc_options(arch, lk, build, check_gathers));
     CudaModule mod(cubin.bytes);
     CudaLoadedKernel k{lk, mod.kernel(lk.entry), {}, {}};
     if (lk.path == LoweredKernel::Path::tensor_core) {
@@ -121,10 +143,27 @@ std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext
   }
   L->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  L->build = build;
+  L->checks_gathers = check_gathers || build == CudaBuild::careful;
   std::lock_guard<std::mutex> lock(g_mu);
   ++g_loads;
   cache[key] = L;
   return L;
+}
+
+}  // namespace
+
+std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext, CudaBuild build,
+                                            bool* from_process_cache) {
+  std::shared_ptr<const CudaLoaded> L = cuda_load_build(p, ext, build, false, from_process_cache);
+  if (L->checks_gathers || range_conditions_hold(*L, p, ext)) return L;
+  return cuda_load_build(p, ext, build, true, from_process_cache);
+}
+
+std::shared_ptr<const CudaLoaded> cuda_load_for_call(std::shared_ptr<const CudaLoaded> L,
+                                                     const Program& p, const Extents& ext) {
+  if (L->checks_gathers || range_conditions_hold(*L, p, ext)) return L;
+  return cuda_load_build(p, ext, L->build, true, nullptr);
 }
 
 namespace {
@@ -608,13 +647,14 @@ void cuda_launch_device(const Program& p, const DeviceTensorMap& inputs,
     }
   }
   if (!L) {
-    L = cuda_load(p, ext, careful ? CudaBuild::careful : CudaBuild::plain);
+    L = cuda_load_build(p, ext, careful ? CudaBuild::careful : CudaBuild::plain, false, nullptr);
     if (cache) {
       std::lock_guard<std::mutex> lock(cache->mu);
       if (!cache->have_heads) cache->heads = cuda_head_dims(L->plan), cache->have_heads = true;
       cache->loaded[cache->key(ext, careful)] = L;
     }
   }
+  L = cuda_load_for_call(L, p, ext);  // (the cache keeps the build without checks)
   // Buffers a tensor-core kernel touches take its vector layouts.
   std::vector<bool> vector(L->plan.buffers.size(), false);
   for (const CudaLoadedKernel& k : L->kernels) {

@@ -218,6 +218,14 @@ std::string LoweredCuda::str(const Plan& plan) const {
       os << "  calls of at most 16 rows: " << la.few_entry << " (one warp of 16 rows per block); "
          << "key loops split across blocks when the grid is small, merged by "
          << la.combine_entry << "\n";
+      for (const Sm80Launch::GatherCheck& g : la.gather_checks)
+        os << "  gather " << p.params[g.param].name << " position " << g.pos << ": index of "
+           << p.dims[g.index_dim] << ", checked on the host\n";
+      for (const auto& [param, pos] : tc.proved)
+        os << "  gather " << p.params[param].name << " position " << pos
+           << ": proved in range, unchecked on the device\n";
+      for (const ExtentCondition& c : la.range_conditions)
+        os << "  range condition: " << c.str(p) << " (else the build that checks gathers)\n";
       for (const std::string& s : la.staged) os << "  staged: " << s << "\n";
       for (const std::string& s : la.hoisted) os << "  once per block: " << s << "\n";
       continue;

@@ -12,6 +12,7 @@
 #include <map>
 
 #include "flashgen/error.h"
+#include "ir/index_range.h"
 
 namespace flashgen {
 
@@ -252,6 +253,7 @@ class Lowering : public TensorCoreView {
       for (size_t i = 0; i < n.args.size(); ++i)
         launch_.gather_checks.push_back({n.param, static_cast<int>(i), N(n.args[i]).dim});
     }
+    prove_gather_ranges();
     find_staged(score_code);
     // Launch shape (tuning from bench/NOTES.md).
     const int Sn = static_cast<int>(scores_.size()), A = static_cast<int>(pv_.size());
@@ -326,6 +328,38 @@ class Lowering : public TensorCoreView {
     for (const Node& n : p_.nodes)
       if (n.op == Op::Index || n.op == Op::Size) narrow.insert(n.dim);
     launch_.int32_dims.assign(narrow.begin(), narrow.end());
+  }
+
+  // Computed gather indices proved in range (ir/index_range.h): a position of a parameter that
+  // every gather of the kernel reads by its own dim's index or by a proved expression is not
+  // checked per element; the proofs' extent conditions go to the launch, which the host checks
+  // per call (a call that fails one runs the careful build, which checks every element).
+  void prove_gather_ranges() {
+    std::map<std::pair<int, int>, std::vector<ExtentCondition>> conds;
+    std::set<std::pair<int, int>> unproved;
+    for (const PlanValue& v : k_.values) {
+      const Node& n = N(v.node);
+      if (n.op != Op::Gather || unchecked_.count(n.param)) continue;
+      const std::vector<int>& pd = p_.params[n.param].dims;
+      for (size_t i = 0; i < n.args.size(); ++i) {
+        const std::pair<int, int> key{n.param, static_cast<int>(i)};
+        const Node& a = N(n.args[i]);
+        if (a.op == Op::Index && a.dim == pd[i]) continue;
+        std::optional<std::vector<ExtentCondition>> c = prove_index_in_range(p_, n.args[i], pd[i]);
+        if (!c) { unproved.insert(key); continue; }
+        std::vector<ExtentCondition>& all = conds[key];
+        for (const ExtentCondition& e : *c)
+          if (std::find(all.begin(), all.end(), e) == all.end()) all.push_back(e);
+      }
+    }
+    for (const auto& [key, cs] : conds) {
+      if (unproved.count(key)) continue;
+      out_.proved.insert(key);
+      for (const ExtentCondition& e : cs)
+        if (std::find(launch_.range_conditions.begin(), launch_.range_conditions.end(), e) ==
+            launch_.range_conditions.end())
+          launch_.range_conditions.push_back(e);
+    }
   }
 
   // Candidates for staging: reads of the score code -- plain parameter reads, or gathers whose

@@ -46,6 +46,7 @@ struct TensorCoreKernel {
   int mw = 1, vsplit = 1;            // 16-row m-blocks per warp; value-column chunks
   bool skip = false;                 // kSkipRescale
   std::set<int> unchecked;           // parameters every gather reads by plain dim indices
+  std::set<std::pair<int, int>> proved;  // (parameter, position): indices proved in range
   std::vector<Staged> candidates, staged;
   std::set<int> hoisted;             // nodes make_ctx computes once per block
   std::vector<DataRange> data_ranges;  // mask data the classifier bounds per tile

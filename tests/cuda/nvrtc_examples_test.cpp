@@ -123,6 +123,29 @@ TEST_P(NvrtcExamples, TheTileCountingAndCarefulBuildsCompileForSm80AndSm90a) {
     }
 }
 
+// A gather proved in range (ir/index_range.h) compiles both ways: unchecked (the plain build)
+// and checked per element (FG_CHECK_GATHERS: the careful build, and builds for calls outside
+// the proof's extent conditions).
+TEST(CudaEmit, ProvedGathersCompileCheckedAndUnchecked) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
+  Program p = parse_source(R"(
+program rel(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[h, r]) {
+  s = sum(q * k, d) + table[h, clamp(n - m + 64, 0, size(r) - 1)]
+  out o: bf16[b, h, m, e] = sum(softmax(where(n <= m, s, -inf), n) * v, n)
+}
+)", "rel.attn").at(0);
+  for (CudaBuild b : {CudaBuild::plain, CudaBuild::careful})
+    for (auto [target, arch] : {std::pair{Target::cuda_sm80, "sm_80"},
+                                std::pair{Target::cuda_sm90, "sm_90a"}}) {
+      std::vector<std::string> cubins;
+      ASSERT_NO_THROW(cubins = cuda_compile_build(p, target, {{"d", 64}, {"e", 64}}, arch, b))
+          << arch;
+      ASSERT_EQ(cubins.size(), 1u);
+      EXPECT_EQ(cubins[0].substr(1, 3), "ELF");
+    }
+}
+
 // Every example with f16 in place of bf16, and at head dims that are no multiple of 32 (padded
 // tiles; d = 5 rows are not 16-byte aligned and load element by element), compiles for sm_90a
 // on the tensor-core path.

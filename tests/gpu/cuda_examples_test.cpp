@@ -300,6 +300,54 @@ TEST(CudaBackend, CheckedGathersOfAStagedParameterStayChecked) {
   }
 }
 
+// Gathers by computed indices proved in range run unchecked where the call meets the proof's
+// extent conditions, and through the build that checks every gather where it does not: an
+// empty table is the reference's CallError, and clamp(x, 2, size(r) - 1) at r = 2 (lo > hi:
+// the clamp gives hi = 1, in range) gives the reference's answers without an error.
+TEST(CudaBackend, ProvedGathersRunUncheckedAndOtherCallsAreChecked) {
+  std::vector<Program> ps = parse_source(R"(
+program rel(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[h, r]) {
+  s = sum(q * k, d) / sqrt(size(d)) + table[h, clamp(n - m + 3, 0, size(r) - 1)]
+  out o: bf16[b, h, m, e] = sum(softmax(where(n <= m, s, -inf), n) * v, n)
+}
+program rel2(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[h, r]) {
+  s = sum(q * k, d) / sqrt(size(d)) + table[h, clamp(n - m + 100, 2, size(r) - 1)]
+  out o: f32[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+)", "rel.attn");
+  for (const Program& p : ps) {
+    CompileOptions o;
+    o.target = Target::cuda_sm90;
+    o.sizes = {{"d", 64}, {"e", 64}};
+    ASSERT_FALSE(compile_program(p, o, "lower")
+                     .lowered.kernels.at(0).tensor_core.launch.range_conditions.empty());
+  }
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  Extents ext = {{"b", 2}, {"h", 3}, {"m", 37}, {"n", 130}, {"d", 64}, {"e", 64}};
+  for (int64_t r : {1, 5, 129}) {  // rel: conditions hold, unchecked
+    ext["r"] = r;
+    SCOPED_TRACE("rel r=" + std::to_string(r));
+    EXPECT_FALSE(cuda_load(ps[0], ext)->checks_gathers);
+    check_inputs(ps[0], random_inputs(ps[0], ext, 5 + r), ext);
+  }
+  ext["r"] = 0;  // the empty table: every read is out of range, on every backend
+  EXPECT_TRUE(cuda_load(ps[0], ext)->checks_gathers);
+  const TensorMap in0 = random_inputs(ps[0], ext, 4);
+  EXPECT_THROW(evaluate_reference(ps[0], in0, ext), CallError);
+  try {
+    run_cuda(ps[0], in0, {});
+    FAIL() << "expected a CallError";
+  } catch (const CallError& e) {
+    EXPECT_NE(std::string(e.what()).find("'table'"), std::string::npos) << e.what();
+  }
+  for (int64_t r : {2, 3, 4}) {  // rel2: 3 <= extent(r) fails at r = 2 only
+    ext["r"] = r;
+    SCOPED_TRACE("rel2 r=" + std::to_string(r));
+    EXPECT_EQ(cuda_load(ps[1], ext)->checks_gathers, r < 3);
+    check_inputs(ps[1], random_inputs(ps[1], ext, 9 + r), ext);
+  }
+}
+
 // f16 operands and head dims of any extent on the tensor cores (the tiles padded to 32 columns,
 // rows of odd widths gathered element by element, odd value dims stored one column at a time):
 // the path is asserted, and the error is held to twice a plain implementation's in the

@@ -163,6 +163,47 @@ program pair_bias(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e],
   EXPECT_EQ(la.few_block_n, la.block_n);
 }
 
+// Gathers by computed indices proved in range (ir/index_range.h) are not checked per element:
+// the relative-position bias table[h, clamp(n - m + 64, 0, size(r) - 1)] needs only a non-empty
+// table (a condition the host checks per call); table[h, n - m] may go negative and stays
+// checked; the plain index h is checked on the host as before.
+TEST(Lower, ProvedGatherIndicesRunUncheckedUnderTheirExtentConditions) {
+  std::vector<Program> ps = parse_source(R"(
+program rel(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[h, r]) {
+  s = sum(q * k, d) + table[h, clamp(n - m + 64, 0, size(r) - 1)]
+  out o: bf16[b, h, m, e] = sum(softmax(where(n <= m, s, -inf), n) * v, n)
+}
+program raw(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[h, r]) {
+  s = sum(q * k, d) + table[h, n - m]
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+)", "t.attn");
+  for (Target t : {Target::cuda_sm80, Target::cuda_sm90}) {
+    Compiled c = lowered(ps[0], t, {{"d", 64}, {"e", 64}});
+    const TensorCoreKernel& tc = c.lowered.kernels.at(0).tensor_core;
+    const Program& q = c.plan.program;
+    int table = -1, r = -1;
+    for (size_t i = 0; i < q.params.size(); ++i)
+      if (q.params[i].name == "table") table = static_cast<int>(i);
+    for (size_t d = 0; d < q.dims.size(); ++d)
+      if (q.dims[d] == "r") r = static_cast<int>(d);
+    EXPECT_EQ(tc.proved, (std::set<std::pair<int, int>>{{table, 1}}));
+    ASSERT_EQ(tc.launch.range_conditions.size(), 1u);
+    EXPECT_EQ(tc.launch.range_conditions[0], (ExtentCondition{-1, 1, r}));
+    const std::string src = c.sources.empty() ? emit_cuda(ps[0], t, {{"d", 64}, {"e", 64}})
+                                              : c.sources[0];
+    EXPECT_NE(src.find("#ifdef FG_CHECK_GATHERS"), std::string::npos);
+    EXPECT_NE(c.lowered.str(c.plan).find("range condition: 1 <= extent(r)"), std::string::npos);
+
+    Compiled w = lowered(ps[1], t, {{"d", 64}, {"e", 64}});
+    const TensorCoreKernel& wt = w.lowered.kernels.at(0).tensor_core;
+    EXPECT_TRUE(wt.proved.empty());
+    EXPECT_TRUE(wt.launch.range_conditions.empty());
+    EXPECT_EQ(emit_cuda(ps[1], t, {{"d", 64}, {"e", 64}}).find("FG_CHECK_GATHERS"),
+              std::string::npos);
+  }
+}
+
 TEST(Lower, MissingHeadExtentsTakeTheElementPathAndSaySo) {
   Compiled c = lowered(testing::example_program("vanilla"), Target::cuda_sm80, {});
   ASSERT_EQ(c.lowered.kernels.size(), 1u);

@@ -354,10 +354,14 @@ class Printer : public TensorCoreView {
       const bool checked = !unchecked_.count(n.param);
       const std::vector<bool> positions = gather_checked_positions(p_, n.param);
       for (size_t i = 0; i < P.dims.size(); ++i) {
-        if (checked && positions[i])  // one unsigned comparison (extents are never negative)
+        if (checked && positions[i]) {  // one unsigned comparison (extents are never negative)
+          const bool proved = a_.proved.count({n.param, static_cast<int>(i)}) > 0;
+          if (proved) bd << "#ifdef FG_CHECK_GATHERS  // else proved in range (the host checked its conditions)\n";
           bd << "    if ((uint64_t)i" << i << " >= (uint64_t)ctx.n" << P.dims[i]
              << ") { fg_report(ctx.err, 1, " << n.param << ", " << i << ", i" << i
              << "); return 0; }\n";
+          if (proved) bd << "#endif\n";
+        }
         off += " + i" + S(i) + " * ctx.s" + S(b) + "_" + S(i);
       }
       if (!checked) bd << "    // indices are dim indices: the host checked their extents\n";

@@ -24,6 +24,7 @@
 
 #include "flashgen/compile.h"
 #include "flashgen/ref.h"
+#include "ir/index_range.h"
 #include "plan/plan.h"
 
 namespace flashgen {
@@ -83,6 +84,10 @@ struct Sm80Launch {
   // device; the host checks ext(index dim) <= ext(parameter dim) before the launch instead.
   struct GatherCheck { int param, pos, index_dim; };
   std::vector<GatherCheck> gather_checks;
+  // Gathers by computed indices proved in range (ir/index_range.h) run unchecked too, under
+  // these relations of the extents; a call where one fails runs the careful build, which checks
+  // every gather on the device.
+  std::vector<ExtentCondition> range_conditions;
   Sm80Structure structure;
 };
 
