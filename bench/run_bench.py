@@ -86,6 +86,9 @@ def flashgen_case(args, variant, B, H, N, D):
     shape = f"b{B} h{H} n{N} d{D}"
     if variant == "alibi":  # the baselines time non-causal ALiBi
         src = os.path.join(PROGRAMS, "alibi_bias.attn")
+    elif variant == "rel_bias":  # causal plus table[h, clamp(n - m + 64, 0, r - 1)], r = 129
+        src = os.path.join(PROGRAMS, "rel_bias.attn")
+        sizes += ",r=129"
     elif variant == "document":  # non-causal, 12 contiguous documents like mask_cases
         src = os.path.join(PROGRAMS, "document_full.attn")
         sizes += f",t={N}"
@@ -223,13 +226,22 @@ def bench_std(args, variant, B, H, N, D, dev="cuda"):
         bias_f32 = slopes.view(H, 1, 1) * (idx.view(1, 1, N) - idx.view(1, N, 1)).float()
         bias = bias_f32.to(dt)
         score_mod = lambda s, b, h, qi, ki: s + slopes[h] * (ki - qi)
+    if variant == "rel_bias":  # bench/programs/rel_bias.attn: causal, a gathered bias
+        mask_mod, mask = masks["causal"]
+        table = torch.randn(H, 129, device=dev)
+        idx = torch.arange(N, device=dev)
+        rel = (idx.view(1, N) - idx.view(N, 1) + 64).clamp(0, 128)  # [m, n]: n - m + 64
+        bias_f32 = table[:, rel]  # [h, m, n]
+        bias = bias_f32.to(dt)
+        score_mod = lambda s, b, h, qi, ki: s + table[h, (ki - qi + 64).clamp(0, 128)]
     if variant == "softcap":
         cap = 30.0
         score_mod = lambda s, b, h, qi, ki: cap * torch.tanh(s / cap)
     flashgen_row(args, variant, B, H, N, D)
     dens = mask.float().mean().item() if mask is not None else 1.0
     flops = 4 * B * H * N * N * D * dens
-    ref = ref_attn(q, k, v, scale, mask, bias_f32 if variant == "alibi" else bias, cap)
+    ref = ref_attn(q, k, v, scale, mask, bias_f32 if variant in ("alibi", "rel_bias") else bias,
+                   cap)
     first = lambda o: o[:1]
     parts = args.parts
     if "sdpa" in parts and variant in ("vanilla", "causal"):
@@ -242,6 +254,8 @@ def bench_std(args, variant, B, H, N, D, dev="cuda"):
             measure(variant, shape, name, f, flops, ref, first)
     elif "sdpa" in parts and cap is None:
         am = bias if bias is not None else mask
+        if bias is not None and mask is not None:  # rel_bias: the bias, -inf where masked
+            am = bias.masked_fill(~mask, float("-inf"))
         for name, be in (("sdpa_efficient_mask", SDPBackend.EFFICIENT_ATTENTION),
                          ("sdpa_cudnn_mask", SDPBackend.CUDNN_ATTENTION)):
             def f(be=be):

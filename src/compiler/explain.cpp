@@ -155,6 +155,8 @@ std::string cuda_text(const CudaShape& s) {
   for (const auto& h : l.hoisted) os << "             once per block: " << h << "\n";
   for (const auto& h : l.staged)
     os << "             staged through shared memory with K/V: " << h << "\n";
+  for (const auto& h : l.diagonal)
+    os << "             once per diagonal of a tile (a function of n - m): " << h << "\n";
   return os.str();
 }
 
@@ -188,6 +190,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   }
   j["once_per_block"] = l.hoisted;
   j["staged_gathers"] = l.staged;
+  j["per_diagonal"] = l.diagonal;
   return j;
 }
 

@@ -227,6 +227,9 @@ std::string LoweredCuda::str(const Plan& plan) const {
       for (const ExtentCondition& c : la.range_conditions)
         os << "  range condition: " << c.str(p) << " (else the build that checks gathers)\n";
       for (const std::string& s : la.staged) os << "  staged: " << s << "\n";
+      for (const std::string& s : la.diagonal)
+        os << "  per diagonal: " << s << " (a function of n - m: block_m + block_n - 1 values a "
+           << "tile, computed into shared memory)\n";
       for (const std::string& s : la.hoisted) os << "  once per block: " << s << "\n";
       continue;
     }

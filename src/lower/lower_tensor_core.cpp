@@ -66,6 +66,7 @@ class Lowering : public TensorCoreView {
   std::set<int>& unchecked_ = out_.unchecked;
   std::vector<Staged>& candidates_ = out_.candidates;
   std::vector<Staged>& staged_ = out_.staged;
+  std::vector<int>& diagonal_ = out_.diagonal;
   std::set<int>& hoisted_ = out_.hoisted;
   std::vector<DataRange>& data_ranges_ = out_.data_ranges;
   std::set<int>& ranged_ = out_.ranged;
@@ -254,6 +255,8 @@ class Lowering : public TensorCoreView {
         launch_.gather_checks.push_back({n.param, static_cast<int>(i), N(n.args[i]).dim});
     }
     prove_gather_ranges();
+    find_hoisted();
+    find_diagonals(score_code);
     find_staged(score_code);
     // Launch shape (tuning from bench/NOTES.md).
     const int Sn = static_cast<int>(scores_.size()), A = static_cast<int>(pv_.size());
@@ -311,7 +314,7 @@ class Lowering : public TensorCoreView {
     launch_.head_dim = D_;
     launch_.value_dim = DV_;
     launch_.mask_node = k_.tiles.mask;
-    find_hoisted();
+    for (int id : diagonal_) launch_.diagonal.push_back(node_text(p_, id));
     // Data the classifier bounds per tile (data_ranges), when the tiles are classified.
     if (k_.tiles.mask >= 0 && (k_.tiles.skip_empty || k_.tiles.unmasked_full)) {
       auto par = [this](int d) { return is_par(d); };
@@ -362,6 +365,68 @@ class Lowering : public TensorCoreView {
     }
   }
 
+  // Diagonal values: score code that depends on the row and key dims only through their
+  // difference (a node n - m or m - n: deltas_) and otherwise on per-block values (parallel
+  // dims, hoisted values, sizes, constants) has BM + BN - 1 distinct values in a BM x BN tile;
+  // the template computes those once per tile into shared memory (Spec::diagonals) and the
+  // score code reads them. Only worth it for code dearer than the read: a gather or a
+  // transcendental. The largest such values, at most kMaxDiagonal.
+  static constexpr size_t kMaxDiagonal = 4;
+  int delta_sign(int id) const {  // +1 for n - m, -1 for m - n, else 0
+    const Node& n = N(id);
+    if (n.op != Op::Sub) return 0;
+    const Node &a = N(n.args[0]), &b = N(n.args[1]);
+    if (a.op != Op::Index || b.op != Op::Index) return 0;
+    if (a.dim == k_.red_dim && b.dim == k_.row_dim) return 1;
+    if (a.dim == k_.row_dim && b.dim == k_.red_dim) return -1;
+    return 0;
+  }
+  bool diagonal(int id) const {
+    const Node& n = N(id);
+    if (is_integer(n.type) || n.type == DType::boolean || hoisted_.count(id)) return false;
+    if (!dimset_contains(n.dims, k_.row_dim) || !dimset_contains(n.dims, k_.red_dim))
+      return false;
+    bool dear = false;
+    std::set<int> seen;
+    std::vector<int> stack = {id};
+    while (!stack.empty()) {
+      const int a = stack.back();
+      stack.pop_back();
+      if (!seen.insert(a).second || delta_sign(a) || hoisted_.count(a)) continue;
+      const Node& x = N(a);
+      const PlanValue* v = k_.value(a);
+      if (!v || v->load_buffer >= 0 || v->contraction || is_acc(a) || is_reduction(x.op))
+        return false;
+      if (x.op == Op::Index && !is_par(x.dim)) return false;
+      if (x.op == Op::Param)
+        for (int d : x.dims)
+          if (!is_par(d)) return false;
+      switch (x.op) {
+        case Op::Gather: case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2:
+        case Op::Tanh: case Op::Sigmoid: case Op::Pow: case Op::Sin: case Op::Cos:
+        case Op::Sqrt: case Op::Rsqrt: case Op::Div:
+          dear = true;
+          break;
+        default: break;
+      }
+      for (int arg : x.args) stack.push_back(arg);
+    }
+    return dear;
+  }
+  void find_diagonals(const std::set<int>& score_code) {
+    std::set<int> covered;
+    for (auto it = score_code.rbegin(); it != score_code.rend(); ++it) {  // users first
+      if (covered.count(*it) || !diagonal(*it)) continue;
+      if (diagonal_.size() == kMaxDiagonal) break;
+      diagonal_.push_back(*it);
+      std::set<int> sub;
+      ancestors(*it, sub);
+      covered.insert(sub.begin(), sub.end());
+    }
+    for (int id : covered)
+      if (int s = delta_sign(id)) out_.deltas[id] = s;
+  }
+
   // Candidates for staging: reads of the score code -- plain parameter reads, or gathers whose
   // every index is a plain dim index (unchecked_: the host checked the extents, so every
   // element of a tile inside M x N is in range) -- over the block's parallel dims, at most once
@@ -404,8 +469,9 @@ class Lowering : public TensorCoreView {
     int st = 0;
     for (const Staged& t : staged) st += (t.rows ? BM : 1) * (BN * t.elem_bytes + 16);
     st = (st + 1023) / 1024 * 1024;
+    const int diag = static_cast<int>(diagonal_.size()) * ((BM + BN - 1 + 3) / 4 * 4) * 4;
     return static_cast<int>(Sn * BM * Dt_ * 2 +
-                            2 * (Sn * BN * Dt_ * 2 + vbufs_.size() * BN * DVc_ * 2 + st));
+                            2 * (Sn * BN * Dt_ * 2 + vbufs_.size() * BN * DVc_ * 2 + st) + diag);
   }
   // Hopper (cuda-sm90): the products by wgmma (fg_sm90.cuh) on warpgroups of 64 rows, two per
   // block (8 warps of 16 rows, 128 rows a block), when the tiles line up with its 64-column

@@ -14,6 +14,7 @@
 // compiled), tests/gpu/cuda_examples_test.cpp (on the GPU).
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -49,6 +50,11 @@ struct TensorCoreKernel {
   std::set<std::pair<int, int>> proved;  // (parameter, position): indices proved in range
   std::vector<Staged> candidates, staged;
   std::set<int> hoisted;             // nodes make_ctx computes once per block
+  // Score code of one value per diagonal of a tile (functions of n - m and per-block values):
+  // computed per tile into shared memory (Spec::diagonals); deltas: the n - m (+1) and m - n
+  // (-1) nodes inside them, which the diagonal function reads as its argument.
+  std::vector<int> diagonal;
+  std::map<int, int> deltas;
   std::vector<DataRange> data_ranges;  // mask data the classifier bounds per tile
   std::set<int> ranged, row_ranged;    // their nodes; those over the row dim (once per block)
   Sm80Launch launch;

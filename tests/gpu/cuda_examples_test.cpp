@@ -348,6 +348,40 @@ program rel2(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], tabl
   }
 }
 
+// Values computed once per tile diagonal (functions of n - m: lower_tensor_core's diagonal)
+// give the reference's answers: a clamped relative-position gather by m - n, a decay
+// exp(-|n - m| / 8) and a gather by n - m shifted, at odd sizes (partial tiles, rows and keys
+// past the ends), one row (the few-rows kernel, split key loops), at head dims on either
+// product path.
+TEST(CudaBackend, ValuesPerDiagonalMatchTheReference) {
+  std::vector<Program> ps = parse_source(R"(
+program rel_t(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: bf16[h, r]) {
+  s = sum(q * k, d) / sqrt(size(d)) + table[h, clamp(m - n + 5, 0, size(r) - 1)]
+  out o: f32[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program decay(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: f32[h]) {
+  s = sum(q * k, d) / sqrt(size(d)) + w * exp(abs(n - m) * -0.125)
+  out o: bf16[b, h, m, e] = sum(softmax(where(n <= m + 7, s, -inf), n) * v, n)
+}
+)", "diag.attn");
+  for (const Program& p : ps) {
+    CompileOptions o;
+    o.target = Target::cuda_sm90;
+    o.sizes = {{"d", 64}, {"e", 64}};
+    ASSERT_FALSE(compile_program(p, o, "lower").lowered.kernels.at(0).tensor_core.diagonal.empty())
+        << p.name;
+  }
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  struct Z { int64_t m, n, d; };
+  for (const Program& p : ps)
+    for (const Z& z : {Z{37, 130, 64}, Z{1, 3000, 64}, Z{200, 77, 128}, Z{129, 129, 96}}) {
+      Extents ext = {{"b", 2}, {"h", 3}, {"m", z.m}, {"n", z.n}, {"d", z.d}, {"e", z.d}, {"r", 40}};
+      SCOPED_TRACE(p.name + " m=" + std::to_string(z.m) + " n=" + std::to_string(z.n) +
+                   " d=" + std::to_string(z.d));
+      check_inputs(p, random_inputs(p, ext, 3 + z.m), ext);
+    }
+}
+
 // f16 operands and head dims of any extent on the tensor cores (the tiles padded to 32 columns,
 // rows of odd widths gathered element by element, odd value dims stored one column at a time):
 // the path is asserted, and the error is held to twice a plain implementation's in the

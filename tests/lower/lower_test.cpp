@@ -204,6 +204,53 @@ program raw(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table
   }
 }
 
+// Score code that depends on the row and key only through n - m (or m - n) and per-block values
+// is computed once per tile diagonal when it is dearer than a shared-memory read (a gather, a
+// transcendental): the rel-position gather and exp(-|n - m|) are; ALiBi's slope * (n - m) and
+// the causal mask are not; a value that also reads m on its own is not.
+TEST(Lower, FunctionsOfTheDiagonalAreComputedOncePerDiagonal) {
+  std::vector<Program> ps = parse_source(R"(
+program rel(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[h, r]) {
+  s = sum(q * k, d) + table[h, clamp(m - n, 0, size(r) - 1)] + exp(abs(n - m) * -0.1)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program alibi(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], slope: f32[h]) {
+  s = sum(q * k, d) + slope * (n - m)
+  out o: bf16[b, h, m, e] = sum(softmax(where(n <= m, s, -inf), n) * v, n)
+}
+program mixed(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[h, r]) {
+  s = sum(q * k, d) + table[h, clamp(n - m + m % 3, 0, size(r) - 1)]
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+)", "t.attn");
+  for (Target t : {Target::cuda_sm80, Target::cuda_sm90}) {
+    Compiled c = lowered(ps[0], t, {{"d", 64}, {"e", 64}});
+    const TensorCoreKernel& tc = c.lowered.kernels.at(0).tensor_core;
+    const Program& q = c.plan.program;
+    ASSERT_EQ(tc.diagonal.size(), 2u);
+    std::multiset<Op> ops;
+    for (int id : tc.diagonal) ops.insert(q.nodes[id].op);
+    EXPECT_EQ(ops, (std::multiset<Op>{Op::Gather, Op::Exp}));
+    ASSERT_EQ(tc.deltas.size(), 2u);  // m - n in the gather, n - m in the exp
+    std::multiset<int> signs;
+    for (const auto& [id, sign] : tc.deltas) {
+      EXPECT_EQ(q.nodes[id].op, Op::Sub);
+      signs.insert(sign);
+    }
+    EXPECT_EQ(signs, (std::multiset<int>{-1, 1}));
+    EXPECT_EQ(tc.launch.diagonal.size(), 2u);
+    EXPECT_NE(c.lowered.str(c.plan).find("per diagonal: "), std::string::npos);
+    // the shared memory the template lays out: two diagonals of block_m + block_n - 1 floats
+    // (rounded up to 4) after the stages
+    const int pitch = (tc.launch.block_m + tc.launch.block_n - 1 + 3) / 4 * 4;
+    Compiled none = lowered(ps[1], t, {{"d", 64}, {"e", 64}});
+    EXPECT_TRUE(none.lowered.kernels.at(0).tensor_core.diagonal.empty());
+    EXPECT_GT(tc.launch.smem_bytes, 2 * pitch * 4);
+    Compiled mixed = lowered(ps[2], t, {{"d", 64}, {"e", 64}});
+    EXPECT_TRUE(mixed.lowered.kernels.at(0).tensor_core.diagonal.empty());
+  }
+}
+
 TEST(Lower, MissingHeadExtentsTakeTheElementPathAndSaySo) {
   Compiled c = lowered(testing::example_program("vanilla"), Target::cuda_sm80, {});
   ASSERT_EQ(c.lowered.kernels.size(), 1u);

@@ -78,6 +78,7 @@ class Printer : public TensorCoreView {
   const std::set<int>& unchecked_ = a_.unchecked;
   const std::vector<Staged>& staged_ = a_.staged;
   const std::set<int>& hoisted_ = a_.hoisted;
+  const std::vector<int>& diagonal_ = a_.diagonal;
   const std::vector<DataRange>& data_ranges_ = a_.data_ranges;
   const std::set<int>& ranged_ = a_.ranged;
   const std::set<int>& row_ranged_ = a_.row_ranged;
@@ -112,7 +113,11 @@ class Printer : public TensorCoreView {
     c.assume_true = assume_true;
     c.err = "ctx.err";
     if (hoist)
-      c.hoisted = [this](int node) -> std::string {
+      c.hoisted = [this, staged](int node) -> std::string {
+        if (staged)  // the score code: diagonal values from the tile's shared memory
+          for (size_t t = 0; t < diagonal_.size(); ++t)
+            if (diagonal_[t] == node)
+              return "tv.dg[" + S(t) + " * tv.dpitch + (n - m) - tv.dbase]";
         return hoisted_.count(node) ? "ctx.h" + S(node) : "";
       };
     c.index = [this, idx](int d) {
@@ -366,6 +371,27 @@ class Printer : public TensorCoreView {
       }
       if (!checked) bd << "    // indices are dim indices: the host checked their extents\n";
       bd << "    return " << load_element(P.type, "ctx.B" + S(b) + "[" + off + "]") << ";\n  }\n";
+    }
+    if (!diagonal_.empty()) {
+      // Spec::diagonals: each value at one delta = n - m (the deltas_ nodes read it)
+      auto none = [](int) { return std::string(); };
+      ElementContext cd;
+      cd = context(none, none, -1, &cd);
+      const std::function<std::string(int)> hoisted = cd.hoisted;
+      cd.hoisted = [this, hoisted](int node) -> std::string {
+        auto it = a_.deltas.find(node);
+        if (it != a_.deltas.end()) return it->second > 0 ? "delta" : "(-delta)";
+        return hoisted(node);
+      };
+      bd << "  // values per diagonal of a tile (fg::DiagOf):";
+      for (size_t t = 0; t < diagonal_.size(); ++t)
+        bd << (t ? "; " : " ") << node_text(p_, diagonal_[t]);
+      bd << "\n  static constexpr int kNumDiag = " << diagonal_.size() << ";\n"
+         << "  static __device__ void diagonals(const Ctx& ctx, int delta, float* d, int pitch) {\n"
+         << "    (void)ctx; (void)pitch;\n";
+      for (size_t t = 0; t < diagonal_.size(); ++t)
+        bd << "    d[" << t << " * pitch] = (float)(" << em_.value(diagonal_[t], cd) << ");\n";
+      bd << "  }\n";
     }
     bd << classify_code();
     if (!row_ranged_.empty()) {  // the rows' data ranges, once per block

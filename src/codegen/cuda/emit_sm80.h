@@ -80,6 +80,9 @@ struct Sm80Launch {
   int rows_per_warp = 16, block_n = 64;
   std::vector<std::string> hoisted;
   std::vector<std::string> staged;  // gathers staged through shared memory (node text)
+  // score values per diagonal of a tile (functions of n - m), computed per tile in shared
+  // memory: BM + BN - 1 floats each (node text)
+  std::vector<std::string> diagonal;
   // Gathers whose indices are plain dim indices (pair[b, h, m, n], doc[m]) run unchecked on the
   // device; the host checks ext(index dim) <= ext(parameter dim) before the launch instead.
   struct GatherCheck { int param, pos, index_dim; };

@@ -203,6 +203,19 @@ FG_OPTIONAL_FLAG(KeySplitOf, kKeySplit)
 FG_OPTIONAL_FLAG(WgmmaOf, kWgmma)
 #undef FG_OPTIONAL_FLAG
 
+// Optional Spec member kNumDiag (default 0): values of the score code that depend on the row
+// and key only through n - m, computed once per tile for each of its BM + BN - 1 deltas by
+// Spec::diagonals(ctx, delta, float* d, pitch) (value t to d[t * pitch]); the score code reads
+// them through TileView (dg, dbase, dpitch).
+template <class T, class = void>
+struct DiagOf {
+  static constexpr int value = 0;
+};
+template <class T>
+struct DiagOf<T, decltype(void(T::kNumDiag))> {
+  static constexpr int value = T::kNumDiag;
+};
+
 // Whether the Spec's Ctx has `int64_t* err` (generated Specs: the call's error words).
 template <class C, class = void>
 struct ErrOf {
@@ -263,7 +276,11 @@ struct AttnSm80 {
   }
   static constexpr int kStagedBytes = (staged_off(T) + 1023) / 1024 * 1024;
   static constexpr int kStageBytes = S * kKBytes + V * kVBytes + kStagedBytes;
-  static constexpr int kSmemBytes = S * kQBytes + 2 * kStageBytes;
+  // The diagonal values of the current tile follow the two stages (one copy: the loop's
+  // barriers order their writes and reads).
+  static constexpr int ND = DiagOf<Spec>::value;
+  static constexpr int kDiagPitch = (BM + BN - 1 + 3) / 4 * 4;
+  static constexpr int kSmemBytes = S * kQBytes + 2 * kStageBytes + ND * kDiagPitch * 4;
   // floats per row of a split block's partial state: G running maxima, G row sums, A x DV
   static constexpr int kPartRow = 2 * G + A * DV;
   static_assert(S >= 1 && S <= 2 && G >= 1 && G <= 2 && V >= 1 && V <= 2 && A >= 1 && A <= 4,
@@ -517,6 +534,28 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       issue_staged<K, 0>(staged_area(stage), ctx, m0, M, j * BN, N, tid);
   };
 
+  // The diagonal values of tile jt at the deltas of its rows and keys inside M x N (0 at the
+  // others, which only rows and keys past the ends read); run before the barrier of landed().
+  float* const diag_area =
+      reinterpret_cast<float*>(fg_smem + S * K::kQBytes + 2 * K::kStageBytes);
+  auto fill_diagonals = [&](int jt) {
+    if constexpr (K::ND > 0) {
+      const int n0 = jt * BN, n1 = min(n0 + BN, N);
+      const int base = n0 - (m0 + BM - 1), lo = n0 - (m1 - 1), hi = n1 - 1 - m0;
+      for (int t = tid; t < BM + BN - 1; t += NT) {
+        const int dl = base + t;
+        if (dl >= lo && dl <= hi) {
+          Spec::diagonals(ctx, dl, diag_area + t, K::kDiagPitch);
+        } else {
+#pragma unroll
+          for (int k = 0; k < K::ND; ++k) diag_area[k * K::kDiagPitch + t] = 0.f;
+        }
+      }
+    } else {
+      (void)jt;
+    }
+  };
+
   int j = next_tile(j_begin);
   int cls = cls_next;
   if (j < j_end) issue_kv(j, 0);
@@ -598,6 +637,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     TileView tv;
     tv.m0 = m0;
     tv.n0 = n0;
+    tv.dg = diag_area;
+    tv.dbase = n0 - (m0 + BM - 1);
+    tv.dpitch = K::kDiagPitch;
 #pragma unroll
     for (int t = 0; t < K::T; ++t) tv.p[t] = staged_area(stgt) + K::staged_off(t);
     float x[G][MW][NT8][4];
@@ -681,6 +723,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     const int cls_n = cls_next;
     if (jn < j_end) issue_kv(jn, stage ^ 1);
     cp_async_commit();
+    fill_diagonals(j);
     landed();
 
     const u32 st = s_kv + stage * K::kStageBytes;

@@ -221,6 +221,9 @@ constexpr int kMaxStaged = 4;
 struct TileView {
   const unsigned char* p[kMaxStaged];
   int m0, n0;
+  // diagonal values (Spec::diagonals): value t of delta = n - m at dg[t * dpitch + delta - dbase]
+  const float* dg;
+  int dbase, dpitch;
 };
 template <class T>
 FG_DEV T staged_at(const unsigned char* tile, int pitch, int r, int c) {
