@@ -363,6 +363,8 @@ class Lowering : public TensorCoreView {
             launch_.range_conditions.end())
           launch_.range_conditions.push_back(e);
     }
+    for (const ExtentCondition& e : launch_.range_conditions)
+      launch_.range_condition_text.push_back(e.str(p_));
   }
 
   // Diagonal values: score code that depends on the row and key dims only through their

@@ -350,9 +350,9 @@ program rel2(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], tabl
 
 // Values computed once per tile diagonal (functions of n - m: lower_tensor_core's diagonal)
 // give the reference's answers: a clamped relative-position gather by m - n, a decay
-// exp(-|n - m| / 8) and a gather by n - m shifted, at odd sizes (partial tiles, rows and keys
-// past the ends), one row (the few-rows kernel, split key loops), at head dims on either
-// product path.
+// exp(-|n - m| / 8) under a banded mask, and a table read by (n - m) modulo its extent, at odd
+// sizes (partial tiles, rows and keys past the ends), one row (the few-rows kernel, split key
+// loops), at head dims on either product path.
 TEST(CudaBackend, ValuesPerDiagonalMatchTheReference) {
   std::vector<Program> ps = parse_source(R"(
 program rel_t(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: bf16[h, r]) {
@@ -363,14 +363,20 @@ program decay(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: 
   s = sum(q * k, d) / sqrt(size(d)) + w * exp(abs(n - m) * -0.125)
   out o: bf16[b, h, m, e] = sum(softmax(where(n <= m + 7, s, -inf), n) * v, n)
 }
+program wrap(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[r]) {
+  s = sum(q * k, d) / sqrt(size(d)) + table[(n - m) % size(r)] * 2.0
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
 )", "diag.attn");
-  for (const Program& p : ps) {
-    CompileOptions o;
-    o.target = Target::cuda_sm90;
-    o.sizes = {{"d", 64}, {"e", 64}};
-    ASSERT_FALSE(compile_program(p, o, "lower").lowered.kernels.at(0).tensor_core.diagonal.empty())
-        << p.name;
-  }
+  for (const Program& p : ps)
+    for (int64_t d : {64, 96, 128}) {
+      CompileOptions o;
+      o.target = Target::cuda_sm90;
+      o.sizes = {{"d", d}, {"e", d}};
+      ASSERT_FALSE(
+          compile_program(p, o, "lower").lowered.kernels.at(0).tensor_core.diagonal.empty())
+          << p.name << " d=" << d;
+    }
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   struct Z { int64_t m, n, d; };
   for (const Program& p : ps)

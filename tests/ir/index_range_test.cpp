@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "flashgen/error.h"
 #include "flashgen/frontend.h"
 #include "flashgen/ref.h"
+#include "flashgen/tensor.h"
 #include "ir/index_range.h"
 
 namespace flashgen {
@@ -81,34 +83,65 @@ TEST(IndexRange, WhatCanLeaveTheRangeIsNotProved) {
 }
 
 // The proofs are sound: wherever the conditions hold, every index the reference evaluates is in
-// [0, extent(r)) (checked at every point of a grid of extents, with random index data).
+// [0, extent(r)) -- checked at every point of a grid of extents (zero extents included), with
+// index data that is negative, huge or near the wrap-around of its type (i32 and i64).
 TEST(IndexRange, WhereTheConditionsHoldEveryIndexIsInRange) {
   const std::vector<std::string> indices = {
-      "clamp(n - m + 3, 0, size(r) - 1)", "maximum(0, minimum(n - m, size(r) - 1))", "(n - m) % size(r)",
-      "m", "m + 2", "minimum(n, size(r))", "clamp(n, 2, 5)", "clamp(idx[n], 0, size(r) - 1)",
-      "idx[n] % size(r)", "where(n <= m, m - n, 0) % size(r)"};
-  int checked = 0;
-  for (const std::string& ix : indices) {
-    Case c = gather_case(ix, ", idx: i64[n]");
-    std::optional<std::vector<ExtentCondition>> conds = prove_index_in_range(c.p, c.index, c.dim);
-    ASSERT_TRUE(conds.has_value()) << ix;
-    for (int64_t r = 0; r <= 7; ++r)
-      for (int64_t m = 1; m <= 6; ++m)
-        for (int64_t n = 1; n <= 6; ++n) {
-          const Extents ext = {{"r", r}, {"m", m}, {"n", n}};
-          std::vector<int64_t> extv;
-          for (const std::string& d : c.p.dims) extv.push_back(ext.at(d));
-          bool hold = true;
-          for (const ExtentCondition& e : *conds) hold = hold && e.holds(extv);
-          if (!hold) continue;
-          TensorMap in = random_inputs(c.p, ext, 7 + r);
-          SCOPED_TRACE(ix + " r=" + std::to_string(r) + " m=" + std::to_string(m) +
-                       " n=" + std::to_string(n));
-          EXPECT_NO_THROW(evaluate_reference(c.p, in, ext));  // an out-of-range index throws
-          ++checked;
-        }
+      "clamp(n - m + 3, 0, size(r) - 1)", "maximum(0, minimum(n - m, size(r) - 1))",
+      "(n - m) % size(r)", "m", "m + 2", "minimum(n, size(r))", "clamp(n, 2, 5)",
+      "clamp(idx[n], 0, size(r) - 1)", "idx[n] % size(r)", "where(n <= m, m - n, 0) % size(r)",
+      "(idx[n] + 2147483647) % size(r)", "clamp(idx[n] + 1, 0, 3)",
+      "clamp(idx[n] * 3 - 7, 1, size(r) - 2)", "maximum(idx[n], 0) % size(r)"};
+  const std::vector<int64_t> data = {0,  -1, 1,          -7,          2147483647, -2147483647 - 1,
+                                     5,  3,  2147483646, 9000000000LL, -9000000000LL, 100};
+  int checked = 0, proved = 0;
+  for (const std::string& ix : indices)
+    for (const char* ty : {"i32", "i64"}) {
+      Case c = gather_case(ix, std::string(", idx: ") + ty + "[n]");
+      std::optional<std::vector<ExtentCondition>> conds = prove_index_in_range(c.p, c.index, c.dim);
+      if (!conds) continue;  // (unproved: nothing to check)
+      ++proved;
+      for (int64_t r = 0; r <= 7; ++r)
+        for (int64_t m = 0; m <= 6; ++m)
+          for (int64_t n = 0; n <= 6; ++n) {
+            const Extents ext = {{"r", r}, {"m", m}, {"n", n}};
+            std::vector<int64_t> extv;
+            for (const std::string& d : c.p.dims) extv.push_back(ext.at(d));
+            bool hold = true;
+            for (const ExtentCondition& e : *conds) hold = hold && e.holds(extv);
+            if (!hold) continue;
+            for (size_t shift = 0; shift < data.size(); shift += 5) {
+              TensorMap in = random_inputs(c.p, ext, 7 + r);
+              Tensor& idx = in.at("idx");
+              for (int64_t i = 0; i < idx.numel(); ++i)
+                idx.set_int(i, data[(i + shift) % data.size()]);
+              SCOPED_TRACE(ix + " (" + ty + ") r=" + std::to_string(r) + " m=" +
+                           std::to_string(m) + " n=" + std::to_string(n));
+              EXPECT_NO_THROW(evaluate_reference(c.p, in, ext));  // out of range throws
+              ++checked;
+            }
+          }
+    }
+  EXPECT_EQ(proved, 2 * static_cast<int>(indices.size()));
+  EXPECT_GT(checked, 5000);
+}
+
+// The check above can fail: the same sweep over an index that is not in range for every
+// extent throws somewhere (the sweep reaches out-of-range points).
+TEST(IndexRange, TheSoundnessSweepFindsOutOfRangeIndices) {
+  Case c = gather_case("clamp(idx[n], 0, size(r))", ", idx: i64[n]");
+  int threw = 0;
+  for (int64_t r = 0; r <= 3; ++r) {
+    const Extents ext = {{"r", r}, {"m", 2}, {"n", 3}};
+    TensorMap in = random_inputs(c.p, ext, 1);
+    for (int64_t i = 0; i < in.at("idx").numel(); ++i) in.at("idx").set_int(i, 9000000000LL);
+    try {
+      evaluate_reference(c.p, in, ext);
+    } catch (const CallError&) {
+      ++threw;
+    }
   }
-  EXPECT_GT(checked, 1000);
+  EXPECT_EQ(threw, 4);  // clamp(huge, 0, r) = r, one past the end, at every r
 }
 
 TEST(IndexRange, ConditionsHoldAndPrint) {

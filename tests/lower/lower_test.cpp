@@ -166,7 +166,7 @@ program pair_bias(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e],
 // Gathers by computed indices proved in range (ir/index_range.h) are not checked per element:
 // the relative-position bias table[h, clamp(n - m + 64, 0, size(r) - 1)] needs only a non-empty
 // table (a condition the host checks per call); table[h, n - m] may go negative and stays
-// checked; the plain index h is checked on the host as before.
+// checked; h indexes table's own dim h, in range by the binding.
 TEST(Lower, ProvedGatherIndicesRunUncheckedUnderTheirExtentConditions) {
   std::vector<Program> ps = parse_source(R"(
 program rel(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[h, r]) {
@@ -190,6 +190,7 @@ program raw(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table
     EXPECT_EQ(tc.proved, (std::set<std::pair<int, int>>{{table, 1}}));
     ASSERT_EQ(tc.launch.range_conditions.size(), 1u);
     EXPECT_EQ(tc.launch.range_conditions[0], (ExtentCondition{-1, 1, r}));
+    EXPECT_EQ(tc.launch.range_condition_text, std::vector<std::string>{"1 <= extent(r)"});
     const std::string src = c.sources.empty() ? emit_cuda(ps[0], t, {{"d", 64}, {"e", 64}})
                                               : c.sources[0];
     EXPECT_NE(src.find("#ifdef FG_CHECK_GATHERS"), std::string::npos);
@@ -222,6 +223,10 @@ program mixed(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], tab
   s = sum(q * k, d) + table[h, clamp(n - m + m % 3, 0, size(r) - 1)]
   out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
 }
+program rows(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[h, r]) {
+  s = sum(q * k, d) + table[h, clamp(m, 0, size(r) - 1)] + exp(abs(m) * -0.1)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
 )", "t.attn");
   for (Target t : {Target::cuda_sm80, Target::cuda_sm90}) {
     Compiled c = lowered(ps[0], t, {{"d", 64}, {"e", 64}});
@@ -241,11 +246,19 @@ program mixed(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], tab
     EXPECT_EQ(tc.launch.diagonal.size(), 2u);
     EXPECT_NE(c.lowered.str(c.plan).find("per diagonal: "), std::string::npos);
     // the shared memory the template lays out: two diagonals of block_m + block_n - 1 floats
-    // (rounded up to 4) after the stages
+    // (rounded up to 4) after the stages, in the full and the few-rows kernels -- against the
+    // same kernel shape whose two values read m alone (no diagonals)
+    Compiled rows = lowered(ps[3], t, {{"d", 64}, {"e", 64}});
+    const Sm80Launch& lr = rows.lowered.kernels.at(0).tensor_core.launch;
+    EXPECT_TRUE(rows.lowered.kernels.at(0).tensor_core.diagonal.empty());
+    ASSERT_EQ(lr.block_m, tc.launch.block_m);
+    ASSERT_EQ(lr.block_n, tc.launch.block_n);
     const int pitch = (tc.launch.block_m + tc.launch.block_n - 1 + 3) / 4 * 4;
+    const int few_pitch = (16 + tc.launch.few_block_n - 1 + 3) / 4 * 4;
+    EXPECT_EQ(tc.launch.smem_bytes - lr.smem_bytes, 2 * pitch * 4);
+    EXPECT_EQ(tc.launch.few_smem_bytes - lr.few_smem_bytes, 2 * few_pitch * 4);
     Compiled none = lowered(ps[1], t, {{"d", 64}, {"e", 64}});
     EXPECT_TRUE(none.lowered.kernels.at(0).tensor_core.diagonal.empty());
-    EXPECT_GT(tc.launch.smem_bytes, 2 * pitch * 4);
     Compiled mixed = lowered(ps[2], t, {{"d", 64}, {"e", 64}});
     EXPECT_TRUE(mixed.lowered.kernels.at(0).tensor_core.diagonal.empty());
   }

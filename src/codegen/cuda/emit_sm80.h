@@ -91,6 +91,7 @@ struct Sm80Launch {
   // these relations of the extents; a call where one fails runs the careful build, which checks
   // every gather on the device.
   std::vector<ExtentCondition> range_conditions;
+  std::vector<std::string> range_condition_text;  // for explain
   Sm80Structure structure;
 };
 
