@@ -174,24 +174,10 @@ class Gen {
         return s + " + slope * f32(" + K_ + " - " + Q_ + ") * 0.1";
       }
       case 1: return "5 * tanh(" + s + " / 5)";
-      case 2: {  // a table read along the diagonal: a value per n - m (lowering's diagonal),
-                 // by indices proved in range (ir/index_range.h) under extent conditions
-        const std::string delta = K_ + " - " + Q_;
-        switch (pick(0, 2)) {
-          case 0:
-            sizes_["u"] = 9;
-            param("tab", "f32", {"u"});
-            return s + " + tab[clamp(" + delta + " + 4, 0, 8)]";
-          case 1:
-            sizes_["u"] = pick(1, 12);
-            param("tab", "f32", {"u"});
-            return s + " + tab[clamp(" + delta + " + " + std::to_string(pick(0, 6)) +
-                   ", 0, size(u) - 1)]";
-          default:
-            sizes_["u"] = pick(1, 12);
-            param("tab", "f32", {"u"});
-            return s + " + tab[(" + delta + ") % size(u)] * exp(f32(abs(" + delta + ")) * -0.25)";
-        }
+      case 2: {
+        sizes_["u"] = 9;
+        param("tab", "f32", {"u"});
+        return s + " + tab[clamp(" + K_ + " - " + Q_ + " + 4, 0, 8)]";
       }
       case 3: return "where(" + mask() + ", " + s + ", -inf)";
       case 4: return "maximum(" + s + ", -2.) + 0.5 * abs(" + s + ")";
