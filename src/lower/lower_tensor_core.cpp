@@ -336,7 +336,8 @@ class Lowering : public TensorCoreView {
   // Computed gather indices proved in range (ir/index_range.h): a position of a parameter that
   // every gather of the kernel reads by its own dim's index or by a proved expression is not
   // checked per element; the proofs' extent conditions go to the launch, which the host checks
-  // per call (a call that fails one runs the careful build, which checks every element).
+  // per call (a call that fails one runs the same kernels built with FG_CHECK_GATHERS, which
+  // check every gather per element).
   void prove_gather_ranges() {
     std::map<std::pair<int, int>, std::vector<ExtentCondition>> conds;
     std::set<std::pair<int, int>> unproved;

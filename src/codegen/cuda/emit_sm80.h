@@ -88,8 +88,8 @@ struct Sm80Launch {
   struct GatherCheck { int param, pos, index_dim; };
   std::vector<GatherCheck> gather_checks;
   // Gathers by computed indices proved in range (ir/index_range.h) run unchecked too, under
-  // these relations of the extents; a call where one fails runs the careful build, which checks
-  // every gather on the device.
+  // these relations of the extents; a call where one fails runs the same kernels built with
+  // FG_CHECK_GATHERS, which check every gather on the device (the careful build always does).
   std::vector<ExtentCondition> range_conditions;
   std::vector<std::string> range_condition_text;  // for explain
   Sm80Structure structure;
