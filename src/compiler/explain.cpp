@@ -136,7 +136,11 @@ std::string cuda_text(const CudaShape& s) {
   os << "  cuda:      "
      << (l.wgmma ? "sm90 kernel (wgmma, two warpgroups of 64 rows)" : "sm80 template (mma.sync)")
      << ": blocks of " << l.block_m << " query rows ("
-     << l.warps << " warps x " << l.rows_per_warp << "), key tiles of " << l.block_n << ", "
+     << (l.warp_specialized ? l.warps - 4 : l.warps) << " warps x " << l.rows_per_warp
+     << (l.warp_specialized ? ", a producer warpgroup filling " + std::to_string(l.stages) +
+                                  " stages of key tiles"
+                            : std::string())
+     << "), key tiles of " << l.block_n << ", "
      << (l.smem_bytes + 1023) / 1024 << " KiB shared memory, " << l.min_blocks
      << (l.min_blocks == 1 ? " block" : " blocks") << " per SM";
   for (const auto& [d, e] : l.head_dims) os << ", " << d << " = " << e;
@@ -180,6 +184,8 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["products"] = l.wgmma ? "wgmma" : "mma.sync";
   j["block_rows"] = l.block_m;
   j["warps"] = l.warps;
+  j["warp_specialized"] = l.warp_specialized;
+  j["stages"] = l.stages;
   j["key_tile"] = l.block_n;
   j["smem_bytes"] = l.smem_bytes;
   j["min_blocks_per_sm"] = l.min_blocks;

@@ -196,6 +196,9 @@ std::string LoweredCuda::str(const Plan& plan) const {
          << "\n  block: " << la.warps << " warps, " << la.rows_per_warp << " rows per warp, "
          << la.block_n << " keys per tile, " << la.smem_bytes << " bytes of shared memory, "
          << la.min_blocks << " blocks per SM at least\n";
+      if (la.warp_specialized)
+        os << "  warp specialized: " << la.warps - 4 << " compute warps, a producer warpgroup, "
+           << la.stages << " stages\n";
       os << "  head dims:";
       for (const auto& [n, e] : la.head_dims) os << " " << n << "=" << e;
       const TensorCoreKernel& tc = lk.tensor_core;

@@ -288,7 +288,7 @@ class Lowering : public TensorCoreView {
       staged_ = fit_staged(4);
     }
     choose_wgmma(Sn, A);
-    launch_.smem_bytes = smem_bytes(staged_);
+    launch_.smem_bytes = smem_bytes(staged_, 0, 0, launch_.stages, launch_.warp_specialized);
     // Flash-decoding: the few-rows variant (one warp of 16 rows per block, the same staged
     // tiles, keys in tiles of 64) and the combine kernel of split key loops; the host picks
     // both per call (choose_key_split).
@@ -464,17 +464,22 @@ class Lowering : public TensorCoreView {
   static constexpr size_t kMaxStaged = 4;  // fg::kMaxStaged
 
   // Shared memory of the launch with staged tiles `st` (the layout of fg::AttnSm80: Q tiles,
-  // then two stages of K, V and the staged tiles rounded up to 1 KiB; the generated source
-  // static_asserts that both agree).
-  int smem_bytes(const std::vector<Staged>& staged, int block_m = 0, int block_n = 0) const {
+  // then `stages` stages of K, V and the staged tiles rounded up to 1 KiB, the values per
+  // diagonal (one copy, or one per stage when warp-specialized), and the warp-specialized
+  // ring's 128 bytes of mbarriers and tile indices; the generated source static_asserts that
+  // both agree).
+  int smem_bytes(const std::vector<Staged>& staged, int block_m = 0, int block_n = 0,
+                 int stages = 2, bool ws = false) const {
     const int BM = block_m ? block_m : launch_.block_m, BN = block_n ? block_n : launch_.block_n;
     const int Sn = static_cast<int>(scores_.size());
     int st = 0;
     for (const Staged& t : staged) st += (t.rows ? BM : 1) * (BN * t.elem_bytes + 16);
     st = (st + 1023) / 1024 * 1024;
     const int diag = static_cast<int>(diagonal_.size()) * ((BM + BN - 1 + 3) / 4 * 4) * 4;
-    return static_cast<int>(Sn * BM * Dt_ * 2 +
-                            2 * (Sn * BN * Dt_ * 2 + vbufs_.size() * BN * DVc_ * 2 + st) + diag);
+    return static_cast<int>(
+        Sn * BM * Dt_ * 2 +
+        stages * (Sn * BN * Dt_ * 2 + vbufs_.size() * BN * DVc_ * 2 + st) +
+        (ws ? stages : 1) * diag + (ws ? 128 : 0));
   }
   // Hopper (cuda-sm90): the products by wgmma (fg_sm90.cuh) on warpgroups of 64 rows, two per
   // block (8 warps of 16 rows, 128 rows a block), when the tiles line up with its 64-column
@@ -499,13 +504,22 @@ class Lowering : public TensorCoreView {
       launch_.block_m = 128;
       launch_.block_n = bn;
       DVc_ = dvc;
-      if (smem_bytes(staged_) <= budget_.per_block) {
+      if (smem_bytes(staged_, 0, 0, 2, true) <= budget_.per_block) {
         launch_.wgmma = true;
-        launch_.warps = 8;
         launch_.min_blocks = 1;
         mw_ = 1;
         vsplit_ = vs;
         launch_.value_split = vs;
+        // Warp specialization: a producer warpgroup (the 9th to 12th warps) loads, classifies
+        // and fills the values per diagonal into a ring of stages, as many as shared memory
+        // holds (at most 4), so the compute warpgroups wait only for data, never for each
+        // other (bench/NOTES.md).
+        launch_.warps = 12;
+        launch_.warp_specialized = true;
+        launch_.stages = 2;
+        while (launch_.stages < 4 &&
+               smem_bytes(staged_, 0, 0, launch_.stages + 1, true) <= budget_.per_block)
+          ++launch_.stages;
         return;
       }
     }

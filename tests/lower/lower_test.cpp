@@ -126,15 +126,26 @@ TEST(Lower, HopperTakesWgmmaWhereItsTilesLineUp) {
     EXPECT_EQ(la.block_n, t.block_n) << t.name << " d=" << t.d;
     EXPECT_EQ(la.few_block_n, 64);
     if (t.wgmma) {
-      EXPECT_EQ(la.warps, 8);
+      // two compute warpgroups of 64 rows and a producer warpgroup
+      EXPECT_TRUE(la.warp_specialized);
+      EXPECT_EQ(la.warps, 12);
       EXPECT_EQ(la.block_m, 128);
       EXPECT_EQ(la.rows_per_warp, 16);
       EXPECT_EQ(la.min_blocks, 1);
       EXPECT_EQ(k.tensor_core.DVc % 64, 0);
-      // Q, then two stages of K and V (nothing staged here)
+      // Q, then as many stages of K and V as fit (at most 4; nothing staged here), then the
+      // ring's 128 bytes of mbarriers and tile indices
       const int64_t D = k.tensor_core.Dt, DV = k.tensor_core.DVc, BN = la.block_n;
-      EXPECT_EQ(la.smem_bytes, 128 * D * 2 + 2 * (BN * D * 2 + BN * DV * 2));
+      const int64_t stage = BN * D * 2 + BN * DV * 2;
+      EXPECT_EQ(la.smem_bytes, 128 * D * 2 + la.stages * stage + 128);
       EXPECT_LE(la.smem_bytes, smem_budget(Target::cuda_sm90).per_block);
+      EXPECT_GE(la.stages, 2);
+      EXPECT_TRUE(la.stages == 4 ||
+                  la.smem_bytes + stage > smem_budget(Target::cuda_sm90).per_block)
+          << t.name << " d=" << t.d << ": a stage more would fit";
+    } else {
+      EXPECT_FALSE(la.warp_specialized);
+      EXPECT_EQ(la.stages, 2);
     }
     // the few-rows kernel: one warp, two stages of 64-key tiles
     if (la.staged.empty())
@@ -144,6 +155,7 @@ TEST(Lower, HopperTakesWgmmaWhereItsTilesLineUp) {
     Compiled c80 = lowered(p, Target::cuda_sm80, {{"d", t.d}, {"e", t.e}});
     EXPECT_FALSE(c80.lowered.kernels[0].tensor_core.launch.wgmma);
     EXPECT_EQ(c80.lowered.kernels[0].tensor_core.launch.warps, 4);
+    EXPECT_FALSE(c80.lowered.kernels[0].tensor_core.launch.warp_specialized);
   }
 }
 
@@ -246,16 +258,20 @@ program rows(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], tabl
     EXPECT_EQ(tc.launch.diagonal.size(), 2u);
     EXPECT_NE(c.lowered.str(c.plan).find("per diagonal: "), std::string::npos);
     // the shared memory the template lays out: two diagonals of block_m + block_n - 1 floats
-    // (rounded up to 4) after the stages, in the full and the few-rows kernels -- against the
-    // same kernel shape whose two values read m alone (no diagonals)
+    // (rounded up to 4) after the stages (one copy per stage when warp-specialized), in the
+    // full and the few-rows kernels -- against the same kernel shape whose two values read m
+    // alone (no diagonals)
     Compiled rows = lowered(ps[3], t, {{"d", 64}, {"e", 64}});
     const Sm80Launch& lr = rows.lowered.kernels.at(0).tensor_core.launch;
     EXPECT_TRUE(rows.lowered.kernels.at(0).tensor_core.diagonal.empty());
     ASSERT_EQ(lr.block_m, tc.launch.block_m);
     ASSERT_EQ(lr.block_n, tc.launch.block_n);
+    ASSERT_EQ(lr.stages, tc.launch.stages);
+    ASSERT_EQ(lr.warp_specialized, tc.launch.warp_specialized);
+    const int copies = tc.launch.warp_specialized ? tc.launch.stages : 1;
     const int pitch = (tc.launch.block_m + tc.launch.block_n - 1 + 3) / 4 * 4;
     const int few_pitch = (16 + tc.launch.few_block_n - 1 + 3) / 4 * 4;
-    EXPECT_EQ(tc.launch.smem_bytes - lr.smem_bytes, 2 * pitch * 4);
+    EXPECT_EQ(tc.launch.smem_bytes - lr.smem_bytes, copies * 2 * pitch * 4);
     EXPECT_EQ(tc.launch.few_smem_bytes - lr.few_smem_bytes, 2 * few_pitch * 4);
     Compiled none = lowered(ps[1], t, {{"d", 64}, {"e", 64}});
     EXPECT_TRUE(none.lowered.kernels.at(0).tensor_core.diagonal.empty());

@@ -51,6 +51,11 @@ struct Sm80Launch {
   // fg_sm90.cuh), the element code and softmax as on the mma.sync path (its careful build runs
   // the same shape with mma.sync).
   bool wgmma = false;
+  // Hopper, with wgmma: warps 8..11 are a producer warpgroup that fills a ring of `stages`
+  // K/V stages guarded by mbarriers (fg_attn_sm80.cuh, kWarpSpecialized); the 8 warps before
+  // it compute. Without it, all warps load and compute, double-buffered (stages = 2).
+  bool warp_specialized = false;
+  int stages = 2;
   int min_blocks = 1;           // kMinBlocks: __launch_bounds__ blocks per SM (caps registers)
   int row_dim = -1;             // grid x covers ceil(ext(row_dim) / block_m) tiles
   int key_dim = -1;             // the streamed key loop's dim

@@ -59,6 +59,13 @@
 //     static constexpr bool kReverseM;   // visit m-tiles last-first (balances causal work)
 //     static constexpr bool kSkipRescale;  // optional (default false): skip the accumulator
 //                                          // rescale in warps whose row maxima did not grow
+//     static constexpr bool kWarpSpecialized;  // optional (default false; needs kWgmma and
+//                                          // sm_90a): the last 4 of kWarps warps are a producer
+//                                          // warpgroup that loads and classifies key tiles into a
+//                                          // ring of kStages stages guarded by mbarriers; the
+//                                          // other warps (kBlockM = 16 * kWarpMBlocks * (kWarps
+//                                          // - 4) rows) only compute
+//     static constexpr int kStages;      // optional (default 2): K/V stages in shared memory
 //     // optional (default 0): staged gathers, tiles of a parameter over (rows, keys) or (keys)
 //     // that travel to shared memory with K/V a tile ahead (fg::load_staged); with it:
 //     static constexpr int kNumStaged;                               // T (0..fg::kMaxStaged)
@@ -201,7 +208,25 @@ FG_OPTIONAL_FLAG(KeySplitOf, kKeySplit)
 // warpgroups of 64 rows (kWarps a multiple of 4, kWarpMBlocks 1, head dims and key tiles
 // multiples of 64). Elsewhere (another GPU, the careful build) the same shape by mma.sync.
 FG_OPTIONAL_FLAG(WgmmaOf, kWgmma)
+
+// Optional Spec member kWarpSpecialized (default false): a producer warpgroup (the last four
+// warps) fills a ring of kStages stages (tile index and class, K/V and staged tiles by cp.async,
+// the values per diagonal) guarded by mbarriers; the compute warps wait on a stage's `full`
+// barrier and release it on its `empty` barrier, with no block-wide barrier in the key loop.
+// Only with kWgmma, on sm_90a (setmaxnreg moves registers from the producer to the compute
+// warps); the careful build keeps the structure and multiplies by mma.sync.
+FG_OPTIONAL_FLAG(WarpSpecializedOf, kWarpSpecialized)
 #undef FG_OPTIONAL_FLAG
+
+// Optional Spec member kStages (default 2): stages of K/V (and staged) tiles in shared memory.
+template <class T, class = void>
+struct StagesOf {
+  static constexpr int value = 2;
+};
+template <class T>
+struct StagesOf<T, decltype(void(T::kStages))> {
+  static constexpr int value = T::kStages;
+};
 
 // Optional Spec member kNumDiag (default 0): values of the score code that depend on the row
 // and key only through n - m, computed once per tile for each of its BM + BN - 1 deltas by
@@ -250,13 +275,21 @@ struct AttnSm80 {
                        A = Spec::kNumAcc;
   static constexpr int D = Spec::kHeadDim, DV = Spec::kValueDim;
   static constexpr int DIN = HeadDataOf<Spec>::d, DVIN = HeadDataOf<Spec>::dv;  // columns held
+  // Warp specialization: NWC compute warps (NTC threads) own the rows; NL threads load (the
+  // producer warpgroup, or every thread of the block without it).
+  static constexpr bool kWs = WarpSpecializedOf<Spec>::value;
+  static constexpr int kStages = StagesOf<Spec>::value;
   static constexpr int NW = Spec::kWarps, NT = 32 * NW, MW = Spec::kWarpMBlocks;
-  static constexpr int BM = 16 * MW * NW, BN = Spec::kBlockN;
+  static constexpr int NWC = kWs ? NW - 4 : NW, NTC = 32 * NWC, NL = kWs ? 128 : NT;
+  static constexpr int BM = 16 * MW * NWC, BN = Spec::kBlockN;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(FG_CAREFUL)
   static constexpr bool kWgmma = WgmmaOf<Spec>::value;
 #else
   static constexpr bool kWgmma = false;
 #endif
+  // Registers per thread after setmaxnreg: the producer gives up what the compute warps take
+  // (a block of 3 warpgroups: 128 * kProducerRegs + 256 * kComputeRegs <= 64 Ki).
+  static constexpr int kProducerRegs = 56, kComputeRegs = 224;
   // Q stays in registers when the fragments that live across the key loop (Q, the accumulators,
   // the scores) fit a register budget; otherwise it is re-read from shared memory per tile
   // (wgmma reads it from shared memory).
@@ -278,9 +311,15 @@ struct AttnSm80 {
   static constexpr int kStageBytes = S * kKBytes + V * kVBytes + kStagedBytes;
   // The diagonal values of the current tile follow the two stages (one copy: the loop's
   // barriers order their writes and reads).
+  // Warp-specialized, each stage has its own copy (the producer fills them ahead).
   static constexpr int ND = DiagOf<Spec>::value;
   static constexpr int kDiagPitch = (BM + BN - 1 + 3) / 4 * 4;
-  static constexpr int kSmemBytes = S * kQBytes + 2 * kStageBytes + ND * kDiagPitch * 4;
+  static constexpr int kDiagBytes = ND * kDiagPitch * 4;
+  static constexpr int kDiagOff = S * kQBytes + kStages * kStageBytes;
+  // Warp-specialized: the ring's mbarriers (full[kStages], empty[kStages]) and each stage's tile
+  // index and class (two ints) at the end.
+  static constexpr int kRingOff = kDiagOff + (kWs ? kStages : 1) * kDiagBytes;
+  static constexpr int kSmemBytes = kRingOff + (kWs ? 128 : 0);
   // floats per row of a split block's partial state: G running maxima, G row sums, A x DV
   static constexpr int kPartRow = 2 * G + A * DV;
   static_assert(S >= 1 && S <= 2 && G >= 1 && G <= 2 && V >= 1 && V <= 2 && A >= 1 && A <= 4,
@@ -293,6 +332,44 @@ struct AttnSm80 {
   static_assert(!WgmmaOf<Spec>::value || (NW % 4 == 0 && MW == 1 && D % 64 == 0 &&
                                           DV % 64 == 0 && BN % 64 == 0),
                 "wgmma: warpgroups of 64 rows, 64-column panels");
+  static_assert(!kWs || (WgmmaOf<Spec>::value && NW == 12), "warp specialization: two compute "
+                "warpgroups of wgmma and a producer warpgroup");
+  static_assert(kStages >= 2 && kStages <= 4 && (kWs || kStages == 2), "stages");
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(!kWs, "a warp-specialized Spec compiles for sm_90a only (mbarrier waits, setmaxnreg)");
+#endif
+
+  // A barrier of the compute warps (all threads without warp specialization); the OR of p over
+  // them.
+  static FG_DEV void sync_compute() {
+    if constexpr (kWs) bar_sync<1, NTC>(); else __syncthreads();
+  }
+  static FG_DEV bool sync_compute_or(bool p) {
+    if constexpr (kWs) return bar_sync_or<1, NTC>(p); else return __syncthreads_or(p);
+  }
+  // Ping-pong of the two compute warpgroups (warp-specialized wgmma): each waits for its turn
+  // (named barrier 2 + wg) before it issues a product and passes the turn to the other after
+  // (an arrival on the other's barrier), so the products go Q.K^T of one, Q.K^T of the other,
+  // P.V of one, P.V of the other, ...: one warpgroup's softmax runs under the other's products.
+  // Warpgroup 1 first passes the turn to warpgroup 0 (turn_start); warpgroup 0 takes the last
+  // pass at the end (turn_end), so every barrier ends complete.
+  static constexpr bool kPingPong = kWs && kWgmma;
+  static FG_DEV void turn_wait(int wg) {
+    if constexpr (kPingPong) {
+      if (wg == 0) bar_sync<2, NTC>(); else bar_sync<3, NTC>();
+    }
+  }
+  static FG_DEV void turn_pass(int wg) {
+    if constexpr (kPingPong) {
+      if (wg == 0) bar_arrive<3, NTC>(); else bar_arrive<2, NTC>();
+    }
+  }
+  static FG_DEV void turn_start(int wg) {
+    if (wg == 1) turn_pass(wg);
+  }
+  static FG_DEV void turn_end(int wg) {
+    if (wg == 0) turn_wait(wg);
+  }
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -386,7 +463,7 @@ template <class K, int t, class Ctx>
 FG_DEV void issue_staged(unsigned char* area, const Ctx& ctx, int m0, int M, int n0, int N,
                          int tid) {
   constexpr bool kRows = K::Staged::rows(t);
-  load_staged<kRows ? K::BM : 1, K::BN, K::Staged::elem_bytes(t), K::NT>(
+  load_staged<kRows ? K::BM : 1, K::BN, K::Staged::elem_bytes(t), K::NL>(
       area + K::staged_off(t), ctx.staged[t], m0, M, n0, N, tid);
   if constexpr (t + 1 < K::T) issue_staged<K, t + 1>(area, ctx, m0, M, n0, N, tid);
 }
@@ -395,7 +472,7 @@ FG_DEV void issue_staged(unsigned char* area, const Ctx& ctx, int m0, int M, int
 // tile with masked keys whose V tiles (at generic address vt) hold inf or NaN comes here: each
 // such value is added on the CUDA cores to the accumulators of the rows whose weight for its key
 // is not 0 (P from the A fragments pa), and then set to 0 in shared memory for the P.V product.
-// Every thread of the block calls it (it synchronizes).
+// Every compute thread of the block calls it (it synchronizes them).
 template <class K, class Spec>
 FG_DEV void add_nonfinite_values(float (&o)[K::A][K::MW][K::DV / 8][4],
                                  const u32 (&pa)[K::G][K::MW][K::BN / 16][4], unsigned char* vt,
@@ -444,10 +521,10 @@ FG_DEV void add_nonfinite_values(float (&o)[K::A][K::MW][K::DV / 8][4],
             }
           }
       }
-  __syncthreads();  // every thread read the values before any is cleared
+  K::sync_compute();  // every thread read the values before any is cleared
 #pragma unroll
-  for (int i = 0; i < K::V; ++i) tile_zero_nonfinite<typename Spec::Elem, BN, DV, K::NT>(vt + i * K::kVBytes, tid);
-  __syncthreads();
+  for (int i = 0; i < K::V; ++i) tile_zero_nonfinite<typename Spec::Elem, BN, DV, K::NTC>(vt + i * K::kVBytes, tid);
+  K::sync_compute();
 }
 
 template <class Spec>
@@ -479,12 +556,16 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   const int m1 = min(m0 + BM, M);
   if constexpr (BlockRowsOf<Spec>::value) Spec::block_rows(ctx, m0, m1);
 
-  // ---- Q tiles -> shared (cp.async group 0) ----
+  // ---- Q tiles -> shared (cp.async group 0; by the compute threads) ----
+  if (!K::kWs || tid < K::NTC) {
 #pragma unroll
-  for (int s = 0; s < S; ++s)
-    load_tile_async<BM, D, NT, K::DIN>(s_base + s * K::kQBytes, ctx.q[s], ctx.q_ld[s], m0, M,
-                                       tid);
+    for (int s = 0; s < S; ++s)
+      load_tile_async<BM, D, K::NTC, K::DIN>(s_base + s * K::kQBytes, ctx.q[s], ctx.q_ld[s], m0,
+                                             M, tid);
+  }
   cp_async_commit();
+  // the loading threads: the producer warpgroup, or the whole block
+  const int lt = K::kWs ? tid - K::NTC : tid;
 
   const int n_tiles = N > 0 ? (N + BN - 1) / BN : 0;
   // this block's key tiles: chunk `chunk` of `ksplit` equal runs
@@ -524,42 +605,41 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     const u32 st = s_kv + stage * K::kStageBytes;
 #pragma unroll
     for (int s = 0; s < S; ++s)
-      load_tile_async<BN, D, NT, K::DIN>(st + s * K::kKBytes, ctx.k[s], ctx.k_ld[s], j * BN, N,
-                                         tid);
+      load_tile_async<BN, D, K::NL, K::DIN>(st + s * K::kKBytes, ctx.k[s], ctx.k_ld[s], j * BN,
+                                            N, lt);
 #pragma unroll
     for (int i = 0; i < V; ++i)
-      load_tile_async<BN, DV, NT, K::DVIN>(st + S * K::kKBytes + i * K::kVBytes, ctx.v[i],
-                                           ctx.v_ld[i], j * BN, N, tid);
+      load_tile_async<BN, DV, K::NL, K::DVIN>(st + S * K::kKBytes + i * K::kVBytes, ctx.v[i],
+                                              ctx.v_ld[i], j * BN, N, lt);
     if constexpr (K::T > 0)
-      issue_staged<K, 0>(staged_area(stage), ctx, m0, M, j * BN, N, tid);
+      issue_staged<K, 0>(staged_area(stage), ctx, m0, M, j * BN, N, lt);
   };
 
   // The diagonal values of tile jt at the deltas of its rows and keys inside M x N (0 at the
-  // others, which only rows and keys past the ends read); run before the barrier of landed().
-  float* const diag_area =
-      reinterpret_cast<float*>(fg_smem + S * K::kQBytes + 2 * K::kStageBytes);
-  auto fill_diagonals = [&](int jt) {
+  // others, which only rows and keys past the ends read), by the loading threads: before the
+  // barrier of landed(), or before the producer publishes stage stg.
+  auto diag_area = [&](int stg) {
+    return reinterpret_cast<float*>(fg_smem + K::kDiagOff + (K::kWs ? stg : 0) * K::kDiagBytes);
+  };
+  auto fill_diagonals = [&](int jt, int stg) {
     if constexpr (K::ND > 0) {
+      float* const da = diag_area(stg);
       const int n0 = jt * BN, n1 = min(n0 + BN, N);
       const int base = n0 - (m0 + BM - 1), lo = n0 - (m1 - 1), hi = n1 - 1 - m0;
-      for (int t = tid; t < BM + BN - 1; t += NT) {
+      for (int t = lt; t < BM + BN - 1; t += K::NL) {
         const int dl = base + t;
         if (dl >= lo && dl <= hi) {
-          Spec::diagonals(ctx, dl, diag_area + t, K::kDiagPitch);
+          Spec::diagonals(ctx, dl, da + t, K::kDiagPitch);
         } else {
 #pragma unroll
-          for (int k = 0; k < K::ND; ++k) diag_area[k * K::kDiagPitch + t] = 0.f;
+          for (int k = 0; k < K::ND; ++k) da[k * K::kDiagPitch + t] = 0.f;
         }
       }
     } else {
       (void)jt;
+      (void)stg;
     }
   };
-
-  int j = next_tile(j_begin);
-  int cls = cls_next;
-  if (j < j_end) issue_kv(j, 0);
-  cp_async_commit();
 
   // All but the newest cp.async group have landed and every thread sees them (wgmma, in the
   // async proxy, after a proxy fence: cp.async wrote them in the generic one).
@@ -570,8 +650,63 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #endif
     __syncthreads();
   };
+  // The ring of the warp-specialized kernel, after the diagonal values: mbarriers full[s] (the
+  // stage's tile index and class are written, its copies have landed: every producer thread
+  // arrived) and empty[s] (every compute warp is done with it), then each stage's tile index
+  // (-1: no more tiles) and class.
+  const u32 ring = s_base + K::kRingOff;
+  int* const ring_tile = reinterpret_cast<int*>(fg_smem + K::kRingOff + 16 * K::kStages);
+  int j = j_begin, cls = kTileEmpty;
+  if constexpr (K::kWs) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if (tid == 0)
+      for (int s = 0; s < K::kStages; ++s) {
+        mbar_init(ring + 8 * s, K::NL);
+        mbar_init(ring + 8 * (K::kStages + s), K::NWC);
+      }
+    __syncthreads();
+    if (warp >= K::NWC) {
+      // ---- the producer warpgroup: for each non-empty tile, wait until its stage is empty,
+      // copy its K/V and staged tiles, fill its diagonal values and write its index and class;
+      // publish a stage once its copies have landed (one tile later) ----
+      regs_release<K::kProducerRegs>();
+      int it = 0, jp = next_tile(j_begin);
+      for (;; ++it) {
+        const int stg = it % K::kStages;
+        if (it >= K::kStages) mbar_wait(ring + 8 * (K::kStages + stg), (it / K::kStages - 1) & 1);
+        const bool done = jp >= j_end;
+        if (!done) issue_kv(jp, stg);
+        cp_async_commit();
+        if (!done) fill_diagonals(jp, stg);
+        if (lt == 0) {
+          ring_tile[2 * stg] = done ? -1 : jp;
+          ring_tile[2 * stg + 1] = cls_next;
+        }
+        if (it > 0) {
+          cp_async_wait<1>();
+          fence_proxy_async();
+          mbar_arrive(ring + 8 * ((it - 1) % K::kStages));
+        }
+        if (done) break;
+        jp = next_tile(jp + 1);
+      }
+      cp_async_wait<0>();
+      mbar_arrive(ring + 8 * (it % K::kStages));  // the last stage: no more tiles
+      return;
+    }
+    regs_take<K::kComputeRegs>();
+    cp_async_wait<0>();  // Q
+    fence_proxy_async();
+    K::sync_compute();
+#endif
+  } else {
+    j = next_tile(j_begin);
+    cls = cls_next;
+    if (j < j_end) issue_kv(j, 0);
+    cp_async_commit();
+    landed();
+  }
   // ---- Q fragments -> registers (when they fit) ----
-  landed();
   const int wrow0 = warp * 16 * MW;  // first row of this warp inside the block
   LdmAddr<BM, D> aq_lane[S];          // Q tile addresses (used when Q is re-read per tile)
 #pragma unroll
@@ -637,7 +772,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     TileView tv;
     tv.m0 = m0;
     tv.n0 = n0;
-    tv.dg = diag_area;
+    tv.dg = diag_area(stgt);
     tv.dbase = n0 - (m0 + BM - 1);
     tv.dpitch = K::kDiagPitch;
 #pragma unroll
@@ -717,25 +852,21 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   u32 pa[G][MW][KB][4];
   float alpha[G][MW][2];
   bool grew[G][MW];
-  int stage = 0;
-  while (j < j_end) {
-    const int jn = next_tile(j + 1);
-    const int cls_n = cls_next;
-    if (jn < j_end) issue_kv(jn, stage ^ 1);
-    cp_async_commit();
-    fill_diagonals(j);
-    landed();
-
+  // One key tile jt (class clst) from stage `stage`: scores, element code and online softmax,
+  // the rescale, P.V.
+  auto compute_tile = [&](int jt, int clst, int stage) {
     const u32 st = s_kv + stage * K::kStageBytes;
     // ---- scores ----
     float c[S][MW][NT8][4];
     if constexpr (K::kWgmma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+      K::turn_wait(warp / 4);
       wg_fence();  // (c is written by wgmma only: no fence of it before)
 #pragma unroll
       for (int s = 0; s < S; ++s)
         scores_wgmma<K>(c[s][0], s_base + s * K::kQBytes, st + s * K::kKBytes, warp / 4);
       wg_commit();
+      K::turn_pass(warp / 4);
       wg_wait<0>();
 #pragma unroll
       for (int s = 0; s < S; ++s) fence_acc(c[s][0]);
@@ -750,7 +881,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       }
     }
     // ---- element code (score expressions, masks), online softmax per group and m-block ----
-    softmax_tile(c, j, cls, stage, pa, alpha, grew);
+    softmax_tile(c, jt, clst, stage, pa, alpha, grew);
     rescale(alpha, grew);
     // ---- careful: inf or NaN in V contributes only where the weight is not 0 (masked keys,
     // and weights that underflowed, in any tile) ----
@@ -758,8 +889,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       unsigned char* vt = fg_smem + (st - s_base) + S * K::kKBytes;
       bool nf = false;
 #pragma unroll
-      for (int i = 0; i < V; ++i) nf |= tile_any_nonfinite<typename Spec::Elem, BN, DV, NT>(vt + i * K::kVBytes, tid);
-      if (__syncthreads_or(nf)) add_nonfinite_values<K, Spec>(o, pa, vt, lane, tid);
+      for (int i = 0; i < V; ++i) nf |= tile_any_nonfinite<typename Spec::Elem, BN, DV, K::NTC>(vt + i * K::kVBytes, tid);
+      if (K::sync_compute_or(nf)) add_nonfinite_values<K, Spec>(o, pa, vt, lane, tid);
     }
     // ---- O_a += P_g(a) . V_v(a) ----
     if constexpr (K::kWgmma) {
@@ -768,9 +899,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       for (int a = 0; a < A; ++a) fence_acc(o[a][0]);  // the rescale, then wgmma
 #pragma unroll
       for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
+      K::turn_wait(warp / 4);
       wg_fence();
       pv_wgmma<K, Spec, 0>(o, pa, st + S * K::kKBytes);
       wg_commit();
+      K::turn_pass(warp / 4);
       wg_wait<0>();
 #pragma unroll
       for (int a = 0; a < A; ++a) fence_acc(o[a][0]);
@@ -799,12 +932,41 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           }
       }
     }
-    __syncthreads();  // the stage is refilled by the next iteration's prefetch
-    j = jn;
-    cls = cls_n;
-    stage ^= 1;
+  };
+  if constexpr (K::kWs) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    // ---- the compute warps: each stage as the producer publishes it, until the one of no
+    // tile; a warp done with a stage releases it ----
+    K::turn_start(warp / 4);
+    for (int it = 0;; ++it) {
+      const int stg = it % K::kStages;
+      mbar_wait(ring + 8 * stg, (it / K::kStages) & 1);
+      const int jt = ring_tile[2 * stg];
+      if (jt < 0) break;
+      compute_tile(jt, ring_tile[2 * stg + 1], stg);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(ring + 8 * (K::kStages + stg));
+    }
+    K::turn_end(warp / 4);
+#endif
+  } else {
+    // ---- double buffering: tile j computes while the next non-empty tile loads ----
+    int stage = 0;
+    while (j < j_end) {
+      const int jn = next_tile(j + 1);
+      const int cls_n = cls_next;
+      if (jn < j_end) issue_kv(jn, stage ^ 1);
+      cp_async_commit();
+      fill_diagonals(j, 0);
+      landed();
+      compute_tile(j, cls, stage);
+      __syncthreads();  // the stage is refilled by the next iteration's prefetch
+      j = jn;
+      cls = cls_n;
+      stage ^= 1;
+    }
+    cp_async_wait<0>();
   }
-  cp_async_wait<0>();
 #ifdef FG_COUNT_TILES
   // The profile build: err[4..6] += tiles computed, skipped as empty, computed unmasked.
   if (tid == 0) {

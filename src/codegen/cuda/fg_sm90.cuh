@@ -19,7 +19,8 @@
 //     holds row 16 * (t' / 32) + (t' % 32) / 4 + 8 * (i >> 1), column 8 * t + 2 * (t' % 4) +
 //     (i & 1).
 //   - wgmma fences (fence / commit / wait<N>, fence_acc for the compiler), the proxy fence
-//     after ordinary stores that wgmma reads, mbarriers (init, expect_tx, wait on a parity),
+//     after ordinary stores that wgmma reads, mbarriers (init, arrive, expect_tx, wait on a
+//     parity),
 //     TMA 2-D and 3-D tile loads into shared memory completing on an mbarrier, and register
 //     reallocation between warpgroups (setmaxnreg).
 // Preconditions: NVRTC or nvcc for sm_90a (wgmma and setmaxnreg do not exist on sm_90);
@@ -147,6 +148,11 @@ FG_DEV void mbar_expect_tx(u32 bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
                "r"(bytes)
                : "memory");
+}
+// One arrival (release: this thread's earlier shared-memory writes are seen by the threads that
+// wait for the phase).
+FG_DEV void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 FG_DEV bool mbar_try_wait(u32 bar, u32 parity) {
   u32 ok;

@@ -81,6 +81,30 @@ FG_DEV void cp_async16(u32 dst, const void* src, int src_bytes) {
                "r"(src_bytes));
 }
 FG_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// ---- named barriers: N threads (whole warps) of the block meet at barrier ID (1..15; 0 is
+// __syncthreads) ----
+template <int ID, int N>
+FG_DEV void bar_sync() {
+  asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
+// An arrival at barrier ID that does not wait (the N counts the waiting threads too).
+template <int ID, int N>
+FG_DEV void bar_arrive() {
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
+// ... and learn whether p held for any of them.
+template <int ID, int N>
+FG_DEV bool bar_sync_or(bool p) {
+  u32 r;
+  asm volatile(
+      "{\n.reg .pred p, q;\nsetp.ne.u32 q, %1, 0;\nbar.red.or.pred p, %2, %3, q;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(r)
+      : "r"((u32)p), "n"(ID), "n"(N)
+      : "memory");
+  return r != 0;
+}
 template <int N>
 FG_DEV void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
