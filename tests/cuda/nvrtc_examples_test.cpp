@@ -96,6 +96,12 @@ TEST_P(NvrtcExamples, Sm90KernelsKeepWgmmaAsynchronous) {
     ASSERT_NE(c.log.find("Used"), std::string::npos) << "no ptxas report in the log:\n" << c.log;
     EXPECT_EQ(c.log.find("Potential Performance Loss"), std::string::npos)
         << name << " d=" << d << ":\n" << c.log;
+    // the warp-specialized kernel's register moves between warpgroups take effect (ptxas warns
+    // C7508 when it ignores setmaxnreg)
+    if (src.find("kWarpSpecialized = true") != std::string::npos) {
+      EXPECT_EQ(c.log.find("setmaxnreg"), std::string::npos) << name << " d=" << d << ":\n" << c.log;
+      EXPECT_EQ(c.log.find("C7508"), std::string::npos) << name << " d=" << d << ":\n" << c.log;
+    }
   }
   // every example but the ones whose tiles do not line up (d = 32) or fit (diff_attn's two
   // accumulators of 2d columns) takes wgmma at both sizes
