@@ -347,29 +347,6 @@ struct AttnSm80 {
   static FG_DEV bool sync_compute_or(bool p) {
     if constexpr (kWs) return bar_sync_or<1, NTC>(p); else return __syncthreads_or(p);
   }
-  // Ping-pong of the two compute warpgroups (warp-specialized wgmma): each waits for its turn
-  // (named barrier 2 + wg) before it issues a product and passes the turn to the other after
-  // (an arrival on the other's barrier), so the products go Q.K^T of one, Q.K^T of the other,
-  // P.V of one, P.V of the other, ...: one warpgroup's softmax runs under the other's products.
-  // Warpgroup 1 first passes the turn to warpgroup 0 (turn_start); warpgroup 0 takes the last
-  // pass at the end (turn_end), so every barrier ends complete.
-  static constexpr bool kPingPong = kWs && kWgmma;
-  static FG_DEV void turn_wait(int wg) {
-    if constexpr (kPingPong) {
-      if (wg == 0) bar_sync<2, NTC>(); else bar_sync<3, NTC>();
-    }
-  }
-  static FG_DEV void turn_pass(int wg) {
-    if constexpr (kPingPong) {
-      if (wg == 0) bar_arrive<3, NTC>(); else bar_arrive<2, NTC>();
-    }
-  }
-  static FG_DEV void turn_start(int wg) {
-    if (wg == 1) turn_pass(wg);
-  }
-  static FG_DEV void turn_end(int wg) {
-    if (wg == 0) turn_wait(wg);
-  }
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -860,13 +837,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     float c[S][MW][NT8][4];
     if constexpr (K::kWgmma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-      K::turn_wait(warp / 4);
       wg_fence();  // (c is written by wgmma only: no fence of it before)
 #pragma unroll
       for (int s = 0; s < S; ++s)
         scores_wgmma<K>(c[s][0], s_base + s * K::kQBytes, st + s * K::kKBytes, warp / 4);
       wg_commit();
-      K::turn_pass(warp / 4);
       wg_wait<0>();
 #pragma unroll
       for (int s = 0; s < S; ++s) fence_acc(c[s][0]);
@@ -899,11 +874,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       for (int a = 0; a < A; ++a) fence_acc(o[a][0]);  // the rescale, then wgmma
 #pragma unroll
       for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
-      K::turn_wait(warp / 4);
       wg_fence();
       pv_wgmma<K, Spec, 0>(o, pa, st + S * K::kKBytes);
       wg_commit();
-      K::turn_pass(warp / 4);
       wg_wait<0>();
 #pragma unroll
       for (int a = 0; a < A; ++a) fence_acc(o[a][0]);
@@ -937,7 +910,6 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     // ---- the compute warps: each stage as the producer publishes it, until the one of no
     // tile; a warp done with a stage releases it ----
-    K::turn_start(warp / 4);
     for (int it = 0;; ++it) {
       const int stg = it % K::kStages;
       mbar_wait(ring + 8 * stg, (it / K::kStages) & 1);
@@ -947,7 +919,6 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       __syncwarp();
       if (lane == 0) mbar_arrive(ring + 8 * (K::kStages + stg));
     }
-    K::turn_end(warp / 4);
 #endif
   } else {
     // ---- double buffering: tile j computes while the next non-empty tile loads ----

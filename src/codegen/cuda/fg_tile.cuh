@@ -88,11 +88,6 @@ template <int ID, int N>
 FG_DEV void bar_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
 }
-// An arrival at barrier ID that does not wait (the N counts the waiting threads too).
-template <int ID, int N>
-FG_DEV void bar_arrive() {
-  asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
-}
 // ... and learn whether p held for any of them.
 template <int ID, int N>
 FG_DEV bool bar_sync_or(bool p) {
