@@ -288,9 +288,8 @@ struct AttnSm80 {
   static constexpr bool kWgmma = false;
 #endif
   // Registers per thread after setmaxnreg: the producer gives up what the compute warps take
-  // (a block of 3 warpgroups: 128 * kProducerRegs + 256 * kComputeRegs <= 64 Ki; the
-  // pipelined compute loop at d = 128 spills least at 40 / 232: bench/NOTES.md).
-  static constexpr int kProducerRegs = 40, kComputeRegs = 232;
+  // (a block of 3 warpgroups: 128 * kProducerRegs + 256 * kComputeRegs <= 64 Ki).
+  static constexpr int kProducerRegs = 56, kComputeRegs = 224;
   // Q stays in registers when the fragments that live across the key loop (Q, the accumulators,
   // the scores) fit a register budget; otherwise it is re-read from shared memory per tile
   // (wgmma reads it from shared memory).
@@ -737,11 +736,10 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   constexpr bool kCareful = false;
 #endif
   // Element code and online softmax of key tile jt (classified clst, its staged tiles in stage
-  // stgt) on the scores c: the running maxima and row sums move on, the tile's weights go to x
-  // (weights_to_operands makes them P.V operands), and alpha / grew say how to rescale the
-  // accumulators (rescale).
+  // stgt) on the scores c: the running maxima and row sums move on, the tile's weights go to
+  // the P.V operands pa_out, and alpha / grew say how to rescale the accumulators (rescale).
   auto softmax_tile = [&](float (&c)[S][MW][NT8][4], int jt, int clst, int stgt,
-                          float (&x)[G][MW][NT8][4], float (&alpha)[G][MW][2],
+                          u32 (&pa_out)[G][MW][KB][4], float (&alpha)[G][MW][2],
                           bool (&grew)[G][MW]) {
 #ifdef FG_COUNT_TILES
     ++counted;
@@ -756,6 +754,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     tv.dpitch = K::kDiagPitch;
 #pragma unroll
     for (int t = 0; t < K::T; ++t) tv.p[t] = staged_area(stgt) + K::staged_off(t);
+    float x[G][MW][NT8][4];
     if (clst == kTileFull && n0 + BN <= N) {
 #pragma unroll
       for (int b = 0; b < MW; ++b)
@@ -811,13 +810,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           }
           lsum[g][b][h] = lsum[g][b][h] * alpha[g][b][h] + row_sum_partial(x[g][b], h);
         }
+        acc_to_a<typename Spec::Elem, KB>(pa_out[g][b], x[g][b]);
       }
-  };
-  auto weights_to_operands = [&](const float (&x)[G][MW][NT8][4], u32 (&pa_out)[G][MW][KB][4]) {
-#pragma unroll
-    for (int g = 0; g < G; ++g)
-#pragma unroll
-      for (int b = 0; b < MW; ++b) acc_to_a<typename Spec::Elem, KB>(pa_out[g][b], x[g][b]);
   };
   // Accumulators need rescaling only where a running max grew; optionally skip the multiplies
   // when no row of the warp changed (warp-uniform branch).
@@ -835,34 +829,6 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   u32 pa[G][MW][KB][4];
   float alpha[G][MW][2];
   bool grew[G][MW];
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  // wgmma: the scores of the tile in `stage` into c, and O += P.V of the tile in `stage` (one
-  // commit group each; asynchronous until wg_wait), then the end of P.V for the compiler.
-  auto issue_scores = [&](float (&c)[S][MW][NT8][4], int stage) {
-    const u32 st = s_kv + stage * K::kStageBytes;
-    wg_fence();  // (c is written by wgmma only: no fence of it before)
-#pragma unroll
-    for (int s = 0; s < S; ++s)
-      scores_wgmma<K>(c[s][0], s_base + s * K::kQBytes, st + s * K::kKBytes, warp / 4);
-    wg_commit();
-  };
-  auto scores_landed = [&](float (&c)[S][MW][NT8][4]) {
-#pragma unroll
-    for (int s = 0; s < S; ++s) fence_acc(c[s][0]);
-  };
-  auto pv_fence = [&] {
-#pragma unroll
-    for (int a = 0; a < A; ++a) fence_acc(o[a][0]);
-#pragma unroll
-    for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
-  };
-  auto issue_pv = [&](int stage) {
-    pv_fence();  // the rescale and the operands, then wgmma
-    wg_fence();
-    pv_wgmma<K, Spec, 0>(o, pa, s_kv + stage * K::kStageBytes + S * K::kKBytes);
-    wg_commit();
-  };
-#endif
   // One key tile jt (class clst) from stage `stage`: scores, element code and online softmax,
   // the rescale, P.V.
   auto compute_tile = [&](int jt, int clst, int stage) {
@@ -871,9 +837,14 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     float c[S][MW][NT8][4];
     if constexpr (K::kWgmma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-      issue_scores(c, stage);
+      wg_fence();  // (c is written by wgmma only: no fence of it before)
+#pragma unroll
+      for (int s = 0; s < S; ++s)
+        scores_wgmma<K>(c[s][0], s_base + s * K::kQBytes, st + s * K::kKBytes, warp / 4);
+      wg_commit();
       wg_wait<0>();
-      scores_landed(c);
+#pragma unroll
+      for (int s = 0; s < S; ++s) fence_acc(c[s][0]);
 #endif
     } else {
 #pragma unroll
@@ -885,11 +856,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       }
     }
     // ---- element code (score expressions, masks), online softmax per group and m-block ----
-    {
-      float x[G][MW][NT8][4];
-      softmax_tile(c, jt, clst, stage, x, alpha, grew);
-      weights_to_operands(x, pa);
-    }
+    softmax_tile(c, jt, clst, stage, pa, alpha, grew);
     rescale(alpha, grew);
     // ---- careful: inf or NaN in V contributes only where the weight is not 0 (masked keys,
     // and weights that underflowed, in any tile) ----
@@ -903,9 +870,18 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     // ---- O_a += P_g(a) . V_v(a) ----
     if constexpr (K::kWgmma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-      issue_pv(stage);
+#pragma unroll
+      for (int a = 0; a < A; ++a) fence_acc(o[a][0]);  // the rescale, then wgmma
+#pragma unroll
+      for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
+      wg_fence();
+      pv_wgmma<K, Spec, 0>(o, pa, st + S * K::kKBytes);
+      wg_commit();
       wg_wait<0>();
-      pv_fence();
+#pragma unroll
+      for (int a = 0; a < A; ++a) fence_acc(o[a][0]);
+#pragma unroll
+      for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
 #endif
     } else {
 #pragma unroll
@@ -930,53 +906,10 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       }
     }
   };
-  if constexpr (K::kWs && K::kWgmma) {
+  if constexpr (K::kWs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    // ---- the compute warpgroups, pipelined: the scores of the next tile and P.V of this one
-    // go to the tensor cores together; the next tile's softmax runs while P.V does (its
-    // rescale and operands after it). After the last tile the scores of the stage of no tile
-    // are computed and not read (no branch around wgmma: ptxas would serialize every wgmma of
-    // the kernel). A warp releases a stage once its P.V is done. ----
-    auto release = [&](int stg) {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(ring + 8 * (K::kStages + stg));
-    };
-    float c[S][MW][NT8][4];
-    float x[G][MW][NT8][4];
-    mbar_wait(ring, 0);
-    int it = 0, jt = ring_tile[0];
-    if (jt >= 0) {
-      issue_scores(c, 0);
-      wg_wait<0>();
-      scores_landed(c);
-      softmax_tile(c, jt, ring_tile[1], 0, x, alpha, grew);
-      rescale(alpha, grew);
-      weights_to_operands(x, pa);
-    }
-    while (jt >= 0) {
-      const int stg = it % K::kStages, sn = (it + 1) % K::kStages;
-      mbar_wait(ring + 8 * sn, ((it + 1) / K::kStages) & 1);
-      const int jn = ring_tile[2 * sn], cls_n = ring_tile[2 * sn + 1];
-      issue_scores(c, sn);
-      issue_pv(stg);
-      wg_wait<1>();  // the scores (P.V still running)
-      scores_landed(c);
-      if (jn >= 0) softmax_tile(c, jn, cls_n, sn, x, alpha, grew);
-      wg_wait<0>();
-      pv_fence();
-      release(stg);
-      if (jn >= 0) {
-        rescale(alpha, grew);
-        weights_to_operands(x, pa);
-      }
-      jt = jn;
-      ++it;
-    }
-#endif
-  } else if constexpr (K::kWs) {
-    // ---- the compute warps of the careful build (mma.sync): each stage as the producer publishes it,
-    // until the one of no tile; a warp done with a stage releases it ----
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    // ---- the compute warps: each stage as the producer publishes it, until the one of no
+    // tile; a warp done with a stage releases it ----
     for (int it = 0;; ++it) {
       const int stg = it % K::kStages;
       mbar_wait(ring + 8 * stg, (it / K::kStages) & 1);
