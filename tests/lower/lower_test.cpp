@@ -106,8 +106,9 @@ program mixed(q: bf16[b, h, m, d], k: f16[b, h, n, d], v: bf16[b, h, n, e]) {
 }
 
 // cuda-sm90 lowers to wgmma products where the tiles line up with its 64-column panels and
-// the fragments fit the registers: two warpgroups (8 warps of 16 rows), 128-key tiles when
-// nothing is staged (64 otherwise), two K/V stages; the few-rows kernel keeps one warp and
+// the fragments fit the registers: two compute warpgroups (8 warps of 16 rows) and a producer
+// warpgroup, 128-key tiles when nothing is staged (64 otherwise), as many K/V stages as shared
+// memory holds (at most 4); the few-rows kernel keeps one warp and
 // 64-key tiles. Tiles that are not multiples of 64 columns (d = 100 pads to 128, 96 does not),
 // accumulators too wide for the registers (e = 256) and cuda-sm80 keep mma.sync.
 TEST(Lower, HopperTakesWgmmaWhereItsTilesLineUp) {

@@ -191,6 +191,26 @@ TEST(Explain, FlashDecodingAtTheGivenSizes) {
   EXPECT_FALSE(j["kernels"][0]["cuda"].contains("key_split"));
 }
 
+// explain's JSON carries the Hopper kernel's warp specialization: 12 warps, the ring's stages
+// (3 at d = 128, 4 at d = 64: as many as shared memory holds); cuda-sm80 has neither.
+TEST(Explain, HopperKernelsNameTheirProducerWarpgroupAndStages) {
+  CompileOptions opt;
+  opt.target = Target::cuda_sm90;
+  for (int64_t d : {128, 64}) {
+    opt.sizes = {{"d", d}, {"e", d}};
+    auto j = nlohmann::json::parse(explain_json(example("causal"), opt));
+    const auto& cuda = j["kernels"][0]["cuda"];
+    EXPECT_EQ(cuda["products"], "wgmma");
+    EXPECT_EQ(cuda["warp_specialized"], true);
+    EXPECT_EQ(cuda["warps"], 12);
+    EXPECT_EQ(cuda["stages"], d == 128 ? 3 : 4) << "d=" << d;
+  }
+  opt.target = Target::cuda_sm80;
+  auto j = nlohmann::json::parse(explain_json(example("causal"), opt));
+  EXPECT_EQ(j["kernels"][0]["cuda"]["warp_specialized"], false);
+  EXPECT_EQ(j["kernels"][0]["cuda"]["stages"], 2);
+}
+
 TEST(Pipeline, DumpAfterEveryStage) {
   Program p = example("vanilla");
   for (const std::string& s : pipeline_stage_names())

@@ -14,6 +14,9 @@
 //   run on the S fragments; online softmax in base 2 (running max per row in score units, exp2
 //   of one FFMA, rescale of every accumulator of the group); P goes from the S fragments
 //   straight into A operands of P.V; row sums stay per thread until the end.
+//   Warp-specialized Specs (kWarpSpecialized, sm_90a) leave the loads, the tile scan and the
+//   values per diagonal to a producer warpgroup that fills a ring of kStages stages guarded by
+//   mbarriers; the compute warps only wait for their stage.
 //   Tiles the Spec classifies EMPTY are never loaded; FULL tiles skip mask code; PARTIAL tiles and
 //   the last, ragged key tile evaluate it. A call whose accumulators end non-finite somewhere is
 //   flagged (err[7]) and run again by the host with the careful build (FG_CAREFUL), where inf or
