@@ -171,16 +171,17 @@ struct CtxBase {
   i64 v_ld[V];
 };
 
-// An optional bool member `M` of the Spec: NAME<Spec>::value, false when the Spec has none.
-#define FG_OPTIONAL_FLAG(NAME, M)                          \
+// An optional member `M` of the Spec: NAME<Spec>::value, DEFAULT when the Spec has none.
+#define FG_OPTIONAL(NAME, M, TYPE, DEFAULT)                \
   template <class T, class = void>                         \
   struct NAME {                                            \
-    static constexpr bool value = false;                   \
+    static constexpr TYPE value = DEFAULT;                 \
   };                                                       \
   template <class T>                                       \
   struct NAME<T, decltype(void(T::M))> {                   \
-    static constexpr bool value = T::M;                    \
+    static constexpr TYPE value = T::M;                    \
   };
+#define FG_OPTIONAL_FLAG(NAME, M) FG_OPTIONAL(NAME, M, bool, false)
 
 // Optional Spec member kSkipRescale (default false): skip accumulator rescales for warps whose
 // running maxima did not change in a tile.
@@ -219,30 +220,17 @@ FG_OPTIONAL_FLAG(WgmmaOf, kWgmma)
 // Only with kWgmma, on sm_90a (setmaxnreg moves registers from the producer to the compute
 // warps); the careful build keeps the structure and multiplies by mma.sync.
 FG_OPTIONAL_FLAG(WarpSpecializedOf, kWarpSpecialized)
-#undef FG_OPTIONAL_FLAG
 
 // Optional Spec member kStages (default 2): stages of K/V (and staged) tiles in shared memory.
-template <class T, class = void>
-struct StagesOf {
-  static constexpr int value = 2;
-};
-template <class T>
-struct StagesOf<T, decltype(void(T::kStages))> {
-  static constexpr int value = T::kStages;
-};
+FG_OPTIONAL(StagesOf, kStages, int, 2)
 
 // Optional Spec member kNumDiag (default 0): values of the score code that depend on the row
 // and key only through n - m, computed once per tile for each of its BM + BN - 1 deltas by
 // Spec::diagonals(ctx, delta, float* d, pitch) (value t to d[t * pitch]); the score code reads
 // them through TileView (dg, dbase, dpitch).
-template <class T, class = void>
-struct DiagOf {
-  static constexpr int value = 0;
-};
-template <class T>
-struct DiagOf<T, decltype(void(T::kNumDiag))> {
-  static constexpr int value = T::kNumDiag;
-};
+FG_OPTIONAL(DiagOf, kNumDiag, int, 0)
+#undef FG_OPTIONAL_FLAG
+#undef FG_OPTIONAL
 
 // Whether the Spec's Ctx has `int64_t* err` (generated Specs: the call's error words).
 template <class C, class = void>
