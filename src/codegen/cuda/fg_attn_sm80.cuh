@@ -499,7 +499,7 @@ template <class Spec>
 FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   using K = AttnSm80<Spec>;
   constexpr int S = K::S, G = K::G, V = K::V, A = K::A, D = K::D, DV = K::DV;
-  constexpr int NT = K::NT, BM = K::BM, BN = K::BN, MW = K::MW;
+  constexpr int BM = K::BM, BN = K::BN, MW = K::MW;
   constexpr int NT8 = BN / 8;   // n8 tiles of S per m-block
   constexpr int KB = BN / 16;   // k16 blocks of P
   constexpr int ET8 = DV / 8;   // n8 tiles of each accumulator
