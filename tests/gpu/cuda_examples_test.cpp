@@ -388,6 +388,46 @@ program wrap(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], tabl
     }
 }
 
+// The warp-specialized Hopper kernel's ring: a producer warpgroup publishes each stage (its
+// tile index and class, K/V, a staged key tile, the values per diagonal) and a sentinel after
+// the last tile. Fewer tiles than stages, no tile at all in a block (rows past every live key),
+// a ring that wraps many times, and tiles skipped by the scan, each with a staged tile and
+// diagonal values in every stage: the reference's answers. The lowering's choice is asserted
+// without a GPU.
+TEST(CudaBackend, WarpSpecializedRingMatchesTheReference) {
+  Program p = parse_source(R"(
+program ring(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], keep: bf16[b, n],
+             table: f32[h, r]) {
+  s = sum(q * k, d) / sqrt(size(d)) + table[h, clamp(m - n + 3, 0, size(r) - 1)]
+  out o: bf16[b, h, m, e] = sum(softmax(where(keep > 0.0 and n <= m + 40, s, -inf), n) * v, n)
+}
+)", "ring.attn").at(0);
+  CompileOptions o;
+  o.target = Target::cuda_sm90;
+  o.sizes = {{"d", 64}, {"e", 64}};
+  const TensorCoreKernel& tc = compile_program(p, o, "lower").lowered.kernels.at(0).tensor_core;
+  EXPECT_TRUE(tc.launch.warp_specialized);
+  EXPECT_GE(tc.launch.stages, 2);
+  EXPECT_FALSE(tc.staged.empty());
+  EXPECT_FALSE(tc.diagonal.empty());
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  if (cuda_device_info().cc_major == 9) {
+    std::shared_ptr<const CudaLoaded> L =
+        cuda_load(p, {{"b", 1}, {"h", 1}, {"m", 9}, {"n", 9}, {"d", 64}, {"e", 64}, {"r", 9}},
+                  CudaBuild::plain);
+    EXPECT_TRUE(L->kernels.at(0).low.tensor_core.launch.warp_specialized);
+  }
+  struct Z { int64_t m, n; };
+  // (1 and 60 keys: one tile; 200 rows x 70 keys: the second row block's window starts past
+  // the keys of its first tiles; 150 x 2000: the live band wraps the ring and the scan skips
+  // the tiles past it; 40 x 900: rows fewer than a block, most tiles empty)
+  for (const Z& z : {Z{33, 1}, Z{130, 60}, Z{200, 70}, Z{150, 2000}, Z{40, 900}}) {
+    Extents ext = {{"b", 2}, {"h", 3}, {"m", z.m}, {"n", z.n}, {"d", 64}, {"e", 64}, {"r", 50}};
+    SCOPED_TRACE("m=" + std::to_string(z.m) + " n=" + std::to_string(z.n));
+    check_inputs(p, random_inputs(p, ext, 5 + z.n), ext);
+  }
+}
+
 // f16 operands and head dims of any extent on the tensor cores (the tiles padded to 32 columns,
 // rows of odd widths gathered element by element, odd value dims stored one column at a time):
 // the path is asserted, and the error is held to twice a plain implementation's in the
