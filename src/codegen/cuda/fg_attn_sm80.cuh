@@ -300,9 +300,8 @@ struct AttnSm80 {
   }
   static constexpr int kStagedBytes = (staged_off(T) + 1023) / 1024 * 1024;
   static constexpr int kStageBytes = S * kKBytes + V * kVBytes + kStagedBytes;
-  // The diagonal values of the current tile follow the two stages (one copy: the loop's
-  // barriers order their writes and reads).
-  // Warp-specialized, each stage has its own copy (the producer fills them ahead).
+  // The diagonal values follow the stages: one copy, whose writes and reads the loop's barriers
+  // order, or, warp-specialized, one per stage (the producer fills them ahead).
   static constexpr int ND = DiagOf<Spec>::value;
   static constexpr int kDiagPitch = (BM + BN - 1 + 3) / 4 * 4;
   static constexpr int kDiagBytes = ND * kDiagPitch * 4;
