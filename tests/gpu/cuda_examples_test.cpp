@@ -405,7 +405,8 @@ program ring(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], keep
   CompileOptions o;
   o.target = Target::cuda_sm90;
   o.sizes = {{"d", 64}, {"e", 64}};
-  const TensorCoreKernel& tc = compile_program(p, o, "lower").lowered.kernels.at(0).tensor_core;
+  const Compiled c = compile_program(p, o, "lower");
+  const TensorCoreKernel& tc = c.lowered.kernels.at(0).tensor_core;
   EXPECT_TRUE(tc.launch.warp_specialized);
   EXPECT_GE(tc.launch.stages, 2);
   EXPECT_FALSE(tc.staged.empty());
