@@ -162,12 +162,15 @@ double round_to_dtype(double x, DType t) {
 // Tensor
 
 namespace {
+// (A tensor with a zero extent may have others whose product passes int64: its strides are
+// never used to address an element, so they saturate instead of overflowing. Every other
+// tensor holds at most 2^kMaxElementsLog2 elements: checked_element_count.)
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> s(shape.size());
   int64_t acc = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     s[i] = acc;
-    acc *= shape[i];
+    if (__builtin_mul_overflow(acc, shape[i], &acc)) acc = std::numeric_limits<int64_t>::max();
   }
   return s;
 }

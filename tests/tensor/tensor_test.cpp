@@ -266,5 +266,15 @@ TEST(Tensor, ConversionsBetweenDtypes) {
   EXPECT_THROW(ff.to(DType::i32), std::invalid_argument);
 }
 
+// A tensor with a zero extent holds nothing, whatever its other extents: even extents whose
+// product passes int64 (an .npy header found by the fuzzer) make an empty, contiguous tensor,
+// with no signed overflow on the way (the sanitizer build checks that).
+TEST(Tensor, ZeroExtentBesideHugeOnesIsEmpty) {
+  Tensor t(DType::f32, {0, 2, 1, 5555555555552, 1, 55555555552});
+  EXPECT_EQ(t.numel(), 0);
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.strides().back(), 1);
+}
+
 }  // namespace
 }  // namespace flashgen
