@@ -136,7 +136,7 @@ std::string cuda_text(const CudaShape& s) {
   os << "  cuda:      "
      << (l.wgmma ? "sm90 kernel (wgmma, two warpgroups of 64 rows)" : "sm80 template (mma.sync)")
      << ": blocks of " << l.block_m << " query rows ("
-     << (l.warp_specialized ? l.warps - 4 : l.warps) << " warps x " << l.rows_per_warp
+     << l.warps - l.producer_warps << " warps x " << l.rows_per_warp
      << (l.warp_specialized ? ", a producer warpgroup filling " + std::to_string(l.stages) +
                                   " stages of key tiles"
                             : std::string())

@@ -197,7 +197,7 @@ std::string LoweredCuda::str(const Plan& plan) const {
          << la.block_n << " keys per tile, " << la.smem_bytes << " bytes of shared memory, "
          << la.min_blocks << " blocks per SM at least\n";
       if (la.warp_specialized)
-        os << "  warp specialized: " << la.warps - 4 << " compute warps, a producer warpgroup, "
+        os << "  warp specialized: " << la.warps - la.producer_warps << " compute warps, a producer warpgroup, "
            << la.stages << " stages\n";
       os << "  head dims:";
       for (const auto& [n, e] : la.head_dims) os << " " << n << "=" << e;

@@ -482,7 +482,7 @@ class Lowering : public TensorCoreView {
         (ws ? stages : 1) * diag + (ws ? 128 : 0));
   }
   // Hopper (cuda-sm90): the products by wgmma (fg_sm90.cuh) on warpgroups of 64 rows, two per
-  // block (8 warps of 16 rows, 128 rows a block), when the tiles line up with its 64-column
+  // block (8 compute warps of 16 rows, 128 rows a block), when the tiles line up with its 64-column
   // swizzled panels (head dims and the value chunk multiples of 64, 16-bit operands) and the
   // fragments that live across the key loop fit the registers of 256 threads (scores
   // S * BN / 2, accumulators A * DV / 2, P as operands G * BN / 4 per thread; at most 160,
@@ -514,7 +514,8 @@ class Lowering : public TensorCoreView {
         // and fills the values per diagonal into a ring of stages, as many as shared memory
         // holds (at most 4), so the compute warpgroups wait only for data, never for each
         // other (bench/NOTES.md).
-        launch_.warps = 12;
+        launch_.producer_warps = 4;
+        launch_.warps = 8 + launch_.producer_warps;
         launch_.warp_specialized = true;
         launch_.stages = 2;
         while (launch_.stages < 4 &&

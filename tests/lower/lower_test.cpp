@@ -130,6 +130,7 @@ TEST(Lower, HopperTakesWgmmaWhereItsTilesLineUp) {
       // two compute warpgroups of 64 rows and a producer warpgroup
       EXPECT_TRUE(la.warp_specialized);
       EXPECT_EQ(la.warps, 12);
+      EXPECT_EQ(la.producer_warps, 4);
       EXPECT_EQ(la.block_m, 128);
       EXPECT_EQ(la.rows_per_warp, 16);
       EXPECT_EQ(la.min_blocks, 1);
@@ -147,6 +148,7 @@ TEST(Lower, HopperTakesWgmmaWhereItsTilesLineUp) {
     } else {
       EXPECT_FALSE(la.warp_specialized);
       EXPECT_EQ(la.stages, 2);
+      EXPECT_EQ(la.producer_warps, 0);
     }
     // the few-rows kernel: one warp, two stages of 64-key tiles
     if (la.staged.empty())

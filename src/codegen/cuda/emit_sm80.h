@@ -47,14 +47,16 @@ struct Sm80Structure {
 struct Sm80Launch {
   std::string entry;            // extern "C" kernel name
   int warps = 4, block_m = 128, smem_bytes = 0;
-  // Hopper: the block's products by wgmma on warpgroups of 64 rows (warps = 8, 16 rows each;
+  // Hopper: the block's products by wgmma on two compute warpgroups of 64 rows (16 rows a warp;
   // fg_sm90.cuh), the element code and softmax as on the mma.sync path (its careful build runs
   // the same shape with mma.sync).
   bool wgmma = false;
-  // Hopper, with wgmma: warps 8..11 are a producer warpgroup that fills a ring of `stages`
-  // K/V stages guarded by mbarriers (fg_attn_sm80.cuh, kWarpSpecialized); the 8 warps before
-  // it compute. Without it, all warps load and compute, double-buffered (stages = 2).
+  // Hopper, with wgmma: the last `producer_warps` (4) of `warps` are a producer warpgroup that
+  // fills a ring of `stages` K/V stages guarded by mbarriers (fg_attn_sm80.cuh,
+  // kWarpSpecialized); the warps before it compute. Without it, all warps load and compute,
+  // double-buffered (stages = 2).
   bool warp_specialized = false;
+  int producer_warps = 0;
   int stages = 2;
   int min_blocks = 1;           // kMinBlocks: __launch_bounds__ blocks per SM (caps registers)
   int row_dim = -1;             // grid x covers ceil(ext(row_dim) / block_m) tiles
