@@ -61,6 +61,9 @@ struct KernelProfile {
   int blocks_per_sm = 0;      // CUDA: __launch_bounds__ minimum
   int value_split = 1;        // CUDA: blocks that split the value columns (each counts tiles)
   int key_split = 1;          // CUDA: blocks that split the key loop (flash-decoding; combined)
+  // CUDA, a warp-specialized (Hopper) kernel: how its producer warpgroup copied K and V ("TMA",
+  // or "cp.async" when no tensor map describes the call's tensors); empty otherwise
+  std::string kv_copies;
   int64_t grid_points = 0;    // CPU: parallel loop iterations
   std::string note;           // what the numbers leave out, if anything
 };

@@ -4,8 +4,11 @@
 // Tests: tests/gpu/cuda_examples_test.cpp, tests/gpu/profile_gpu_test.cpp.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "codegen/cuda/emit_sm80.h"
@@ -13,6 +16,7 @@
 #include "flashgen/profile.h"
 #include "plan/plan.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/nvrtc.h"
 
 namespace flashgen {
 
@@ -21,11 +25,31 @@ namespace flashgen {
 // NaN: run again after the plain build flagged a non-finite accumulator).
 enum class CudaBuild { plain, count_tiles, careful };
 
+// A kernel compiled from `source` with `options` at its first use (once; thread-safe).
+class LazyCudaKernel {
+ public:
+  LazyCudaKernel(std::string source, NvrtcOptions options, std::string entry)
+      : source_(std::move(source)), options_(std::move(options)), entry_(std::move(entry)) {}
+  const CudaKernel& get() const;
+  bool compiled() const;  // whether get() has run
+
+ private:
+  std::string source_;
+  NvrtcOptions options_;
+  std::string entry_;
+  mutable std::once_flag once_;
+  mutable CudaKernel kernel_;
+  mutable std::atomic<bool> done_{false};
+};
+
 // A lowered kernel compiled and loaded for the running GPU.
 struct CudaLoadedKernel {
   LoweredKernel low;
   CudaKernel kernel;
-  CudaKernel few, combine;  // tensor_core: the few-rows variant and the split-key combine
+  CudaKernel combine;  // tensor_core: the split-key combine (the same module as `kernel`)
+  // tensor_core: the few-rows variant, its own module, compiled at the first call that runs it
+  std::shared_ptr<const LazyCudaKernel> few_rows;
+  const CudaKernel& few() const { return few_rows->get(); }
 };
 
 // The kernels of a program for the running GPU and the head dims of a call, in plan order.
@@ -66,8 +90,26 @@ struct CudaBoundKernel {
                               // shared), a split key loop's partial states
   bool few = false;           // tensor_core: launch the few-rows variant
   int key_split = 1;          // tensor_core: blocks per row tile's key loop (> 1: combine)
+  bool tma = false;           // tensor_core: the producer copies K/V by TMA (tma_maps)
   Dim3 combine_grid, combine_block;
 };
+
+// A tensor map of one K or V operand of a call (Sm80Launch::tma): 5 dims innermost first (the
+// column, key and parallel dims, then 1s), the byte strides of dims 1..4, boxes of 64 columns x
+// the key tile, at `base`.
+struct TmaMapShape {
+  DevicePtr base = 0;
+  std::uint64_t dims[5] = {1, 1, 1, 1, 1};
+  std::uint64_t strides_bytes[4] = {};
+  std::uint32_t box[5] = {1, 1, 1, 1, 1};
+};
+// The maps of a call's K/V operands for buffers at `ptrs` with `strides` (elements) and extents
+// `extv`; empty, with the reason in `why`, when a map cannot describe one of them (TMA needs
+// 16-byte aligned bases, a column stride of 1, other strides positive multiples of 16 bytes
+// below 2^40, extents from 1 to 2^32): the producer then copies by cp.async.
+std::vector<TmaMapShape> tma_map_shapes(const Sm80Launch& la, const std::vector<DevicePtr>& ptrs,
+                                        const std::vector<std::vector<int64_t>>& strides,
+                                        const std::vector<int64_t>& extv, std::string* why);
 
 // Device state of one call: buffers, kernels' launches.
 struct CudaBound {

@@ -138,7 +138,8 @@ std::string cuda_text(const CudaShape& s) {
      << ": blocks of " << l.block_m << " query rows ("
      << l.warps - l.producer_warps << " warps x " << l.rows_per_warp
      << (l.warp_specialized ? ", a producer warpgroup filling " + std::to_string(l.stages) +
-                                  " stages of key tiles"
+                                  " stages of key tiles" +
+                                  (l.tma.empty() ? "" : " (K/V by TMA where the tensors allow)")
                             : std::string())
      << "), key tiles of " << l.block_n << ", "
      << (l.smem_bytes + 1023) / 1024 << " KiB shared memory, " << l.min_blocks
@@ -186,6 +187,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["warps"] = l.warps;
   j["warp_specialized"] = l.warp_specialized;
   j["stages"] = l.stages;
+  j["tma"] = !l.tma.empty();
   j["key_tile"] = l.block_n;
   j["smem_bytes"] = l.smem_bytes;
   j["min_blocks_per_sm"] = l.min_blocks;

@@ -400,7 +400,7 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
     kp.grid[2] = bk.grid.z;
     kp.threads = static_cast<int>(bk.block.x);
     kp.smem_bytes = static_cast<int64_t>(bk.smem);
-    const CudaKernelInfo info = (bk.few ? K.few : K.kernel).info();
+    const CudaKernelInfo info = (bk.few ? K.few() : K.kernel).info();
     kp.registers = info.num_regs;
     kp.local_bytes = info.local_bytes;
     if (K.low.path == LoweredKernel::Path::tensor_core) {
@@ -410,6 +410,7 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
       kp.blocks_per_sm = bk.few ? 1 : la.min_blocks;
       kp.value_split = la.value_split;
       kp.key_split = bk.key_split;
+      if (la.warp_specialized && !bk.few) kp.kv_copies = bk.tma ? "TMA" : "cp.async";
       if (bk.few || bk.key_split > 1)
         kp.note += std::string(kp.note.empty() ? "" : "; ") +
                    (bk.few ? "the few-rows kernel (16 rows per block)" : "the full kernel") +
@@ -527,7 +528,8 @@ std::string profile_text(const ProfileReport& r) {
          << k.threads << " threads, " << k.smem_bytes << " B dynamic shared memory, "
          << k.registers << " registers and " << k.local_bytes << " B local memory per thread"
          << (k.local_bytes ? " (spills or stack)" : " (no spills)") << ", at least "
-         << k.blocks_per_sm << " block" << (k.blocks_per_sm == 1 ? "" : "s") << " per SM\n";
+         << k.blocks_per_sm << " block" << (k.blocks_per_sm == 1 ? "" : "s") << " per SM"
+         << (k.kv_copies.empty() ? "" : ", K/V copied by " + k.kv_copies) << "\n";
     } else {
       os << "  launch:    " << k.grid_points << " grid points on " << k.threads
          << " OpenMP threads\n";

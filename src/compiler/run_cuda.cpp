@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -131,12 +132,17 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
   L->from_disk_cache = true;
   for (size_t i = 0; i < c.lowered.kernels.size(); ++i) {
     const LoweredKernel& lk = c.lowered.kernels[i];
-    Cubin cubin = nvrtc_compile(c.sources[i], nvrtc_options(arch, lk, build, check_gathers));
+    const bool tc = lk.path == LoweredKernel::Path::tensor_core;
+    NvrtcOptions o = nvrtc_options(arch, lk, build, check_gathers);
+    NvrtcOptions few = o;
+    if (tc) o.options.push_back("-DFG_ONLY_MAIN"), few.options.push_back("-DFG_ONLY_FEW");
+    Cubin cubin = nvrtc_compile(c.sources[i], o);
     CudaModule mod(cubin.bytes);
-    CudaLoadedKernel k{lk, mod.kernel(lk.entry), {}, {}};
-    if (lk.path == LoweredKernel::Path::tensor_core) {
-      k.few = mod.kernel(lk.tensor_core.launch.few_entry);
+    CudaLoadedKernel k{lk, mod.kernel(lk.entry), {}, nullptr};
+    if (tc) {
       k.combine = mod.kernel(lk.tensor_core.launch.combine_entry);
+      k.few_rows = std::make_shared<const LazyCudaKernel>(c.sources[i], std::move(few),
+                                                          lk.tensor_core.launch.few_entry);
     }
     L->kernels.push_back(std::move(k));
     L->from_disk_cache = L->from_disk_cache && cubin.from_cache;
@@ -152,6 +158,49 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
 }
 
 }  // namespace
+
+std::vector<TmaMapShape> tma_map_shapes(const Sm80Launch& la, const std::vector<DevicePtr>& ptrs,
+                                        const std::vector<std::vector<int64_t>>& strides,
+                                        const std::vector<int64_t>& extv, std::string* why) {
+  std::vector<TmaMapShape> out;
+  auto no = [&](const std::string& w) {
+    if (why) *why = w;
+    return std::vector<TmaMapShape>{};
+  };
+  constexpr uint64_t kDimMax = uint64_t{1} << 32, kStrideMax = uint64_t{1} << 40;
+  for (const Sm80Launch::TmaOperand& op : la.tma) {
+    TmaMapShape m;
+    m.base = ptrs.at(op.buffer);
+    if (m.base % 16 != 0) return no("a base address that is not a multiple of 16 bytes");
+    const std::vector<int64_t>& st = strides.at(op.buffer);
+    if (st.at(op.pos[0]) != 1) return no("a column stride other than 1");
+    for (size_t j = 0; j < op.pos.size(); ++j) {
+      const int64_t e = extv.at(op.dims[j]);
+      if (e < 1 || static_cast<uint64_t>(e) > kDimMax) return no("an extent of 0 or past 2^32");
+      m.dims[j] = static_cast<uint64_t>(e);
+      if (j == 0) continue;
+      const int64_t s = st.at(op.pos[j]);
+      if (s <= 0 || s >= static_cast<int64_t>(kStrideMax / 2) || (2 * s) % 16 != 0)
+        return no("a stride that is not a positive multiple of 16 bytes below 2^40");
+      m.strides_bytes[j - 1] = static_cast<uint64_t>(2 * s);
+    }
+    for (size_t j = op.pos.size(); j < 5; ++j) m.strides_bytes[j - 1] = m.strides_bytes[j - 2];
+    m.box[0] = 64;
+    m.box[1] = static_cast<uint32_t>(la.block_n);
+    out.push_back(m);
+  }
+  return out;
+}
+
+const CudaKernel& LazyCudaKernel::get() const {
+  std::call_once(once_, [this] {
+    kernel_ = CudaModule(nvrtc_compile(source_, options_).bytes).kernel(entry_);
+    done_ = true;
+  });
+  return kernel_;
+}
+
+bool LazyCudaKernel::compiled() const { return done_; }
 
 std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext, CudaBuild build,
                                             bool* from_process_cache) {
@@ -226,6 +275,31 @@ std::vector<int64_t> strides_of(const PlanBuffer& B, const std::vector<int64_t>&
   return st;
 }
 
+// The words of Params after `part` of a kernel with TMA operands: tma_on, then at the next
+// 64-byte boundary one 16-word map per operand; zeros (cp.async) unless `use` and every map
+// fits (the few-rows kernel and the combine kernel read the same Params and no map).
+void bind_tma(const Sm80Launch& la, const std::vector<DevicePtr>& ptrs,
+              const std::vector<std::vector<int64_t>>& strides, const std::vector<int64_t>& extv,
+              bool use, CudaBoundKernel& bk) {
+  const size_t on_at = bk.params.size(), maps_at = (on_at + 1 + 7) / 8 * 8;
+  bk.params.resize(maps_at + 16 * la.tma.size(), 0);
+  if (!use) return;
+  std::string why;
+  const std::vector<TmaMapShape> shapes = tma_map_shapes(la, ptrs, strides, extv, &why);
+  if (shapes.empty()) return;
+  std::vector<CudaTensorMap> maps;
+  try {
+    for (const TmaMapShape& m : shapes)
+      maps.push_back(cuda_tensor_map_16bit(m.base, 5, m.dims, m.strides_bytes, m.box, true));
+  } catch (const BackendError&) {
+    return;  // a map the driver refuses: cp.async, as for tensors no map describes
+  }
+  for (size_t i = 0; i < maps.size(); ++i)
+    std::memcpy(&bk.params[maps_at + 16 * i], maps[i].words, sizeof maps[i].words);
+  bk.params[on_at] = 1;
+  bk.tma = true;
+}
+
 // A tensor-core kernel's parameters and geometry (Params of emit_sm80.h): the variant and key
 // split of the call (choose_key_split), its partial states in `scratch` (bk.scratch_bytes says
 // how much it needs; bind with scratch 0 to size it).
@@ -256,6 +330,7 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
   bk.smem = ks.few ? la.few_smem_bytes : la.smem_bytes;
   bk.params[err_at + 1] = ks.split;
   bk.params[err_at + 2] = static_cast<int64_t>(scratch);
+  if (!la.tma.empty()) bind_tma(la, ptrs, strides, extv, !ks.few, bk);
   if (ks.split > 1) {
     const int64_t rows = P * ks.split * M;  // below 2^31 * 64 * 2^31: no overflow
     if (rows > (INT64_MAX / 4) / la.part_row)
@@ -402,7 +477,7 @@ void cuda_launch(const CudaLoaded& L, CudaBound& b, CudaStreamHandle stream, int
     if (bk.empty || (only >= 0 && static_cast<int>(i) != only)) continue;
     void* args[] = {bk.params.data(), nullptr};
     const CudaLoadedKernel& k = L.kernels[i];
-    (bk.few ? k.few : k.kernel).launch(bk.grid, bk.block, bk.smem, stream, args);
+    (bk.few ? k.few() : k.kernel).launch(bk.grid, bk.block, bk.smem, stream, args);
     if (bk.key_split > 1) k.combine.launch(bk.combine_grid, bk.combine_block, 0, stream, args);
   }
 }

@@ -199,6 +199,16 @@ std::string LoweredCuda::str(const Plan& plan) const {
       if (la.warp_specialized)
         os << "  warp specialized: " << la.warps - la.producer_warps << " compute warps, a producer warpgroup, "
            << la.stages << " stages\n";
+      if (!la.tma.empty()) {
+        os << "  tma:";
+        for (size_t i = 0; i < la.tma.size(); ++i) {
+          const Sm80Launch::TmaOperand& t = la.tma[i];
+          os << (i ? "; " : " ") << plan.buffers[t.buffer].name << " [";
+          for (size_t j = 0; j < t.dims.size(); ++j) os << (j ? ", " : "") << p.dims[t.dims[j]];
+          os << "]" << (t.value_chunk ? " from the block's value chunk" : "");
+        }
+        os << " (5-dim maps, innermost first; cp.async for calls no map describes)\n";
+      }
       os << "  head dims:";
       for (const auto& [n, e] : la.head_dims) os << " " << n << "=" << e;
       const TensorCoreKernel& tc = lk.tensor_core;

@@ -521,12 +521,46 @@ class Lowering : public TensorCoreView {
         while (launch_.stages < 4 &&
                smem_bytes(staged_, 0, 0, launch_.stages + 1, true) <= budget_.per_block)
           ++launch_.stages;
+        choose_tma();
         return;
       }
     }
     launch_.block_m = saved_bm;
     launch_.block_n = saved_bn;
     DVc_ = saved_dvc;
+  }
+
+  // The producer warpgroup's K and V tiles by TMA (Sm80Launch::tma): every operand whose
+  // buffer is indexed by its column dim, the key dim and at most three parallel dims, each
+  // once; otherwise none (the producer copies all of them by cp.async).
+  void choose_tma() {
+    std::vector<Sm80Launch::TmaOperand> ops;
+    auto add = [&](int buffer, int col_dim, bool value) {
+      Sm80Launch::TmaOperand op;
+      op.buffer = buffer;
+      op.value_chunk = value && vsplit_ > 1;
+      const std::vector<int>& dims = plan_.buffers[buffer].dims;
+      int col = -1, key = -1;
+      std::vector<int> par;
+      for (size_t j = 0; j < dims.size(); ++j) {
+        const int pos = static_cast<int>(j);
+        if (dims[j] == col_dim && col < 0) col = pos;
+        else if (dims[j] == k_.red_dim && key < 0) key = pos;
+        else if (is_par(dims[j])) par.push_back(pos);
+        else return false;
+      }
+      if (col < 0 || key < 0 || par.size() > 3) return false;
+      op.pos = {col, key};
+      op.pos.insert(op.pos.end(), par.begin(), par.end());
+      for (int j : op.pos) op.dims.push_back(dims[j]);
+      ops.push_back(op);
+      return true;
+    };
+    for (const Score& sc : scores_)
+      if (!add(sc.kbuf, cdim_, false)) return;
+    for (int vb : vbufs_)
+      if (!add(vb, vdim_, true)) return;
+    launch_.tma = std::move(ops);
   }
 
   // Staged tiles cost shared memory: of the candidates (in order), the ones that still leave

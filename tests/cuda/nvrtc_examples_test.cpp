@@ -4,6 +4,7 @@
 // build has no CUDA toolkit. Also: a program that does not fit the template takes the element
 // path and says why, and the emitted source depends on head dims only (not on long extents).
 #include <gtest/gtest.h>
+#include <set>
 
 #include <tuple>
 
@@ -127,6 +128,35 @@ TEST_P(NvrtcExamples, TheTileCountingAndCarefulBuildsCompileForSm80AndSm90a) {
       ASSERT_EQ(cubins.size(), 1u);
       EXPECT_EQ(cubins[0].substr(1, 3), "ELF");
     }
+}
+
+// The runtime compiles a tensor-core kernel's entry points in two programs (FG_ONLY_MAIN: the
+// full kernel and the combine kernel, at load; FG_ONLY_FEW: the few-rows kernel, at its first
+// call); without either macro the source holds all three (the ahead-of-time cubin).
+TEST(CudaEmit, EntryPointsCompileApartOrTogether) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
+  Program p = example("causal");
+  const std::string src = emit_cuda(p, Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+  auto entries = [&](const char* macro) {
+    NvrtcOptions o;
+    o.arch = "sm_90a";
+    o.options = {"-std=c++17", "-default-device", "--disable-warnings", "--use_fast_math"};
+    if (*macro) o.options.push_back(macro);
+    o.cuda_include = false;
+    int n = 0;
+    const cuda::EmbeddedHeader* h = cuda::embedded_headers(&n);
+    for (int i = 0; i < n; ++i) o.headers.push_back({h[i].name, h[i].source});
+    const std::string bin = nvrtc_compile(src, o).bytes;
+    std::set<std::string> found;  // entry names as NUL-terminated symbols of the ELF
+    for (const char* e : {"causal_k0", "causal_k0_few", "causal_k0_combine"})
+      if (bin.find(std::string(e) + '\0') != std::string::npos) found.insert(e);
+    return found;
+  };
+  using Set = std::set<std::string>;
+  EXPECT_EQ(entries("-DFG_ONLY_MAIN"), (Set{"causal_k0", "causal_k0_combine"}));
+  EXPECT_EQ(entries("-DFG_ONLY_FEW"), (Set{"causal_k0_few"}));
+  EXPECT_EQ(entries(""), (Set{"causal_k0", "causal_k0_few", "causal_k0_combine"}));
 }
 
 // A gather proved in range (ir/index_range.h) compiles both ways: unchecked (the plain build)

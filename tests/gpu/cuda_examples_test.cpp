@@ -412,11 +412,12 @@ program ring(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], keep
   EXPECT_FALSE(tc.staged.empty());
   EXPECT_FALSE(tc.diagonal.empty());
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-  if (cuda_device_info().cc_major == 9) {
+  {  // the loaded kernel is warp-specialized where it is Hopper's (not under FLASHGEN_CUDA_PATH=sm80)
     std::shared_ptr<const CudaLoaded> L =
         cuda_load(p, {{"b", 1}, {"h", 1}, {"m", 9}, {"n", 9}, {"d", 64}, {"e", 64}, {"r", 9}},
                   CudaBuild::plain);
-    EXPECT_TRUE(L->kernels.at(0).low.tensor_core.launch.warp_specialized);
+    const TensorCoreKernel& lt = L->kernels.at(0).low.tensor_core;
+    EXPECT_EQ(lt.launch.warp_specialized, lt.target == Target::cuda_sm90);
   }
   struct Z { int64_t m, n; };
   // (1 and 60 keys: one tile; 200 rows x 70 keys: the second row block's window starts past
@@ -427,6 +428,64 @@ program ring(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], keep
     SCOPED_TRACE("m=" + std::to_string(z.m) + " n=" + std::to_string(z.n));
     check_inputs(p, random_inputs(p, ext, 5 + z.n), ext);
   }
+}
+
+// Hopper's producer copies K and V by TMA (Sm80Launch::tma) when the call's tensors allow it:
+// keys laid out [b, n, h, d] (map strides out of order), GQA's shared K/V, a value split (V's
+// column coordinate at the block's chunk), ragged key tiles (the map zero-fills past n) and a
+// head dim of 40 (past d); a head dim of 100 (200-byte rows) copies by cp.async. All match the
+// reference; the bound call says which copy it took.
+TEST(CudaBackend, TmaCopiesMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  std::vector<Program> ps = parse_source(R"(
+program tma_bnhd(q: bf16[b, h, m, d], k: bf16[b, n, h, d], v: bf16[b, n, h, e]) {
+  out o: f32[b, h, m, e] = sum(softmax(sum(q * k, d) / sqrt(size(d)), n) * v, n)
+}
+program tma_three(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: bf16[b, h, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  out o1: f32[b, h, m, e] = sum(softmax(s, n) * v, n)
+  out o2: f32[b, h, m, e] = sum(softmax(s * 0.5, n) * v, n)
+  out o3: f32[b, h, m, e] = sum(softmax(s, n) * w, n)
+}
+)", "tma.attn");
+  struct Case { Program p; int64_t d, e, m, n; bool tma; };
+  const Program gqa = example("gqa"), causal = example("causal");
+  for (const Case& t : {Case{ps[0], 128, 128, 200, 300, true}, Case{ps[0], 64, 64, 130, 1000, true},
+                        Case{ps[1], 64, 128, 150, 333, true}, Case{gqa, 128, 128, 70, 257, true},
+                        Case{causal, 40, 64, 140, 140, true}, Case{causal, 100, 128, 140, 140, false}}) {
+    const Extents ext = testing::example_extents(t.p, t.m, t.n, t.d, t.e, 2);
+    SCOPED_TRACE(t.p.name + " d=" + std::to_string(t.d) + " e=" + std::to_string(t.e) +
+                 " m=" + std::to_string(t.m) + " n=" + std::to_string(t.n));
+    const TensorMap in = random_inputs(t.p, ext, 7 + t.n);
+    std::shared_ptr<const CudaLoaded> L = cuda_load(t.p, ext);
+    const TensorCoreKernel& lt = L->kernels.at(0).low.tensor_core;
+    ASSERT_EQ(L->kernels.at(0).low.path, LoweredKernel::Path::tensor_core);
+    const bool hopper = lt.target == Target::cuda_sm90;
+    EXPECT_EQ(!lt.launch.tma.empty(), hopper && lt.launch.warp_specialized);
+    const CudaBound b = cuda_bind(*L, t.p, in, ext);
+    EXPECT_EQ(b.kernels.at(0).tma, hopper && t.tma);
+    check_inputs(t.p, in, ext);
+  }
+}
+
+// The few-rows kernel compiles at the first call that runs it: a call of many rows loads the
+// program without it, a call of one row then compiles it, and both match the reference.
+TEST(CudaBackend, TheFewRowsKernelCompilesAtItsFirstCall) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  // (a program of its own: no earlier test has loaded it in this process)
+  Program p = parse_source(R"(
+program lazy_few(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  out o: f32[b, h, m, e] = sum(softmax(sum(q * k, d) * 0.125 + 0.25, n) * v, n)
+}
+)", "lazy.attn").at(0);
+  Extents ext = {{"b", 2}, {"h", 2}, {"m", 100}, {"n", 300}, {"d", 64}, {"e", 64}};
+  std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
+  ASSERT_TRUE(L->kernels.at(0).few_rows);
+  check_inputs(p, random_inputs(p, ext, 1), ext);
+  EXPECT_FALSE(L->kernels.at(0).few_rows->compiled());
+  ext["m"] = 1;
+  check_inputs(p, random_inputs(p, ext, 2), ext);
+  EXPECT_TRUE(L->kernels.at(0).few_rows->compiled());
 }
 
 // f16 operands and head dims of any extent on the tensor cores (the tiles padded to 32 columns,

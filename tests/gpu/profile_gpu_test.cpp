@@ -105,6 +105,8 @@ TEST(CudaProfile, TimesTheKernelAndReadsItsLaunchFromTheModule) {
   EXPECT_GT(k.median_ms, 0);
   EXPECT_GT(k.registers, 0);
   EXPECT_TRUE(k.note.empty()) << k.note;  // random inputs: no careful rerun
+  // Hopper's warp-specialized kernel (12 warps) copies these contiguous K/V by TMA
+  EXPECT_EQ(k.kv_copies, k.threads == 384 ? "TMA" : "");
   EXPECT_GT(k.threads, 0);
   EXPECT_EQ(k.threads % 32, 0);
   EXPECT_GT(k.smem_bytes, 0);

@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "compiler/cuda_call.h"
 #include "compiler/pipeline.h"
 #include "flashgen/compile.h"
 #include "flashgen/frontend.h"
@@ -176,6 +177,118 @@ program pair_bias(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e],
   EXPECT_TRUE(la.wgmma);
   EXPECT_EQ(la.block_n, 64);
   EXPECT_EQ(la.few_block_n, la.block_n);
+}
+
+// A warp-specialized kernel's producer copies K and V by TMA: one 5-dim map per operand (the K
+// of each score, then each value tensor), dims innermost first: the column dim, the key dim,
+// the buffer's parallel dims in position order. A value split starts V's column coordinate at
+// the block's chunk. mma.sync kernels have none.
+TEST(Lower, HopperProducersCopyKAndVByTensorMaps) {
+  struct Case { const char* name; std::vector<std::string> k_dims, v_dims; };
+  for (const Case& t : {Case{"vanilla", {"d", "n", "b", "h"}, {"e", "n", "b", "h"}},
+                        Case{"gqa", {"d", "n", "b", "g"}, {"e", "n", "b", "g"}}}) {
+    Program p = testing::example_program(t.name);
+    Compiled c = lowered(p, Target::cuda_sm90, {{"d", 128}, {"e", 128}});
+    const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+    ASSERT_TRUE(la.warp_specialized) << t.name;
+    ASSERT_EQ(la.tma.size(), 2u) << t.name;
+    EXPECT_EQ(la.tma[0].buffer, la.structure.scores.at(0).k_buffer);
+    EXPECT_EQ(la.tma[1].buffer, la.structure.pv.at(0).v_buffer);
+    for (int i = 0; i < 2; ++i) {
+      const Sm80Launch::TmaOperand& op = la.tma[i];
+      std::vector<std::string> names;
+      for (int d : op.dims) names.push_back(p.dims[d]);
+      EXPECT_EQ(names, i == 0 ? t.k_dims : t.v_dims) << t.name;
+      ASSERT_EQ(op.pos.size(), op.dims.size());
+      for (size_t j = 0; j < op.pos.size(); ++j)
+        EXPECT_EQ(c.plan.buffers[op.buffer].dims[op.pos[j]], op.dims[j]);
+      EXPECT_FALSE(op.value_chunk);
+    }
+    EXPECT_TRUE(lowered(p, Target::cuda_sm80, {{"d", 128}, {"e", 128}})
+                    .lowered.kernels.at(0).tensor_core.launch.tma.empty());
+  }
+  EXPECT_TRUE(lowered(testing::example_program("vanilla"), Target::cuda_sm90, {{"d", 96}, {"e", 96}})
+                  .lowered.kernels.at(0).tensor_core.launch.tma.empty());
+  // three accumulators of 128 columns: the value columns split in two chunks of 64
+  Program p3 = parse_source(R"(
+program three(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: bf16[b, h, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  out o1: f32[b, h, m, e] = sum(softmax(s, n) * v, n)
+  out o2: f32[b, h, m, e] = sum(softmax(s * 0.5, n) * v, n)
+  out o3: f32[b, h, m, e] = sum(softmax(s, n) * w, n)
+}
+)", "t.attn").at(0);
+  Compiled c3 = lowered(p3, Target::cuda_sm90, {{"d", 64}, {"e", 128}});
+  ASSERT_EQ(c3.lowered.kernels.size(), 1u);
+  const Sm80Launch& l3 = c3.lowered.kernels[0].tensor_core.launch;
+  ASSERT_TRUE(l3.warp_specialized);
+  EXPECT_EQ(l3.value_split, 2);
+  ASSERT_EQ(l3.tma.size(), 3u);  // one K, two value tensors
+  EXPECT_FALSE(l3.tma[0].value_chunk);
+  EXPECT_TRUE(l3.tma[1].value_chunk);
+  EXPECT_TRUE(l3.tma[2].value_chunk);
+}
+
+// A call's tensor maps (tma_map_shapes): extents and byte strides in the map's dim order, boxes
+// of 64 columns x the key tile; none (cp.async) when a base or a stride is not a multiple of 16
+// bytes or a stride is 0, with the reason.
+TEST(Lower, TensorMapsDescribeTheCallsKAndVOrSayWhyNot) {
+  Program p = testing::example_program("vanilla");
+  Compiled c = lowered(p, Target::cuda_sm90, {{"d", 128}, {"e", 128}});
+  const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+  ASSERT_EQ(la.tma.size(), 2u);
+  const int64_t B = 2, H = 3, M = 70, N = 300, D = 128;
+  std::vector<int64_t> extv(p.dims.size());
+  for (size_t d = 0; d < p.dims.size(); ++d) {
+    const std::string& n = p.dims[d];
+    extv[d] = n == "b" ? B : n == "h" ? H : n == "m" ? M : n == "n" ? N : D;
+  }
+  const size_t NB = c.plan.buffers.size();
+  std::vector<DevicePtr> ptrs(NB);
+  std::vector<std::vector<int64_t>> strides(NB);
+  for (size_t i = 0; i < NB; ++i) {
+    ptrs[i] = 0x10000 * (i + 1);
+    const std::vector<int>& dims = c.plan.buffers[i].dims;
+    strides[i].assign(dims.size(), 1);
+    for (size_t j = dims.size() - 1; j-- > 0;) strides[i][j] = strides[i][j + 1] * extv[dims[j + 1]];
+  }
+  std::string why;
+  std::vector<TmaMapShape> m = tma_map_shapes(la, ptrs, strides, extv, &why);
+  ASSERT_EQ(m.size(), 2u) << why;
+  const uint64_t want_dims[5] = {128, 300, 2, 3, 1};
+  const uint64_t want_strides[4] = {2 * D, 2 * H * N * D, 2 * N * D, 2 * N * D};
+  for (const TmaMapShape& s : m) {
+    for (int j = 0; j < 5; ++j) EXPECT_EQ(s.dims[j], want_dims[j]) << j;
+    for (int j = 0; j < 4; ++j) EXPECT_EQ(s.strides_bytes[j], want_strides[j]) << j;
+    EXPECT_EQ(s.box[0], 64u);
+    EXPECT_EQ(s.box[1], static_cast<uint32_t>(la.block_n));
+    EXPECT_EQ(s.box[2] * s.box[3] * s.box[4], 1u);
+  }
+  EXPECT_EQ(m[0].base, ptrs[la.tma[0].buffer]);
+  // keys strided across heads ([b, n, h, d] in memory): still a map, with its strides
+  std::vector<std::vector<int64_t>> bnhd = strides;
+  const int kb = la.tma[0].buffer;
+  bnhd[kb] = {N * H * D, D, H * D, 1};
+  m = tma_map_shapes(la, ptrs, bnhd, extv, &why);
+  ASSERT_EQ(m.size(), 2u) << why;
+  EXPECT_EQ(m[0].strides_bytes[0], static_cast<uint64_t>(2 * H * D));
+  EXPECT_EQ(m[0].strides_bytes[2], static_cast<uint64_t>(2 * D));
+  // a base 2 bytes off, a row stride of 100 elements (200 bytes), a stride of 0: no maps
+  std::vector<DevicePtr> off = ptrs;
+  off[kb] += 2;
+  EXPECT_TRUE(tma_map_shapes(la, off, strides, extv, &why).empty());
+  EXPECT_NE(why.find("base"), std::string::npos) << why;
+  std::vector<std::vector<int64_t>> odd = strides;
+  odd[kb][2] = 100;
+  EXPECT_TRUE(tma_map_shapes(la, ptrs, odd, extv, &why).empty());
+  EXPECT_NE(why.find("16 bytes"), std::string::npos) << why;
+  std::vector<std::vector<int64_t>> zero = strides;
+  zero[kb][1] = 0;
+  EXPECT_TRUE(tma_map_shapes(la, ptrs, zero, extv, &why).empty());
+  std::vector<std::vector<int64_t>> cols = strides;
+  cols[kb][3] = 2;
+  EXPECT_TRUE(tma_map_shapes(la, ptrs, cols, extv, &why).empty());
+  EXPECT_NE(why.find("column"), std::string::npos) << why;
 }
 
 // Gathers by computed indices proved in range (ir/index_range.h) are not checked per element:

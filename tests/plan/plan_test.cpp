@@ -192,7 +192,8 @@ TEST(Explain, FlashDecodingAtTheGivenSizes) {
 }
 
 // explain's JSON carries the Hopper kernel's warp specialization: 12 warps, the ring's stages
-// (3 at d = 128, 4 at d = 64: as many as shared memory holds); cuda-sm80 has neither.
+// (3 at d = 128, 4 at d = 64: as many as shared memory holds) and K/V by TMA; cuda-sm80 has
+// none of them.
 TEST(Explain, HopperKernelsNameTheirProducerWarpgroupAndStages) {
   CompileOptions opt;
   opt.target = Target::cuda_sm90;
@@ -204,11 +205,13 @@ TEST(Explain, HopperKernelsNameTheirProducerWarpgroupAndStages) {
     EXPECT_EQ(cuda["warp_specialized"], true);
     EXPECT_EQ(cuda["warps"], 12);
     EXPECT_EQ(cuda["stages"], d == 128 ? 3 : 4) << "d=" << d;
+    EXPECT_EQ(cuda["tma"], true);
   }
   opt.target = Target::cuda_sm80;
   auto j = nlohmann::json::parse(explain_json(example("causal"), opt));
   EXPECT_EQ(j["kernels"][0]["cuda"]["warp_specialized"], false);
   EXPECT_EQ(j["kernels"][0]["cuda"]["stages"], 2);
+  EXPECT_EQ(j["kernels"][0]["cuda"]["tma"], false);
 }
 
 TEST(Pipeline, DumpAfterEveryStage) {

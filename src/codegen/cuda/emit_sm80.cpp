@@ -304,7 +304,11 @@ class Printer : public TensorCoreView {
     os << T_.prelude << "\n";
     os << "struct Params {\n  const void* buf[" << NB << "];\n  int64_t st[" << NB << "][" << R
        << "];\n  int64_t ext[" << ND << "];\n  int64_t* err;\n  int64_t key_split;\n"
-       << "  float* part;\n};\n\n";
+       << "  float* part;\n";
+    const int NTMA = static_cast<int>(launch_.tma.size());
+    if (NTMA > 0)  // (the kernel parameter is __grid_constant__: TMA reads the maps in place)
+      os << "  int64_t tma_on;\n  fg::TmaDesc tma[" << NTMA << "];  // K, then V (5-dim maps)\n";
+    os << "};\n\n";
     os << "struct Spec {\n";
     os << "  using Elem = fg::" << (a_.elem == DType::f16 ? "F16" : "BF16") << ";\n";
     os << "  static constexpr int kNumScores = " << Sn << ", kNumGroups = " << G
@@ -322,6 +326,7 @@ class Printer : public TensorCoreView {
     if (launch_.warp_specialized)
       os << "  static constexpr bool kWarpSpecialized = true;\n  static constexpr int kStages = "
          << launch_.stages << ";\n";
+    if (NTMA > 0) os << "  static constexpr bool kTma = true;\n";
     os << "  static constexpr bool kReverseM = " << (k_.tiles.mask >= 0 ? "true" : "false")
        << ", kSkipRescale = " << (skip_ ? "true" : "false") << ";\n";
     if (!staged_.empty()) {
@@ -508,6 +513,8 @@ class Printer : public TensorCoreView {
     for (int id : row_ranged_)
       os << "    double r" << id << "lo, r" << id << "hi;  // " << node_text(p_, id)
          << " over the block's rows (block_rows)\n";
+    if (NTMA > 0)
+      os << "    int tma_c[" << NTMA << "][4];  // TMA coordinates: column offset, parallel dims\n";
     os << "    int64_t* err;\n  };\n";
     // num_parallel, make_ctx
     os << "  static __device__ int num_parallel(const Params& p) {\n    return (int)(" << vsplit_;
@@ -557,6 +564,14 @@ class Printer : public TensorCoreView {
       operand("k", s, scores_[s].kbuf, k_.red_dim);
     }
     for (int i = 0; i < V; ++i) operand("v", i, vbufs_[i], k_.red_dim);
+    for (int i = 0; i < NTMA; ++i) {
+      const Sm80Launch::TmaOperand& t = launch_.tma[i];
+      os << "    ctx.tma_c[" << i << "][0] = " << (t.value_chunk ? "ctx.vc * " + S(DVc_) : "0") << ";";
+      for (size_t j = 2; j < 5; ++j)
+        os << " ctx.tma_c[" << i << "][" << j - 1 << "] = "
+           << (j < t.dims.size() ? "(int)ctx.g" + S(t.dims[j]) : "0") << ";";
+      os << "\n";
+    }
     for (size_t t = 0; t < staged_.size(); ++t) {
       const Staged& st = staged_[t];
       std::string off = "0", rs = "0", cs = "0";
@@ -573,25 +588,33 @@ class Printer : public TensorCoreView {
     }
     os << "  }\n";
     os << bd.str() << "};\n\n";
-    os << "static_assert(fg::AttnSm80<Spec>::kSmemBytes == " << launch_.smem_bytes
+    // The entry points: all three by default (an ahead-of-time cubin); the runtime compiles the
+    // full kernel and the combine kernel with FG_ONLY_MAIN at load, the few-rows kernel with
+    // FG_ONLY_FEW at the first call of at most 16 rows (each is most of a compile's time).
+    // (TMA reads its maps from the kernel parameter in place)
+    const std::string P = NTMA > 0 ? "(const __grid_constant__ Params p)" : "(const Params p)";
+    os << "#ifndef FG_ONLY_FEW\n"
+       << "static_assert(fg::AttnSm80<Spec>::kSmemBytes == " << launch_.smem_bytes
        << ", \"the host launches with the emitter's shared-memory size\");\n";
     os << "extern \"C\" __global__ void __launch_bounds__(32 * Spec::kWarps, Spec::kMinBlocks)\n"
-       << k_.name << "(const Params p) { fg::attn_fwd_sm80<Spec>(p); }\n\n";
-    os << "// Calls of at most 16 rows (a decode step): one warp of 16 rows per block.\n"
+       << k_.name << P << " { fg::attn_fwd_sm80<Spec>(p); }\n\n";
+    os << "// Merges the partial states of a key loop split across blocks.\n"
+       << "extern \"C\" __global__ void __launch_bounds__(128)\n" << launch_.combine_entry
+       << P << " { fg::attn_combine_sm80<Spec>(p); }\n#endif\n\n";
+    os << "#ifndef FG_ONLY_MAIN\n"
+       << "// Calls of at most 16 rows (a decode step): one warp of 16 rows per block.\n"
        << "struct SpecFew : Spec {\n  static constexpr int kWarps = 1, kWarpMBlocks = 1, kBlockN = "
        << launch_.few_block_n << ";\n"
        << (launch_.wgmma ? "  static constexpr bool kWgmma = false;\n" : "")
        << (launch_.warp_specialized
                ? "  static constexpr bool kWarpSpecialized = false;\n  static constexpr int kStages = 2;\n"
                : "")
+       << (NTMA > 0 ? "  static constexpr bool kTma = false;\n" : "")
        << "};\n"
        << "static_assert(fg::AttnSm80<SpecFew>::kSmemBytes == " << launch_.few_smem_bytes
        << ", \"the host launches with the emitter's shared-memory size\");\n"
        << "extern \"C\" __global__ void __launch_bounds__(32)\n" << launch_.few_entry
-       << "(const Params p) { fg::attn_fwd_sm80<SpecFew>(p); }\n\n";
-    os << "// Merges the partial states of a key loop split across blocks.\n"
-       << "extern \"C\" __global__ void __launch_bounds__(128)\n" << launch_.combine_entry
-       << "(const Params p) { fg::attn_combine_sm80<Spec>(p); }\n";
+       << P << " { fg::attn_fwd_sm80<SpecFew>(p); }\n#endif\n";
     return os.str();
   }
 };

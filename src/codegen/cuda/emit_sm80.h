@@ -58,6 +58,21 @@ struct Sm80Launch {
   bool warp_specialized = false;
   int producer_warps = 0;
   int stages = 2;
+  // Warp-specialized: the K tiles (one per score, in order) and the V tiles (one per distinct
+  // value tensor) come by TMA bulk tensor copies, one 5-dim tensor map per operand in Params,
+  // its dims innermost first: the operand's column dim (head or value dim; stride 1), the key
+  // dim, the buffer's parallel dims, then dims of extent 1. A call whose
+  // tensors a map cannot describe (bases or strides not multiples of 16 bytes, a stride of 0)
+  // copies them by cp.async as without (the host decides per call: cuda_call.h, tma_maps).
+  // Empty: cp.async always (no producer warpgroup, or an operand with other dims or more than
+  // three parallel ones).
+  struct TmaOperand {
+    int buffer = -1;           // plan buffer
+    std::vector<int> pos;      // the map's dims (innermost first) as positions of the buffer
+    std::vector<int> dims;     // and as dim ids: column, key, then parallel dims (at most 3)
+    bool value_chunk = false;  // the column coordinate starts at the block's value chunk
+  };
+  std::vector<TmaOperand> tma;
   int min_blocks = 1;           // kMinBlocks: __launch_bounds__ blocks per SM (caps registers)
   int row_dim = -1;             // grid x covers ceil(ext(row_dim) / block_m) tiles
   int key_dim = -1;             // the streamed key loop's dim

@@ -69,6 +69,14 @@
 //                                          // other warps (kBlockM = 16 * kWarpMBlocks * (kWarps
 //                                          // - 4) rows) only compute
 //     static constexpr int kStages;      // optional (default 2): K/V stages in shared memory
+//     static constexpr bool kTma;        // optional (default false; with kWarpSpecialized):
+//                                        // Params has `int64_t tma_on` and `fg::TmaDesc
+//                                        // tma[S + V]` (5-dim maps of K_s, then V_i: column,
+//                                        // key, three parallel dims; 128-byte swizzle, boxes
+//                                        // of 64 columns x kBlockN keys) and Ctx `int
+//                                        // tma_c[S + V][4]` (the block's column offset and
+//                                        // parallel coordinates): with tma_on != 0 the
+//                                        // producer copies K/V tiles by TMA, else by cp.async
 //     // optional (default 0): staged gathers, tiles of a parameter over (rows, keys) or (keys)
 //     // that travel to shared memory with K/V a tile ahead (fg::load_staged); with it:
 //     static constexpr int kNumStaged;                               // T (0..fg::kMaxStaged)
@@ -224,6 +232,10 @@ FG_OPTIONAL_FLAG(WarpSpecializedOf, kWarpSpecialized)
 // Optional Spec member kStages (default 2): stages of K/V (and staged) tiles in shared memory.
 FG_OPTIONAL(StagesOf, kStages, int, 2)
 
+// Optional Spec member kTma (default false; warp-specialized Specs only): the producer copies
+// K/V tiles by TMA when the call's Params say so (tma_on), one thread issuing a tile's copies.
+FG_OPTIONAL_FLAG(TmaOf, kTma)
+
 // Optional Spec member kNumDiag (default 0): values of the score code that depend on the row
 // and key only through n - m, computed once per tile for each of its BM + BN - 1 deltas by
 // Spec::diagonals(ctx, delta, float* d, pitch) (value t to d[t * pitch]); the score code reads
@@ -270,6 +282,7 @@ struct AttnSm80 {
   // producer warpgroup, or every thread of the block without it).
   static constexpr bool kWs = WarpSpecializedOf<Spec>::value;
   static constexpr int kStages = StagesOf<Spec>::value;
+  static constexpr bool kTma = TmaOf<Spec>::value;
   static constexpr int NW = Spec::kWarps, NT = 32 * NW, MW = Spec::kWarpMBlocks;
   static constexpr int NWC = kWs ? NW - 4 : NW, NTC = 32 * NWC, NL = kWs ? 128 : NT;
   static constexpr int BM = 16 * MW * NWC, BN = Spec::kBlockN;
@@ -325,6 +338,7 @@ struct AttnSm80 {
   static_assert(!kWs || (WgmmaOf<Spec>::value && NW == 12), "warp specialization: two compute "
                 "warpgroups of wgmma and a producer warpgroup");
   static_assert(kStages >= 2 && kStages <= 4 && (kWs || kStages == 2), "stages");
+  static_assert(!kTma || kWs, "TMA copies are the producer warpgroup's");
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(!kWs, "a warp-specialized Spec compiles for sm_90a only (mbarrier waits, setmaxnreg)");
 #endif
@@ -568,16 +582,19 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   auto staged_area = [&](int stg) {
     return fg_smem + S * K::kQBytes + stg * K::kStageBytes + S * K::kKBytes + V * K::kVBytes;
   };
-  auto issue_kv = [&](int j, int stage) {
+  // K/V tiles by cp.async (unless `kv` is false: TMA brings them) and the staged tiles.
+  auto issue_kv = [&](int j, int stage, bool kv = true) {
     const u32 st = s_kv + stage * K::kStageBytes;
+    if (kv) {
 #pragma unroll
-    for (int s = 0; s < S; ++s)
-      load_tile_async<BN, D, K::NL, K::DIN>(st + s * K::kKBytes, ctx.k[s], ctx.k_ld[s], j * BN,
-                                            N, lt);
+      for (int s = 0; s < S; ++s)
+        load_tile_async<BN, D, K::NL, K::DIN>(st + s * K::kKBytes, ctx.k[s], ctx.k_ld[s], j * BN,
+                                              N, lt);
 #pragma unroll
-    for (int i = 0; i < V; ++i)
-      load_tile_async<BN, DV, K::NL, K::DVIN>(st + S * K::kKBytes + i * K::kVBytes, ctx.v[i],
-                                              ctx.v_ld[i], j * BN, N, lt);
+      for (int i = 0; i < V; ++i)
+        load_tile_async<BN, DV, K::NL, K::DVIN>(st + S * K::kKBytes + i * K::kVBytes, ctx.v[i],
+                                                ctx.v_ld[i], j * BN, N, lt);
+    }
     if constexpr (K::T > 0)
       issue_staged<K, 0>(staged_area(stage), ctx, m0, M, j * BN, N, lt);
   };
@@ -637,19 +654,54 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       // copy its K/V and staged tiles, fill its diagonal values and write its index and class;
       // publish a stage once its copies have landed (one tile later) ----
       regs_release<K::kProducerRegs>();
+      // K/V by TMA (when the call's tensors allow it): one thread adds the tile's bytes to the
+      // stage's `full` barrier and issues a copy per 64-column panel of each operand
+      bool tma = false;
+      if constexpr (K::kTma) tma = params.tma_on != 0;
+      auto issue_tma = [&](int jt, int stg) {
+        if constexpr (K::kTma) {
+          const u32 st = s_kv + stg * K::kStageBytes, bar = ring + 8 * stg;
+          mbar_expect_tx_only(bar, S * K::kKBytes + V * K::kVBytes);
+#pragma unroll
+          for (int o = 0; o < S + V; ++o) {
+            const int C = o < S ? D : DV;
+            const u32 dst = st + (o < S ? o * K::kKBytes : S * K::kKBytes + (o - S) * K::kVBytes);
+#pragma unroll
+            for (int pn = 0; pn < C / 64; ++pn)
+              tma_load_5d(dst + pn * BN * 128, &params.tma[o], bar, ctx.tma_c[o][0] + 64 * pn,
+                          jt * BN, ctx.tma_c[o][1], ctx.tma_c[o][2], ctx.tma_c[o][3]);
+          }
+        } else {
+          (void)jt;
+          (void)stg;
+        }
+      };
       int it = 0, jp = next_tile(j_begin);
       for (;; ++it) {
         const int stg = it % K::kStages;
-        if (it >= K::kStages) mbar_wait(ring + 8 * (K::kStages + stg), (it / K::kStages - 1) & 1);
+        bool published = false;  // the previous tile
+        if (it >= K::kStages) {
+          const u32 eb = ring + 8 * (K::kStages + stg), ep = (it / K::kStages - 1) & 1;
+          if (!mbar_try_wait(eb, ep)) {  // the ring is full: publish the previous tile first
+            cp_async_wait<0>();
+            fence_proxy_async();
+            mbar_arrive(ring + 8 * ((it - 1) % K::kStages));
+            published = true;
+            mbar_wait(eb, ep);
+          }
+        }
         const bool done = jp >= j_end;
-        if (!done) issue_kv(jp, stg);
+        if (!done) {
+          if (tma && lt == 0) issue_tma(jp, stg);
+          issue_kv(jp, stg, !tma);
+        }
         cp_async_commit();
         if (!done) fill_diagonals(jp, stg);
         if (lt == 0) {
           ring_tile[2 * stg] = done ? -1 : jp;
           ring_tile[2 * stg + 1] = cls_next;
         }
-        if (it > 0) {
+        if (it > 0 && !published) {
           cp_async_wait<1>();
           fence_proxy_async();
           mbar_arrive(ring + 8 * ((it - 1) % K::kStages));
@@ -906,6 +958,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       const int jt = ring_tile[2 * stg];
       if (jt < 0) break;
       compute_tile(jt, ring_tile[2 * stg + 1], stg);
+      // (careful: the zeros add_nonfinite_values stored come before the stage's next TMA copy)
+      if constexpr (kCareful && K::kTma) fence_proxy_async();
       __syncwarp();
       if (lane == 0) mbar_arrive(ring + 8 * (K::kStages + stg));
     }

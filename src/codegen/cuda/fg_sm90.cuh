@@ -21,7 +21,7 @@
 //   - wgmma fences (fence / commit / wait<N>, fence_acc for the compiler), the proxy fence
 //     after ordinary stores that wgmma reads, mbarriers (init, arrive, expect_tx, wait on a
 //     parity),
-//     TMA 2-D and 3-D tile loads into shared memory completing on an mbarrier, and register
+//     TMA 2-D, 3-D and 5-D tile loads into shared memory completing on an mbarrier, and register
 //     reallocation between warpgroups (setmaxnreg).
 // Preconditions: NVRTC or nvcc for sm_90a (wgmma and setmaxnreg do not exist on sm_90);
 //   tensor maps from cuda_tensor_map_16bit (runtime/cuda_driver.h), passed by value as
@@ -37,11 +37,6 @@
 #include "fg_tile.cuh"
 
 namespace fg {
-
-// Stand-in for CUtensorMap (no cuda.h under NVRTC): 128 opaque bytes, 64-byte aligned.
-struct __align__(64) TmaDesc {
-  u64 opaque[16];
-};
 
 // ---- 128-byte-swizzled tiles of 16-bit elements ----
 template <int ROWS>
@@ -154,6 +149,12 @@ FG_DEV void mbar_expect_tx(u32 bar, u32 bytes) {
 FG_DEV void mbar_arrive(u32 bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
+// Expects `bytes` more of asynchronous copies in the current phase, without an arrival (the
+// thread arrives later, once its own copies of the phase have landed too).
+FG_DEV void mbar_expect_tx_only(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
 FG_DEV bool mbar_try_wait(u32 bar, u32 parity) {
   u32 ok;
   asm volatile(
@@ -187,6 +188,14 @@ FG_DEV void tma_load_3d(u32 dst, const TmaDesc* m, u32 bar, int c0, int c1, int 
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
       "{%3, %4, %5}], [%2];\n" ::"r"(dst),
       "l"((u64)m), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+FG_DEV void tma_load_5d(u32 dst, const TmaDesc* m, u32 bar, int c0, int c1, int c2, int c3,
+                        int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%3, %4, %5, %6, %7}], [%2];\n" ::"r"(dst),
+      "l"((u64)m), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
       : "memory");
 }
 

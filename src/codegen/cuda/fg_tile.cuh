@@ -28,6 +28,12 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef long long i64;
 
+// Stand-in for CUtensorMap (no cuda.h under NVRTC): 128 opaque bytes, 64-byte aligned; a member
+// of the generated Params of kernels whose producer copies K/V by TMA (fg_sm90.cuh).
+struct __align__(64) TmaDesc {
+  u64 opaque[16];
+};
+
 #define FG_DEV __device__ __forceinline__
 
 constexpr float kLog2e = 1.4426950408889634f;
