@@ -955,9 +955,17 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     for (int it = 0;; ++it) {
       const int stg = it % K::kStages;
       mbar_wait(ring + 8 * stg, (it / K::kStages) & 1);
-      const int jt = ring_tile[2 * stg];
+      // lane 0 reads the stage's tile index and class and is the lane that releases the stage:
+      // the producer's next write of them follows that lane's own reads
+      int jt = 0, clst = 0;
+      if (lane == 0) {
+        jt = ring_tile[2 * stg];
+        clst = ring_tile[2 * stg + 1];
+      }
+      jt = __shfl_sync(0xffffffffu, jt, 0);
+      clst = __shfl_sync(0xffffffffu, clst, 0);
       if (jt < 0) break;
-      compute_tile(jt, ring_tile[2 * stg + 1], stg);
+      compute_tile(jt, clst, stg);
       // (careful: the zeros add_nonfinite_values stored come before the stage's next TMA copy)
       if constexpr (kCareful && K::kTma) fence_proxy_async();
       __syncwarp();
