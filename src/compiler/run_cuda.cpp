@@ -281,8 +281,8 @@ std::vector<int64_t> strides_of(const PlanBuffer& B, const std::vector<int64_t>&
 void bind_tma(const Sm80Launch& la, const std::vector<DevicePtr>& ptrs,
               const std::vector<std::vector<int64_t>>& strides, const std::vector<int64_t>& extv,
               bool use, CudaBoundKernel& bk) {
-  const size_t on_at = bk.params.size(), maps_at = (on_at + 1 + 7) / 8 * 8;
-  bk.params.resize(maps_at + 16 * la.tma.size(), 0);
+  const size_t on_at = la.params_tma_on_word(), maps_at = la.params_maps_word();
+  bk.params.resize(la.params_words(), 0);
   if (!use) return;
   std::string why;
   const std::vector<TmaMapShape> shapes = tma_map_shapes(la, ptrs, strides, extv, &why);
@@ -309,7 +309,7 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
                CudaBoundKernel& bk) {
   const int NB = la.num_buffers, R = la.max_rank;
   const size_t ext0 = NB + NB * R, err_at = ext0 + la.num_dims;
-  bk.params.assign(err_at + 3, 0);
+  bk.params.assign(la.params_tma_on_word(), 0);  // err_at + 3 words, then the TMA words
   for (int i = 0; i < NB; ++i) {
     for (size_t j = 0; j < strides[i].size(); ++j) bk.params[NB + i * R + j] = strides[i][j];
     bk.params[i] = static_cast<int64_t>(ptrs[i]);

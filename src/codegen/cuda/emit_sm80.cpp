@@ -308,7 +308,12 @@ class Printer : public TensorCoreView {
     const int NTMA = static_cast<int>(launch_.tma.size());
     if (NTMA > 0)  // (the kernel parameter is __grid_constant__: TMA reads the maps in place)
       os << "  int64_t tma_on;\n  fg::TmaDesc tma[" << NTMA << "];  // K, then V (5-dim maps)\n";
-    os << "};\n\n";
+    os << "};\n";
+    // the host's words (Sm80Launch::params_words): 8-byte fields without padding, then the maps
+    // from the next 64-byte boundary
+    os << "static_assert(sizeof(Params) == " << 8 * launch_.params_words()
+       << (NTMA > 0 ? " && alignof(Params) == 64" : "")
+       << ", \"Params as the host lays it out\");\n\n";
     os << "struct Spec {\n";
     os << "  using Elem = fg::" << (a_.elem == DType::f16 ? "F16" : "BF16") << ";\n";
     os << "  static constexpr int kNumScores = " << Sn << ", kNumGroups = " << G

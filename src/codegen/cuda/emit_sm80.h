@@ -91,7 +91,15 @@ struct Sm80Launch {
   int num_buffers = 0, max_rank = 1, num_dims = 0;
   // Params = { const void* buf[num_buffers]; i64 st[num_buffers][max_rank];
   //            i64 ext[num_dims]; i64* err; i64 key_split; float* part; }  (all 8-byte
-  //            fields, in this order)
+  //            fields, in this order), then with TMA operands { i64 tma_on; } and, from the next
+  //            64-byte boundary, one 16-word map per operand. The words (the printer
+  //            static_asserts the struct against them; the host fills them):
+  int params_tma_on_word() const { return num_buffers * (1 + max_rank) + num_dims + 3; }
+  int params_maps_word() const { return (params_tma_on_word() + 1 + 7) / 8 * 8; }
+  int params_words() const {
+    return tma.empty() ? params_tma_on_word()
+                       : params_maps_word() + 16 * static_cast<int>(tma.size());
+  }
   std::vector<std::pair<std::string, int64_t>> head_dims;  // the extents compiled in
   int num_scores = 1, num_acc = 1;  // for FLOP counts: per (row, key) pair 2*D per score
   int64_t head_dim = 0, value_dim = 0;  // and 2*DV per accumulator
