@@ -33,7 +33,7 @@ void add_emit(CLI::App& app, int& exit_code) {
       ->type_name("NAME");
   cmd->add_option("--target", o->target,
                   "cpu, cuda-sm80 or cuda-sm90 (cuda-sm90: the tensor-core kernels for sm_90a, "
-                  "with wgmma products where the tiles line up; TMA loads come later)")
+                  "with wgmma products where the tiles line up and K/V copied by TMA)")
       ->required()
       ->check(CLI::IsMember({"cpu", "cuda-sm80", "cuda-sm90"}));
   cmd->add_option("--sizes", o->sizes,

@@ -139,6 +139,9 @@ void bind_element(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
 // dtype and poisons the outputs.
 CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inputs,
                     const Extents& ext);
+// Compiles the kernels a bound call launches that compile at their first use (the few-rows
+// kernel), so that timing a call (bench, profile) leaves their compile out.
+void cuda_prepare(const CudaLoaded& L, const CudaBound& b);
 // Launches every kernel in order on `stream`; `only` >= 0 launches that kernel alone.
 void cuda_launch(const CudaLoaded& L, CudaBound& b, CudaStreamHandle stream, int only = -1);
 // An error word's out-of-range gather or x % 0 (err[0..3]) as a CallError; nothing if err[0]

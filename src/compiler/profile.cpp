@@ -342,6 +342,12 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
   r.peaks = cuda_peaks();
   r.backend_detail = "cuda (" + L->arch + ")";
   CudaBound b = tr.span("upload inputs", "transfer", [&] { return cuda_bind(*L, p, inputs, ext); });
+  // kernels compiled at their first use (the few-rows kernel), before anything is timed
+  tr.span("compile (kernels of these sizes)", "compile", [&] {
+    cuda_prepare(*L, b);
+    cuda_prepare(*counting, b);
+    return 0;
+  });
   // Tile counts: the counting build once over all kernels on the same buffers (its params have
   // the same layout; later kernels read the intermediates of earlier ones), then each kernel
   // alone from a zeroed word.

@@ -192,6 +192,11 @@ std::vector<TmaMapShape> tma_map_shapes(const Sm80Launch& la, const std::vector<
   return out;
 }
 
+void cuda_prepare(const CudaLoaded& L, const CudaBound& b) {
+  for (size_t i = 0; i < L.kernels.size() && i < b.kernels.size(); ++i)
+    if (b.kernels[i].few && !b.kernels[i].empty) L.kernels[i].few();
+}
+
 const CudaKernel& LazyCudaKernel::get() const {
   std::call_once(once_, [this] {
     kernel_ = CudaModule(nvrtc_compile(source_, options_).bytes).kernel(entry_);
@@ -813,6 +818,7 @@ CudaBenchResult bench_cuda(const Program& p, const Extents& sizes, int warmup, i
   Extents ext = bind_extents(p, inputs, sizes);
   std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
   CudaBound b = cuda_bind(*L, p, inputs, ext);
+  cuda_prepare(*L, b);
   CudaStream stream;
   CudaTiming t = cuda_time([&](CudaStreamHandle s) { cuda_launch(*L, b, s); }, warmup, iters,
                            stream.get());

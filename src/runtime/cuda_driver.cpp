@@ -113,6 +113,7 @@ struct Api {
 #undef FG_MEMBER
   // Optional (drivers of CUDA 12 and later): only the sm90 tile operations' tensor maps need it.
   decltype(&::cuTensorMapEncodeTiled) cuTensorMapEncodeTiled = nullptr;
+  decltype(&::cuThreadExchangeStreamCaptureMode) cuThreadExchangeStreamCaptureMode = nullptr;
 };
 
 struct Driver {
@@ -157,6 +158,9 @@ void init(Driver& d) {
 #undef FG_LOAD
   d.api.cuTensorMapEncodeTiled = reinterpret_cast<decltype(d.api.cuTensorMapEncodeTiled)>(
       ::dlsym(lib, "cuTensorMapEncodeTiled"));
+  d.api.cuThreadExchangeStreamCaptureMode =
+      reinterpret_cast<decltype(d.api.cuThreadExchangeStreamCaptureMode)>(
+          ::dlsym(lib, "cuThreadExchangeStreamCaptureMode"));
   const Api& a = d.api;
   auto fail = [&](const char* what, CUresult r) {
     d.why = std::string(what) + " failed: " + result_text(a, r);
@@ -270,8 +274,31 @@ struct CudaKernel::State {
   std::size_t dynamic_smem_limit = 48 * 1024;  // what the function currently allows
 };
 
+namespace {
+// This thread's stream-capture mode set to relaxed for the guard's scope: loading a module (a
+// kernel compiled at its first call, which may come while the caller captures a CUDA graph)
+// is not an operation of the captured stream, and the default (global) mode would invalidate
+// the capture for it. A no-op without the entry point.
+class RelaxedCapture {
+ public:
+  explicit RelaxedCapture(const Api& a) : a_(a) {
+    if (a_.cuThreadExchangeStreamCaptureMode) a_.cuThreadExchangeStreamCaptureMode(&mode_);
+  }
+  ~RelaxedCapture() {
+    if (a_.cuThreadExchangeStreamCaptureMode) a_.cuThreadExchangeStreamCaptureMode(&mode_);
+  }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  const Api& a_;
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+};
+}  // namespace
+
 CudaModule::CudaModule(std::string_view cubin) {
   const Api& a = api();
+  const RelaxedCapture relaxed(a);
   std::string image(cubin);  // cuModuleLoadData wants its own (aligned, stable) copy
   char error_log[8192] = {};
   CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
@@ -299,6 +326,7 @@ CudaKernel CudaModule::kernel(const std::string& name) const {
   const Api& a = api();
   auto state = std::make_shared<CudaKernel::State>();
   state->module = handle_;
+  const RelaxedCapture relaxed(a);
   CUresult r = a.cuModuleGetFunction(&state->function, handle_->module, name.c_str());
   if (r != CUDA_SUCCESS) {
     throw BackendError("kernel '" + name + "' not found in the CUDA module: " + result_text(a, r) +

@@ -93,7 +93,8 @@ class CudaKernel {
 };
 
 // A cubin loaded into the primary context (cuModuleLoadDataEx); unloaded when the last handle
-// (module or kernel) goes away.
+// (module or kernel) goes away. Loading and looking up kernels run in the relaxed stream-capture
+// mode, so a kernel compiled at its first call may load while the caller captures a CUDA graph.
 class CudaModule {
  public:
   explicit CudaModule(std::string_view cubin);
