@@ -1,6 +1,6 @@
 """The CUDA path from Python (needs a GPU; skipped without one): torch CUDA tensors in place,
 outputs from torch's allocator, the launch on torch's current stream, a torch.cuda.graph capture
-replayed with new input values, error words reported without a host synchronization, the
+replayed with new input values (and one whose call compiles the few-rows kernel), error words reported without a host synchronization, the
 careful build, and flex_attention on the GPU. Shows python/flashgen/_kernel.py
 (_run_torch_cuda) and cuda_launch_device (src/compiler/run_cuda.cpp)."""
 from pathlib import Path
@@ -58,6 +58,27 @@ def test_a_cuda_graph_capture_replays_with_new_inputs():
         graph.replay()
         torch.cuda.synchronize()
         want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
+        assert (out.float() - want).abs().max().item() < TOL
+    kern.check_errors()
+
+
+def test_a_decode_step_captured_after_a_prefill_warm_up():
+    # The warm-up loads the program with a call of many rows; the captured call of one row is
+    # the first to run the few-rows kernel, which compiles and loads inside the capture.
+    kern = flashgen.compile(EX / "vanilla.attn")
+    q, k, v = qkv(m=300, n=300, seed=4)
+    kern(q, k, v)
+    torch.cuda.synchronize()
+    q1 = q[:, :, :1].clone()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = kern(q1, k, v)
+    for seed in (5, 6):
+        nq, nk, nv = qkv(m=1, n=300, seed=seed)
+        q1.copy_(nq), k.copy_(nk), v.copy_(nv)
+        graph.replay()
+        torch.cuda.synchronize()
+        want = F.scaled_dot_product_attention(q1.float(), k.float(), v.float())
         assert (out.float() - want).abs().max().item() < TOL
     kern.check_errors()
 
