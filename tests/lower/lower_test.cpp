@@ -182,7 +182,8 @@ program pair_bias(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e],
 // A warp-specialized kernel's producer copies K and V by TMA: one 5-dim map per operand (the K
 // of each score, then each value tensor), dims innermost first: the column dim, the key dim,
 // the buffer's parallel dims in position order. A value split starts V's column coordinate at
-// the block's chunk. mma.sync kernels have none.
+// the block's chunk. mma.sync kernels have none, and neither does a kernel with one operand no
+// 5-dim map takes (four parallel dims).
 TEST(Lower, HopperProducersCopyKAndVByTensorMaps) {
   struct Case { const char* name; std::vector<std::string> k_dims, v_dims; };
   for (const Case& t : {Case{"vanilla", {"d", "n", "b", "h"}, {"e", "n", "b", "h"}},
@@ -218,6 +219,18 @@ program three(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: 
   out o3: f32[b, h, m, e] = sum(softmax(s, n) * w, n)
 }
 )", "t.attn").at(0);
+  // four parallel dims on K (a map has five: column, key and three more): no operand by TMA,
+  // not even V, whose dims would fit
+  Program p4 = parse_source(R"(
+program four(q: bf16[a, b, c, h, m, d], k: bf16[a, b, c, h, n, d], v: bf16[b, h, n, e]) {
+  out o: f32[a, b, c, h, m, e] = sum(softmax(sum(q * k, d) / sqrt(size(d)), n) * v, n)
+}
+)", "t.attn").at(0);
+  Compiled c4 = lowered(p4, Target::cuda_sm90, {{"d", 128}, {"e", 128}});
+  ASSERT_EQ(c4.lowered.kernels.at(0).path, LoweredKernel::Path::tensor_core)
+      << c4.lowered.kernels[0].why;
+  EXPECT_TRUE(c4.lowered.kernels[0].tensor_core.launch.warp_specialized);
+  EXPECT_TRUE(c4.lowered.kernels[0].tensor_core.launch.tma.empty());
   Compiled c3 = lowered(p3, Target::cuda_sm90, {{"d", 64}, {"e", 128}});
   ASSERT_EQ(c3.lowered.kernels.size(), 1u);
   const Sm80Launch& l3 = c3.lowered.kernels[0].tensor_core.launch;
@@ -231,7 +244,7 @@ program three(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: 
 
 // A call's tensor maps (tma_map_shapes): extents and byte strides in the map's dim order, boxes
 // of 64 columns x the key tile; none (cp.async) when a base or a stride is not a multiple of 16
-// bytes or a stride is 0, with the reason.
+// bytes, a stride is 0 or an extent is 0, with the reason.
 TEST(Lower, TensorMapsDescribeTheCallsKAndVOrSayWhyNot) {
   Program p = testing::example_program("vanilla");
   Compiled c = lowered(p, Target::cuda_sm90, {{"d", 128}, {"e", 128}});
@@ -285,6 +298,12 @@ TEST(Lower, TensorMapsDescribeTheCallsKAndVOrSayWhyNot) {
   std::vector<std::vector<int64_t>> zero = strides;
   zero[kb][1] = 0;
   EXPECT_TRUE(tma_map_shapes(la, ptrs, zero, extv, &why).empty());
+  // no keys: an extent of 0 is no map (the call copies nothing)
+  std::vector<int64_t> nokeys = extv;
+  for (size_t d = 0; d < p.dims.size(); ++d)
+    if (p.dims[d] == "n") nokeys[d] = 0;
+  EXPECT_TRUE(tma_map_shapes(la, ptrs, strides, nokeys, &why).empty());
+  EXPECT_NE(why.find("extent"), std::string::npos) << why;
   std::vector<std::vector<int64_t>> cols = strides;
   cols[kb][3] = 2;
   EXPECT_TRUE(tma_map_shapes(la, ptrs, cols, extv, &why).empty());
