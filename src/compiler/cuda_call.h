@@ -90,7 +90,7 @@ struct CudaBoundKernel {
                               // shared), a split key loop's partial states
   bool few = false;           // tensor_core: launch the few-rows variant
   int key_split = 1;          // tensor_core: blocks per row tile's key loop (> 1: combine)
-  bool tma = false;           // tensor_core: the producer copies K/V by TMA (tma_maps)
+  bool tma = false;           // tensor_core: the producer copies K/V by TMA (tma_map_shapes)
   Dim3 combine_grid, combine_block;
 };
 

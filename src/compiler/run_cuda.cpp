@@ -289,8 +289,7 @@ void bind_tma(const Sm80Launch& la, const std::vector<DevicePtr>& ptrs,
   const size_t on_at = la.params_tma_on_word(), maps_at = la.params_maps_word();
   bk.params.resize(la.params_words(), 0);
   if (!use) return;
-  std::string why;
-  const std::vector<TmaMapShape> shapes = tma_map_shapes(la, ptrs, strides, extv, &why);
+  const std::vector<TmaMapShape> shapes = tma_map_shapes(la, ptrs, strides, extv, nullptr);
   if (shapes.empty()) return;
   std::vector<CudaTensorMap> maps;
   try {

@@ -286,28 +286,27 @@ TEST(Lower, TensorMapsDescribeTheCallsKAndVOrSayWhyNot) {
   ASSERT_EQ(m.size(), 2u) << why;
   EXPECT_EQ(m[0].strides_bytes[0], static_cast<uint64_t>(2 * H * D));
   EXPECT_EQ(m[0].strides_bytes[2], static_cast<uint64_t>(2 * D));
-  // a base 2 bytes off, a row stride of 100 elements (200 bytes), a stride of 0: no maps
+  // no maps, and the reason: a base 2 bytes off, a row stride of 100 elements (200 bytes), a
+  // stride of 0, no keys (an extent of 0: the call copies nothing), a column stride of 2
+  auto refused = [&](const std::vector<DevicePtr>& at, const std::vector<std::vector<int64_t>>& st,
+                     const std::vector<int64_t>& ex, const char* reason) {
+    EXPECT_TRUE(tma_map_shapes(la, at, st, ex, &why).empty()) << reason;
+    EXPECT_NE(why.find(reason), std::string::npos) << why;
+  };
   std::vector<DevicePtr> off = ptrs;
   off[kb] += 2;
-  EXPECT_TRUE(tma_map_shapes(la, off, strides, extv, &why).empty());
-  EXPECT_NE(why.find("base"), std::string::npos) << why;
-  std::vector<std::vector<int64_t>> odd = strides;
+  refused(off, strides, extv, "base");
+  std::vector<std::vector<int64_t>> odd = strides, zero = strides, cols = strides;
   odd[kb][2] = 100;
-  EXPECT_TRUE(tma_map_shapes(la, ptrs, odd, extv, &why).empty());
-  EXPECT_NE(why.find("16 bytes"), std::string::npos) << why;
-  std::vector<std::vector<int64_t>> zero = strides;
+  refused(ptrs, odd, extv, "16 bytes");
   zero[kb][1] = 0;
-  EXPECT_TRUE(tma_map_shapes(la, ptrs, zero, extv, &why).empty());
-  // no keys: an extent of 0 is no map (the call copies nothing)
+  refused(ptrs, zero, extv, "positive");
   std::vector<int64_t> nokeys = extv;
   for (size_t d = 0; d < p.dims.size(); ++d)
     if (p.dims[d] == "n") nokeys[d] = 0;
-  EXPECT_TRUE(tma_map_shapes(la, ptrs, strides, nokeys, &why).empty());
-  EXPECT_NE(why.find("extent"), std::string::npos) << why;
-  std::vector<std::vector<int64_t>> cols = strides;
+  refused(ptrs, strides, nokeys, "extent");
   cols[kb][3] = 2;
-  EXPECT_TRUE(tma_map_shapes(la, ptrs, cols, extv, &why).empty());
-  EXPECT_NE(why.find("column"), std::string::npos) << why;
+  refused(ptrs, cols, extv, "column");
 }
 
 // Gathers by computed indices proved in range (ir/index_range.h) are not checked per element:

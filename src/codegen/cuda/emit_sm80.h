@@ -63,7 +63,8 @@ struct Sm80Launch {
   // its dims innermost first: the operand's column dim (head or value dim; stride 1), the key
   // dim, the buffer's parallel dims, then dims of extent 1. A call whose
   // tensors a map cannot describe (bases or strides not multiples of 16 bytes, a stride of 0)
-  // copies them by cp.async as without (the host decides per call: cuda_call.h, tma_maps).
+  // copies them by cp.async as without (the host decides per call: cuda_call.h,
+  // tma_map_shapes).
   // Empty: cp.async always (no producer warpgroup, or an operand with other dims or more than
   // three parallel ones).
   struct TmaOperand {
