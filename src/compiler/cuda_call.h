@@ -49,8 +49,15 @@ struct CudaLoadedKernel {
   CudaKernel combine;  // tensor_core: the split-key combine (the same module as `kernel`)
   // tensor_core: the few-rows variant, its own module, compiled at the first call that runs it
   std::shared_ptr<const LazyCudaKernel> few_rows;
+  // tensor_core with TMA operands: the full kernel copying K/V by cp.async (FG_KV_CP_ASYNC),
+  // for calls whose tensors no map describes, compiled at the first such call
+  std::shared_ptr<const LazyCudaKernel> cp_async;
   const CudaKernel& few() const { return few_rows->get(); }
 };
+struct CudaBoundKernel;
+// The kernel a bound call launches: the few-rows kernel, the full kernel, or the full kernel
+// built to copy K/V by cp.async when the call has no tensor maps.
+const CudaKernel& launched_kernel(const CudaLoadedKernel& k, const CudaBoundKernel& bk);
 
 // The kernels of a program for the running GPU and the head dims of a call, in plan order.
 struct CudaLoaded {
@@ -90,7 +97,8 @@ struct CudaBoundKernel {
                               // shared), a split key loop's partial states
   bool few = false;           // tensor_core: launch the few-rows variant
   int key_split = 1;          // tensor_core: blocks per row tile's key loop (> 1: combine)
-  bool tma = false;           // tensor_core: the producer copies K/V by TMA (tma_map_shapes)
+  bool tma = false;           // tensor_core: Params hold the K/V maps (tma_map_shapes); without
+                              // them a kernel with TMA operands runs its cp.async build
   Dim3 combine_grid, combine_block;
 };
 
@@ -140,7 +148,7 @@ void bind_element(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
 CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inputs,
                     const Extents& ext);
 // Compiles the kernels a bound call launches that compile at their first use (the few-rows
-// kernel), so that timing a call (bench, profile) leaves their compile out.
+// kernel, the cp.async build), so that timing a call (bench, profile) leaves their compile out.
 void cuda_prepare(const CudaLoaded& L, const CudaBound& b);
 // Launches every kernel in order on `stream`; `only` >= 0 launches that kernel alone.
 void cuda_launch(const CudaLoaded& L, CudaBound& b, CudaStreamHandle stream, int only = -1);

@@ -406,7 +406,7 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
     kp.grid[2] = bk.grid.z;
     kp.threads = static_cast<int>(bk.block.x);
     kp.smem_bytes = static_cast<int64_t>(bk.smem);
-    const CudaKernelInfo info = (bk.few ? K.few() : K.kernel).info();
+    const CudaKernelInfo info = launched_kernel(K, bk).info();
     kp.registers = info.num_regs;
     kp.local_bytes = info.local_bytes;
     if (K.low.path == LoweredKernel::Path::tensor_core) {

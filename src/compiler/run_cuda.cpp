@@ -141,6 +141,11 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
     CudaLoadedKernel k{lk, mod.kernel(lk.entry), {}, nullptr};
     if (tc) {
       k.combine = mod.kernel(lk.tensor_core.launch.combine_entry);
+      if (!lk.tensor_core.launch.tma.empty()) {
+        NvrtcOptions cp = o;
+        cp.options.push_back("-DFG_KV_CP_ASYNC");
+        k.cp_async = std::make_shared<const LazyCudaKernel>(c.sources[i], std::move(cp), lk.entry);
+      }
       k.few_rows = std::make_shared<const LazyCudaKernel>(c.sources[i], std::move(few),
                                                           lk.tensor_core.launch.few_entry);
     }
@@ -192,9 +197,16 @@ std::vector<TmaMapShape> tma_map_shapes(const Sm80Launch& la, const std::vector<
   return out;
 }
 
+const CudaKernel& launched_kernel(const CudaLoadedKernel& k, const CudaBoundKernel& bk) {
+  if (bk.few) return k.few();
+  if (k.cp_async && !bk.tma) return k.cp_async->get();
+  return k.kernel;
+}
+
 void cuda_prepare(const CudaLoaded& L, const CudaBound& b) {
   for (size_t i = 0; i < L.kernels.size() && i < b.kernels.size(); ++i)
-    if (b.kernels[i].few && !b.kernels[i].empty) L.kernels[i].few();
+    if (L.kernels[i].low.path == LoweredKernel::Path::tensor_core && !b.kernels[i].empty)
+      launched_kernel(L.kernels[i], b.kernels[i]);
 }
 
 const CudaKernel& LazyCudaKernel::get() const {
@@ -280,15 +292,20 @@ std::vector<int64_t> strides_of(const PlanBuffer& B, const std::vector<int64_t>&
   return st;
 }
 
-// The words of Params after `part` of a kernel with TMA operands: tma_on, then at the next
-// 64-byte boundary one 16-word map per operand; zeros (cp.async) unless `use` and every map
-// fits (the few-rows kernel and the combine kernel read the same Params and no map).
+// The words of Params after `part` of a kernel with TMA operands: from the next 64-byte
+// boundary one 16-word map per operand; zeros, and bk.tma false (the kernel built to copy by
+// cp.async runs), unless `use` and every map fits (the few-rows kernel and the combine kernel
+// read the same Params and no map).
 void bind_tma(const Sm80Launch& la, const std::vector<DevicePtr>& ptrs,
               const std::vector<std::vector<int64_t>>& strides, const std::vector<int64_t>& extv,
               bool use, CudaBoundKernel& bk) {
-  const size_t on_at = la.params_tma_on_word(), maps_at = la.params_maps_word();
+  const size_t maps_at = la.params_maps_word();
   bk.params.resize(la.params_words(), 0);
   if (!use) return;
+  if (extv.at(la.key_dim) == 0) {  // no key tiles, no copies: no maps needed
+    bk.tma = true;
+    return;
+  }
   const std::vector<TmaMapShape> shapes = tma_map_shapes(la, ptrs, strides, extv, nullptr);
   if (shapes.empty()) return;
   std::vector<CudaTensorMap> maps;
@@ -300,7 +317,6 @@ void bind_tma(const Sm80Launch& la, const std::vector<DevicePtr>& ptrs,
   }
   for (size_t i = 0; i < maps.size(); ++i)
     std::memcpy(&bk.params[maps_at + 16 * i], maps[i].words, sizeof maps[i].words);
-  bk.params[on_at] = 1;
   bk.tma = true;
 }
 
@@ -313,7 +329,7 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
                CudaBoundKernel& bk) {
   const int NB = la.num_buffers, R = la.max_rank;
   const size_t ext0 = NB + NB * R, err_at = ext0 + la.num_dims;
-  bk.params.assign(la.params_tma_on_word(), 0);  // err_at + 3 words, then the TMA words
+  bk.params.assign(la.params_base_words(), 0);  // err_at + 3 words, then the TMA maps
   for (int i = 0; i < NB; ++i) {
     for (size_t j = 0; j < strides[i].size(); ++j) bk.params[NB + i * R + j] = strides[i][j];
     bk.params[i] = static_cast<int64_t>(ptrs[i]);
@@ -481,7 +497,7 @@ void cuda_launch(const CudaLoaded& L, CudaBound& b, CudaStreamHandle stream, int
     if (bk.empty || (only >= 0 && static_cast<int>(i) != only)) continue;
     void* args[] = {bk.params.data(), nullptr};
     const CudaLoadedKernel& k = L.kernels[i];
-    (bk.few ? k.few() : k.kernel).launch(bk.grid, bk.block, bk.smem, stream, args);
+    launched_kernel(k, bk).launch(bk.grid, bk.block, bk.smem, stream, args);
     if (bk.key_split > 1) k.combine.launch(bk.combine_grid, bk.combine_block, 0, stream, args);
   }
 }

@@ -132,22 +132,51 @@ TEST_P(NvrtcExamples, TheTileCountingAndCarefulBuildsCompileForSm80AndSm90a) {
 
 // The runtime compiles a tensor-core kernel's entry points in two programs (FG_ONLY_MAIN: the
 // full kernel and the combine kernel, at load; FG_ONLY_FEW: the few-rows kernel, at its first
-// call); without either macro the source holds all three (the ahead-of-time cubin).
+// call); without either macro the source holds all three (the ahead-of-time cubin). A Hopper
+// kernel whose producer copies K/V by TMA also compiles with FG_KV_CP_ASYNC (the build for
+// calls no tensor map describes), for every example.
+// NVRTC options of the runtime's plain sm_90a build, with `macros`.
+NvrtcOptions sm90a_options(const std::vector<std::string>& macros) {
+  NvrtcOptions o;
+  o.arch = "sm_90a";
+  o.options = {"-std=c++17", "-default-device", "--disable-warnings", "--use_fast_math"};
+  o.options.insert(o.options.end(), macros.begin(), macros.end());
+  o.cuda_include = false;
+  int n = 0;
+  const cuda::EmbeddedHeader* h = cuda::embedded_headers(&n);
+  for (int i = 0; i < n; ++i) o.headers.push_back({h[i].name, h[i].source});
+  return o;
+}
+
+TEST_P(NvrtcExamples, TheCpAsyncBuildOfTmaKernelsCompiles) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
+  const std::string name = GetParam();
+  Program p = example(name);
+  CompileOptions opt;
+  opt.target = Target::cuda_sm90;
+  opt.sizes = heads(name, 128);
+  const Compiled c = compile_to_target(p, opt);
+  for (size_t i = 0; i < c.sources.size(); ++i) {
+    const LoweredKernel& k = c.lowered.kernels[i];
+    if (k.path != LoweredKernel::Path::tensor_core || k.tensor_core.launch.tma.empty()) continue;
+    const std::string bin =
+        nvrtc_compile(c.sources[i], sm90a_options({"-DFG_ONLY_MAIN", "-DFG_KV_CP_ASYNC"})).bytes;
+    EXPECT_EQ(bin.substr(1, 3), "ELF") << name;
+    EXPECT_NE(bin.find(k.entry + '\0'), std::string::npos) << name;
+  }
+}
+
 TEST(CudaEmit, EntryPointsCompileApartOrTogether) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
   Program p = example("causal");
   const std::string src = emit_cuda(p, Target::cuda_sm90, {{"d", 64}, {"e", 64}});
   auto entries = [&](const char* macro) {
-    NvrtcOptions o;
-    o.arch = "sm_90a";
-    o.options = {"-std=c++17", "-default-device", "--disable-warnings", "--use_fast_math"};
-    if (*macro) o.options.push_back(macro);
-    o.cuda_include = false;
-    int n = 0;
-    const cuda::EmbeddedHeader* h = cuda::embedded_headers(&n);
-    for (int i = 0; i < n; ++i) o.headers.push_back({h[i].name, h[i].source});
-    const std::string bin = nvrtc_compile(src, o).bytes;
+    const std::string bin =
+        nvrtc_compile(src, sm90a_options(*macro ? std::vector<std::string>{macro}
+                                                : std::vector<std::string>{}))
+            .bytes;
     std::set<std::string> found;  // entry names as NUL-terminated symbols of the ELF
     for (const char* e : {"causal_k0", "causal_k0_few", "causal_k0_combine"})
       if (bin.find(std::string(e) + '\0') != std::string::npos) found.insert(e);

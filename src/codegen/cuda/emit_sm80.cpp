@@ -307,7 +307,7 @@ class Printer : public TensorCoreView {
        << "  float* part;\n";
     const int NTMA = static_cast<int>(launch_.tma.size());
     if (NTMA > 0)  // (the kernel parameter is __grid_constant__: TMA reads the maps in place)
-      os << "  int64_t tma_on;\n  fg::TmaDesc tma[" << NTMA << "];  // K, then V (5-dim maps)\n";
+      os << "  fg::TmaDesc tma[" << NTMA << "];  // K, then V (5-dim maps)\n";
     os << "};\n";
     // the host's words (Sm80Launch::params_words): 8-byte fields without padding, then the maps
     // from the next 64-byte boundary
@@ -331,7 +331,10 @@ class Printer : public TensorCoreView {
     if (launch_.warp_specialized)
       os << "  static constexpr bool kWarpSpecialized = true;\n  static constexpr int kStages = "
          << launch_.stages << ";\n";
-    if (NTMA > 0) os << "  static constexpr bool kTma = true;\n";
+    // K/V by TMA; the build for calls whose tensors no map describes (FG_KV_CP_ASYNC) by cp.async
+    if (NTMA > 0)
+      os << "#ifdef FG_KV_CP_ASYNC\n  static constexpr bool kTma = false;\n#else\n"
+         << "  static constexpr bool kTma = true;\n#endif\n";
     os << "  static constexpr bool kReverseM = " << (k_.tiles.mask >= 0 ? "true" : "false")
        << ", kSkipRescale = " << (skip_ ? "true" : "false") << ";\n";
     if (!staged_.empty()) {

@@ -63,8 +63,9 @@ struct Sm80Launch {
   // its dims innermost first: the operand's column dim (head or value dim; stride 1), the key
   // dim, the buffer's parallel dims, then dims of extent 1. A call whose
   // tensors a map cannot describe (bases or strides not multiples of 16 bytes, a stride of 0)
-  // copies them by cp.async as without (the host decides per call: cuda_call.h,
-  // tma_map_shapes).
+  // copies them by cp.async as without: the host decides per call (cuda_call.h,
+  // tma_map_shapes) and launches the kernel built with FG_KV_CP_ASYNC, compiled at the first
+  // call that needs it.
   // Empty: cp.async always (no producer warpgroup, or an operand with other dims or more than
   // three parallel ones).
   struct TmaOperand {
@@ -92,13 +93,13 @@ struct Sm80Launch {
   int num_buffers = 0, max_rank = 1, num_dims = 0;
   // Params = { const void* buf[num_buffers]; i64 st[num_buffers][max_rank];
   //            i64 ext[num_dims]; i64* err; i64 key_split; float* part; }  (all 8-byte
-  //            fields, in this order), then with TMA operands { i64 tma_on; } and, from the next
-  //            64-byte boundary, one 16-word map per operand. The words (the printer
-  //            static_asserts the struct against them; the host fills them):
-  int params_tma_on_word() const { return num_buffers * (1 + max_rank) + num_dims + 3; }
-  int params_maps_word() const { return (params_tma_on_word() + 1 + 7) / 8 * 8; }
+  //            fields, in this order), then with TMA operands, from the next 64-byte
+  //            boundary, one 16-word map per operand. The words (the printer static_asserts
+  //            the struct against them; the host fills them):
+  int params_base_words() const { return num_buffers * (1 + max_rank) + num_dims + 3; }
+  int params_maps_word() const { return (params_base_words() + 7) / 8 * 8; }
   int params_words() const {
-    return tma.empty() ? params_tma_on_word()
+    return tma.empty() ? params_base_words()
                        : params_maps_word() + 16 * static_cast<int>(tma.size());
   }
   std::vector<std::pair<std::string, int64_t>> head_dims;  // the extents compiled in

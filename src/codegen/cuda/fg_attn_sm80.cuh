@@ -70,13 +70,12 @@
 //                                          // - 4) rows) only compute
 //     static constexpr int kStages;      // optional (default 2): K/V stages in shared memory
 //     static constexpr bool kTma;        // optional (default false; with kWarpSpecialized):
-//                                        // Params has `int64_t tma_on` and `fg::TmaDesc
-//                                        // tma[S + V]` (5-dim maps of K_s, then V_i: column,
-//                                        // key, three parallel dims; 128-byte swizzle, boxes
-//                                        // of 64 columns x kBlockN keys) and Ctx `int
-//                                        // tma_c[S + V][4]` (the block's column offset and
-//                                        // parallel coordinates): with tma_on != 0 the
-//                                        // producer copies K/V tiles by TMA, else by cp.async
+//                                        // the producer copies K/V tiles by TMA. Params then
+//                                        // has `fg::TmaDesc tma[S + V]` (5-dim maps of K_s,
+//                                        // then V_i: column, key, three parallel dims; 128-byte
+//                                        // swizzle, boxes of 64 columns x kBlockN keys) and Ctx
+//                                        // `int tma_c[S + V][4]` (the block's column offset and
+//                                        // parallel coordinates); without it, cp.async
 //     // optional (default 0): staged gathers, tiles of a parameter over (rows, keys) or (keys)
 //     // that travel to shared memory with K/V a tile ahead (fg::load_staged); with it:
 //     static constexpr int kNumStaged;                               // T (0..fg::kMaxStaged)
@@ -233,7 +232,7 @@ FG_OPTIONAL_FLAG(WarpSpecializedOf, kWarpSpecialized)
 FG_OPTIONAL(StagesOf, kStages, int, 2)
 
 // Optional Spec member kTma (default false; warp-specialized Specs only): the producer copies
-// K/V tiles by TMA when the call's Params say so (tma_on), one thread issuing a tile's copies.
+// K/V tiles by TMA through the maps in Params, one thread issuing a tile's copies.
 FG_OPTIONAL_FLAG(TmaOf, kTma)
 
 // Optional Spec member kNumDiag (default 0): values of the score code that depend on the row
@@ -654,10 +653,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       // copy its K/V and staged tiles, fill its diagonal values and write its index and class;
       // publish a stage once its copies have landed (one tile later) ----
       regs_release<K::kProducerRegs>();
-      // K/V by TMA (when the call's tensors allow it): one thread adds the tile's bytes to the
-      // stage's `full` barrier and issues a copy per 64-column panel of each operand
-      bool tma = false;
-      if constexpr (K::kTma) tma = params.tma_on != 0;
+      // K/V by TMA (kTma): one thread adds the tile's bytes to the stage's `full` barrier and
+      // issues a copy per 64-column panel of each operand; else by cp.async (issue_kv)
+      constexpr bool tma = K::kTma;
       auto issue_tma = [&](int jt, int stg) {
         if constexpr (K::kTma) {
           const u32 st = s_kv + stg * K::kStageBytes, bar = ring + 8 * stg;
