@@ -102,6 +102,12 @@ struct CudaBoundKernel {
   Dim3 combine_grid, combine_block;
 };
 
+// The grid of a tensor-core kernel's call of m_tiles row tiles (of the full kernel, or of the
+// few-rows one: `few`) and P parallel indices (the key split included): (m_tiles, P over y and
+// z); a persistent kernel (Sm80Launch::persistent; not the few-rows one) gets as many blocks as
+// are resident at once (sm_count x min_blocks) or fewer when there are fewer items, (x, 1, 1).
+Dim3 sm80_grid(const Sm80Launch& la, bool few, int64_t m_tiles, int64_t P, int sm_count);
+
 // A tensor map of one K or V operand of a call (Sm80Launch::tma): 5 dims innermost first (the
 // column, key and parallel dims, then 1s), the byte strides of dims 1..4, boxes of 64 columns x
 // the key tile, at `base`.

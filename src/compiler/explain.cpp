@@ -146,6 +146,9 @@ std::string cuda_text(const CudaShape& s) {
      << (l.min_blocks == 1 ? " block" : " blocks") << " per SM";
   for (const auto& [d, e] : l.head_dims) os << ", " << d << " = " << e;
   os << "\n";
+  if (l.persistent)
+    os << "             persistent grid: the blocks resident at once walk the row tiles x parallel "
+          "indices, the next item's K/V loading under the last one's epilogue\n";
   if (l.value_split > 1)
     os << "             value columns split in " << l.value_split << " chunks of "
        << l.value_dim / l.value_split << " (the accumulators would not fit the registers); "
@@ -188,6 +191,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["warp_specialized"] = l.warp_specialized;
   j["stages"] = l.stages;
   j["tma"] = !l.tma.empty();
+  j["persistent"] = l.persistent;
   j["key_tile"] = l.block_n;
   j["smem_bytes"] = l.smem_bytes;
   j["min_blocks_per_sm"] = l.min_blocks;

@@ -232,6 +232,15 @@ std::shared_ptr<const CudaLoaded> cuda_load_for_call(std::shared_ptr<const CudaL
   return cuda_load_build(p, ext, L->build, true, nullptr);
 }
 
+Dim3 sm80_grid(const Sm80Launch& la, bool few, int64_t m_tiles, int64_t P, int sm_count) {
+  if (la.persistent && !few) {
+    const int64_t resident = static_cast<int64_t>(sm_count) * la.min_blocks;
+    return {static_cast<unsigned>(std::max<int64_t>(1, std::min(m_tiles * P, resident))), 1, 1};
+  }
+  return {static_cast<unsigned>(m_tiles), static_cast<unsigned>(std::min<int64_t>(P, 65535)),
+          static_cast<unsigned>((P + 65534) / 65535)};
+}
+
 namespace {
 
 // The call's extents in the program's dim order; rows, keys and the element code's integer
@@ -329,7 +338,7 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
                CudaBoundKernel& bk) {
   const int NB = la.num_buffers, R = la.max_rank;
   const size_t ext0 = NB + NB * R, err_at = ext0 + la.num_dims;
-  bk.params.assign(la.params_base_words(), 0);  // err_at + 3 words, then the TMA maps
+  bk.params.assign(la.params_base_words(), 0);  // err_at + 4 words, then the TMA maps
   for (int i = 0; i < NB; ++i) {
     for (size_t j = 0; j < strides[i].size(); ++j) bk.params[NB + i * R + j] = strides[i][j];
     bk.params[i] = static_cast<int64_t>(ptrs[i]);
@@ -348,8 +357,11 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
   bk.few = ks.few;
   bk.key_split = ks.split;
   bk.smem = ks.few ? la.few_smem_bytes : la.smem_bytes;
+  const int block_m = ks.few ? 16 : la.block_m;
+  const int64_t m_tiles = (M + block_m - 1) / block_m;
   bk.params[err_at + 1] = ks.split;
   bk.params[err_at + 2] = static_cast<int64_t>(scratch);
+  bk.params[err_at + 3] = m_tiles;
   if (!la.tma.empty()) bind_tma(la, ptrs, strides, extv, !ks.few, bk);
   if (ks.split > 1) {
     const int64_t rows = P * ks.split * M;  // below 2^31 * 64 * 2^31: no overflow
@@ -378,10 +390,7 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
     throw CallError(std::to_string(P) + " parallel indices (the product of the batch-like dims" +
                     (la.value_split > 1 ? " times the value-column split" : std::string()) +
                     ") is more than one grid takes (2^31 - 65536)");
-  const int block_m = ks.few ? 16 : la.block_m;
-  bk.grid = {static_cast<unsigned>((M + block_m - 1) / block_m),
-             static_cast<unsigned>(std::min<int64_t>(P, 65535)),
-             static_cast<unsigned>((P + 65534) / 65535)};
+  bk.grid = sm80_grid(la, ks.few, m_tiles, P, sm_count);
   bk.block = {static_cast<unsigned>(ks.few ? 32 : 32 * la.warps), 1, 1};
 }
 

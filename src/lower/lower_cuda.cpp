@@ -190,6 +190,9 @@ std::string LoweredCuda::str(const Plan& plan) const {
       os << "  grid: x = ceil(" << p.dims[la.row_dim] << " / " << la.block_m << "), y*z = "
          << dims_text(la.par_dims);
       if (la.value_split > 1) os << " * " << la.value_split << " value-column chunks";
+      if (la.persistent)
+        os << "; persistent: min(that, SMs * " << la.min_blocks
+           << ") blocks, each walking the items x + y*z in steps of the grid";
       os << "\n  products: "
          << (la.wgmma ? "wgmma (sm_90a), two warpgroups of 64 rows; the careful build by mma.sync"
                       : "mma.sync m16n8k16")

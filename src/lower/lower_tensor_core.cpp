@@ -517,6 +517,7 @@ class Lowering : public TensorCoreView {
         launch_.producer_warps = 4;
         launch_.warps = 8 + launch_.producer_warps;
         launch_.warp_specialized = true;
+        launch_.persistent = k_.tiles.mask < 0;
         launch_.stages = 2;
         while (launch_.stages < 4 &&
                smem_bytes(staged_, 0, 0, launch_.stages + 1, true) <= budget_.per_block)

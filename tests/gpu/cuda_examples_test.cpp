@@ -471,6 +471,59 @@ program tma_three(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e],
   }
 }
 
+// A persistent grid (Hopper, kernels without a tile mask): blocks walk several work items, the
+// last row tile ragged, with [b, n, h, d] keys, three accumulators (value chunks), a per-row
+// output, GQA, the cp.async build (d = 100) and a split key loop; every call matches the
+// reference.
+TEST(CudaBackend, PersistentBlocksWalkSeveralWorkItems) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  std::vector<Program> ps = parse_source(R"(
+program walk_bnhd(q: bf16[b, h, m, d], k: bf16[b, n, h, d], v: bf16[b, n, h, e]) {
+  out o: f32[b, h, m, e] = sum(softmax(sum(q * k, d) / sqrt(size(d)), n) * v, n)
+}
+program walk_three(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: bf16[b, h, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  out o1: f32[b, h, m, e] = sum(softmax(s, n) * v, n)
+  out o2: bf16[b, h, m, e] = sum(softmax(s * 0.5, n) * v, n)
+  out o3: f32[b, h, m, e] = sum(softmax(s, n) * w, n)
+}
+program walk_lse(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+  out lse: f32[b, h, m] = logsumexp(s, n)
+}
+program walk_gqa(q: bf16[b, g, r, m, d], k: bf16[b, g, n, d], v: bf16[b, g, n, e]) {
+  out o: bf16[b, g, r, m, e] = sum(softmax(sum(q * k, d) / sqrt(size(d)), n) * v, n)
+}
+)", "walk.attn");
+  struct Case { Program p; int64_t d, e, m, n, batch; };
+  const int sms = cuda_device_info().sm_count;
+  for (const Case& t : {Case{ps[0], 64, 64, 600, 200, 8}, Case{ps[1], 64, 128, 300, 150, 6},
+                        Case{ps[2], 128, 128, 520, 130, 6}, Case{ps[3], 64, 64, 390, 100, 4},
+                        Case{example("vanilla"), 100, 100, 700, 90, 6},
+                        Case{example("vanilla"), 128, 128, 200, 3000, 1}}) {
+    const Extents ext = testing::example_extents(t.p, t.m, t.n, t.d, t.e, t.batch);
+    SCOPED_TRACE(t.p.name + " d=" + std::to_string(t.d) + " e=" + std::to_string(t.e) +
+                 " m=" + std::to_string(t.m) + " n=" + std::to_string(t.n));
+    const TensorMap in = random_inputs(t.p, ext, 11 + t.m);
+    std::shared_ptr<const CudaLoaded> L = cuda_load(t.p, ext);
+    ASSERT_EQ(L->kernels.at(0).low.path, LoweredKernel::Path::tensor_core);
+    const Sm80Launch& la = L->kernels.at(0).low.tensor_core.launch;
+    const CudaBound b = cuda_bind(*L, t.p, in, ext);
+    const CudaBoundKernel& bk = b.kernels.at(0);
+    if (la.persistent) {
+      const int64_t m_tiles = (t.m + la.block_m - 1) / la.block_m;
+      int64_t items = m_tiles * bk.key_split * la.value_split;
+      for (int d : la.par_dims) items *= ext.at(t.p.dims[d]);
+      EXPECT_EQ(bk.grid.x, std::min<int64_t>(items, sms * la.min_blocks));
+      EXPECT_EQ(bk.grid.y * bk.grid.z, 1u);
+      if (t.n < 1000) EXPECT_GT(items, bk.grid.x);  // blocks walk several items
+    }
+    EXPECT_EQ(la.persistent, L->kernels.at(0).low.tensor_core.target == Target::cuda_sm90);
+    check_inputs(t.p, in, ext);
+  }
+}
+
 // The few-rows kernel compiles at the first call that runs it: a call of many rows loads the
 // program without it, a call of one row then compiles it, and both match the reference.
 TEST(CudaBackend, TheFewRowsKernelCompilesAtItsFirstCall) {

@@ -242,6 +242,41 @@ program four(q: bf16[a, b, c, h, m, d], k: bf16[a, b, c, h, n, d], v: bf16[b, h,
   EXPECT_TRUE(l3.tma[2].value_chunk);
 }
 
+// Warp-specialized kernels without a tile mask run a persistent grid (every work item computes
+// the same key tiles); masked ones, the sm80 path and the few-rows kernel keep a block per item.
+// The grid (sm80_grid): as many blocks as are resident at once, fewer when there are fewer
+// items; else (row tiles, parallel indices over y and z).
+TEST(Lower, PersistentGridsForKernelsWhoseItemsComputeTheSameTiles) {
+  const Extents hd = {{"d", 128}, {"e", 128}};
+  for (const char* name : {"vanilla", "softcap", "cross"}) {
+    const Compiled c = lowered(testing::example_program(name), Target::cuda_sm90, hd);
+    const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+    EXPECT_TRUE(la.warp_specialized && la.persistent) << name;
+    EXPECT_FALSE(lowered(testing::example_program(name), Target::cuda_sm80, hd)
+                     .lowered.kernels.at(0).tensor_core.launch.persistent) << name;
+  }
+  for (const char* name : {"causal", "gqa", "alibi", "lse", "sliding_window", "document",
+                           "prefix_lm"}) {
+    const Compiled c = lowered(testing::example_program(name), Target::cuda_sm90, hd);
+    const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+    EXPECT_TRUE(la.warp_specialized) << name;
+    EXPECT_FALSE(la.persistent) << name;
+  }
+  const Compiled c = lowered(testing::example_program("vanilla"), Target::cuda_sm90, hd);
+  const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+  ASSERT_EQ(la.min_blocks, 1);
+  const Dim3 g = sm80_grid(la, false, 4, 8 * 16, 132);  // 512 items
+  EXPECT_EQ(std::vector<unsigned>({g.x, g.y, g.z}), std::vector<unsigned>({132, 1, 1}));
+  const Dim3 small = sm80_grid(la, false, 3, 5, 132);  // 15 items: a block each
+  EXPECT_EQ(std::vector<unsigned>({small.x, small.y, small.z}), std::vector<unsigned>({15, 1, 1}));
+  const Dim3 few = sm80_grid(la, true, 1, 70000, 132);
+  EXPECT_EQ(std::vector<unsigned>({few.x, few.y, few.z}), std::vector<unsigned>({1, 65535, 2}));
+  const Compiled cc = lowered(testing::example_program("causal"), Target::cuda_sm90, hd);
+  const Sm80Launch& causal = cc.lowered.kernels.at(0).tensor_core.launch;
+  const Dim3 cg = sm80_grid(causal, false, 4, 128, 132);
+  EXPECT_EQ(std::vector<unsigned>({cg.x, cg.y, cg.z}), std::vector<unsigned>({4, 128, 1}));
+}
+
 // A call's tensor maps (tma_map_shapes): extents and byte strides in the map's dim order, boxes
 // of 64 columns x the key tile; none (cp.async) when a base or a stride is not a multiple of 16
 // bytes, a stride is 0 or an extent is 0, with the reason.

@@ -304,7 +304,7 @@ class Printer : public TensorCoreView {
     os << T_.prelude << "\n";
     os << "struct Params {\n  const void* buf[" << NB << "];\n  int64_t st[" << NB << "][" << R
        << "];\n  int64_t ext[" << ND << "];\n  int64_t* err;\n  int64_t key_split;\n"
-       << "  float* part;\n";
+       << "  float* part;\n  int64_t m_tiles;\n";
     const int NTMA = static_cast<int>(launch_.tma.size());
     if (NTMA > 0)  // (the kernel parameter is __grid_constant__: TMA reads the maps in place)
       os << "  fg::TmaDesc tma[" << NTMA << "];  // K, then V (5-dim maps)\n";
@@ -331,6 +331,7 @@ class Printer : public TensorCoreView {
     if (launch_.warp_specialized)
       os << "  static constexpr bool kWarpSpecialized = true;\n  static constexpr int kStages = "
          << launch_.stages << ";\n";
+    if (launch_.persistent) os << "  static constexpr bool kPersistent = true;\n";
     // K/V by TMA; the build for calls whose tensors no map describes (FG_KV_CP_ASYNC) by cp.async
     if (NTMA > 0)
       os << "#ifdef FG_KV_CP_ASYNC\n  static constexpr bool kTma = false;\n#else\n"
@@ -618,6 +619,7 @@ class Printer : public TensorCoreView {
                ? "  static constexpr bool kWarpSpecialized = false;\n  static constexpr int kStages = 2;\n"
                : "")
        << (NTMA > 0 ? "  static constexpr bool kTma = false;\n" : "")
+       << (launch_.persistent ? "  static constexpr bool kPersistent = false;\n" : "")
        << "};\n"
        << "static_assert(fg::AttnSm80<SpecFew>::kSmemBytes == " << launch_.few_smem_bytes
        << ", \"the host launches with the emitter's shared-memory size\");\n"

@@ -58,6 +58,12 @@ struct Sm80Launch {
   bool warp_specialized = false;
   int producer_warps = 0;
   int stages = 2;
+  // Warp-specialized kernels whose work items (row tile, parallel index x key chunk) all
+  // compute the same key tiles (no tile mask): a persistent grid (kPersistent) of as many
+  // blocks as are resident at once (sm count x min_blocks), each walking the items blockIdx.x,
+  // + gridDim.x, ...; the producer fills the next item's stages under the last one's epilogue.
+  // With a tile mask the items' work differs, and the hardware's block scheduler balances it.
+  bool persistent = false;
   // Warp-specialized: the K tiles (one per score, in order) and the V tiles (one per distinct
   // value tensor) come by TMA bulk tensor copies, one 5-dim tensor map per operand in Params,
   // its dims innermost first: the operand's column dim (head or value dim; stride 1), the key
@@ -92,11 +98,12 @@ struct Sm80Launch {
   int value_cols = 0;           // value columns per block (the padded chunk: kValueDim)
   int num_buffers = 0, max_rank = 1, num_dims = 0;
   // Params = { const void* buf[num_buffers]; i64 st[num_buffers][max_rank];
-  //            i64 ext[num_dims]; i64* err; i64 key_split; float* part; }  (all 8-byte
+  //            i64 ext[num_dims]; i64* err; i64 key_split; float* part; i64 m_tiles; }
+  //            (m_tiles: the row tiles of a call, read by persistent kernels; all 8-byte
   //            fields, in this order), then with TMA operands, from the next 64-byte
   //            boundary, one 16-word map per operand. The words (the printer static_asserts
   //            the struct against them; the host fills them):
-  int params_base_words() const { return num_buffers * (1 + max_rank) + num_dims + 3; }
+  int params_base_words() const { return num_buffers * (1 + max_rank) + num_dims + 4; }
   int params_maps_word() const { return (params_base_words() + 7) / 8 * 8; }
   int params_words() const {
     return tma.empty() ? params_base_words()

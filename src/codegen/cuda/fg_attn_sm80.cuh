@@ -69,6 +69,9 @@
 //                                          // other warps (kBlockM = 16 * kWarpMBlocks * (kWarps
 //                                          // - 4) rows) only compute
 //     static constexpr int kStages;      // optional (default 2): K/V stages in shared memory
+//     static constexpr bool kPersistent; // optional (default false; with kWarpSpecialized): the
+//                                        // blocks loop over work items (Launch, below); Params
+//                                        // then has `int64_t m_tiles`
 //     static constexpr bool kTma;        // optional (default false; with kWarpSpecialized):
 //                                        // the producer copies K/V tiles by TMA. Params then
 //                                        // has `fg::TmaDesc tma[S + V]` (5-dim maps of K_s,
@@ -139,7 +142,9 @@
 //   };
 //
 // Launch: grid = (ceil(max M / kBlockM), min(P', 65535), ceil(P' / 65535)) with P' = P times the
-//   key split (1 without kKeySplit), block = 32 * kWarps, dynamic shared memory =
+//   key split (1 without kKeySplit); with kPersistent, grid = (min(m_tiles * P', the blocks
+//   resident at once), 1, 1) with Params::m_tiles = ceil(max M / kBlockM); block = 32 * kWarps,
+//   dynamic shared memory =
 //   fg::AttnSm80<Spec>::kSmemBytes (raise the limit above 48 KiB with cuFuncSetAttribute). With a
 //   key split above 1, `part` holds P' * M * kPartRow floats, and attn_combine_sm80 runs after
 //   it: grid (ceil(M * kValueDim / 2 / 128), min(P, 65535), ceil(P / 65535)), 128 threads. One
@@ -228,6 +233,12 @@ FG_OPTIONAL_FLAG(WgmmaOf, kWgmma)
 // warps); the careful build keeps the structure and multiplies by mma.sync.
 FG_OPTIONAL_FLAG(WarpSpecializedOf, kWarpSpecialized)
 
+// Optional Spec member kPersistent (default false; warp-specialized Specs only): a grid of at
+// most as many blocks as are resident at once, each computing work items (row tile, parallel
+// index x key chunk) blockIdx.x, + gridDim.x, ... of Params' `int64_t m_tiles` row tiles times
+// P'; the producer fills the next item's stages while the compute warps finish the last one.
+FG_OPTIONAL_FLAG(PersistentOf, kPersistent)
+
 // Optional Spec member kStages (default 2): stages of K/V (and staged) tiles in shared memory.
 FG_OPTIONAL(StagesOf, kStages, int, 2)
 
@@ -282,6 +293,7 @@ struct AttnSm80 {
   static constexpr bool kWs = WarpSpecializedOf<Spec>::value;
   static constexpr int kStages = StagesOf<Spec>::value;
   static constexpr bool kTma = TmaOf<Spec>::value;
+  static constexpr bool kPersistent = PersistentOf<Spec>::value;
   static constexpr int NW = Spec::kWarps, NT = 32 * NW, MW = Spec::kWarpMBlocks;
   static constexpr int NWC = kWs ? NW - 4 : NW, NTC = 32 * NWC, NL = kWs ? 128 : NT;
   static constexpr int BM = 16 * MW * NWC, BN = Spec::kBlockN;
@@ -338,6 +350,7 @@ struct AttnSm80 {
                 "warpgroups of wgmma and a producer warpgroup");
   static_assert(kStages >= 2 && kStages <= 4 && (kWs || kStages == 2), "stages");
   static_assert(!kTma || kWs, "TMA copies are the producer warpgroup's");
+  static_assert(!kPersistent || kWs, "a persistent grid: warp-specialized kernels only");
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(!kWs, "a warp-specialized Spec compiles for sm_90a only (mbarrier waits, setmaxnreg)");
 #endif
@@ -521,36 +534,75 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
   typename Spec::Ctx ctx;
-  // grid y (and z beyond 65535 indices): the parallel index times the key split (the chunk of
-  // the key loop innermost); blocks past the end exit
-  const int pidx = (int)(blockIdx.y + gridDim.y * blockIdx.z);
+  // Work items: (row tile, parallel index x key chunk). A block computes the item of its grid
+  // coordinates; a persistent block (kPersistent) computes items blockIdx.x, + gridDim.x, ... of
+  // m_tiles * P', row tiles innermost (the items of one parallel index, which share K/V, run
+  // side by side).
+  constexpr bool kPersistent = K::kPersistent;
   int ksplit = 1;
   if constexpr (KeySplitOf<Spec>::value) ksplit = (int)params.key_split;
-  const int par = pidx / ksplit, chunk = pidx - par * ksplit;
-  if (par >= Spec::num_parallel(params)) return;
-  Spec::make_ctx(params, par, ctx);
-  const int M = ctx.M, N = ctx.N;
-  const int mt = Spec::kReverseM ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
-  const int m0 = mt * BM;
-  if (m0 >= M || M <= 0) return;
-  const int m1 = min(m0 + BM, M);
-  if constexpr (BlockRowsOf<Spec>::value) Spec::block_rows(ctx, m0, m1);
-
-  // ---- Q tiles -> shared (cp.async group 0; by the compute threads) ----
-  if (!K::kWs || tid < K::NTC) {
-#pragma unroll
-    for (int s = 0; s < S; ++s)
-      load_tile_async<BM, D, K::NTC, K::DIN>(s_base + s * K::kQBytes, ctx.q[s], ctx.q_ld[s], m0,
-                                             M, tid);
+  i64 n_items = 1, w_step = 1, m_tiles = 1;
+  if constexpr (kPersistent) {
+    m_tiles = params.m_tiles;
+    n_items = m_tiles * (i64)Spec::num_parallel(params) * ksplit;
+    w_step = gridDim.x;
   }
-  cp_async_commit();
+  // The current item: its context, extents, rows [m0, m1) and key tiles [j_begin, j_end).
+  int pidx = 0, chunk = 0, M = 0, N = 0, m0 = 0, m1 = 0, j_begin = 0, j_end = 0;
+  // Makes item w current (a pure function of w); false if it has no rows (grid blocks past the
+  // parallel indices, row tiles past M).
+  auto begin_item = [&](i64 w) {
+    int mt_i, mts;
+    if constexpr (kPersistent) {
+      mt_i = (int)(w % m_tiles);
+      pidx = (int)(w / m_tiles);
+      mts = (int)m_tiles;
+    } else {
+      // grid y (and z beyond 65535 indices): the parallel index times the key split (the
+      // chunk of the key loop innermost); blocks past the end have no item
+      mt_i = (int)blockIdx.x;
+      pidx = (int)(blockIdx.y + gridDim.y * blockIdx.z);
+      mts = (int)gridDim.x;
+    }
+    const int par = pidx / ksplit;
+    chunk = pidx - par * ksplit;
+    if (par >= Spec::num_parallel(params)) return false;
+    Spec::make_ctx(params, par, ctx);
+    M = ctx.M;
+    N = ctx.N;
+    m0 = (Spec::kReverseM ? mts - 1 - mt_i : mt_i) * BM;
+    if (m0 >= M || M <= 0) return false;
+    m1 = min(m0 + BM, M);
+    if constexpr (BlockRowsOf<Spec>::value) Spec::block_rows(ctx, m0, m1);
+    // this item's key tiles: chunk `chunk` of `ksplit` equal runs
+    const int n_tiles = N > 0 ? (N + BN - 1) / BN : 0;
+    const int per_chunk = (n_tiles + ksplit - 1) / ksplit;
+    j_begin = min(n_tiles, chunk * per_chunk);
+    j_end = min(n_tiles, j_begin + per_chunk);
+    return true;
+  };
+  // The first item from w on (in steps of w_step) that has rows, made current; n_items if none.
+  auto next_item = [&](i64 w) {
+    while (w < n_items && !begin_item(w)) w += w_step;
+    return w;
+  };
+  i64 w = next_item(kPersistent ? (i64)blockIdx.x : 0);
+  if (w >= n_items) return;
+
+  // Q tiles of the current item -> shared (one cp.async group; by the compute threads)
+  auto issue_q = [&] {
+    if (!K::kWs || tid < K::NTC) {
+#pragma unroll
+      for (int s = 0; s < S; ++s)
+        load_tile_async<BM, D, K::NTC, K::DIN>(s_base + s * K::kQBytes, ctx.q[s], ctx.q_ld[s],
+                                               m0, M, tid);
+    }
+    cp_async_commit();
+  };
+  issue_q();
   // the loading threads: the producer warpgroup, or the whole block
   const int lt = K::kWs ? tid - K::NTC : tid;
 
-  const int n_tiles = N > 0 ? (N + BN - 1) / BN : 0;
-  // this block's key tiles: chunk `chunk` of `ksplit` equal runs
-  const int per_chunk = (n_tiles + ksplit - 1) / ksplit;
-  const int j_begin = min(n_tiles, chunk * per_chunk), j_end = min(n_tiles, j_begin + per_chunk);
   // next non-empty key tile at or after j (block-uniform scalar scan, O(n_tiles) in total)
   int cls_next = kTileEmpty;
   // Spans of kSpan tiles are tested first: classify over the span's box is as sound as over one
@@ -674,97 +726,114 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           (void)stg;
         }
       };
-      int it = 0, jp = next_tile(j_begin);
-      for (;; ++it) {
-        const int stg = it % K::kStages;
-        bool published = false;  // the previous tile
-        if (it >= K::kStages) {
-          const u32 eb = ring + 8 * (K::kStages + stg), ep = (it / K::kStages - 1) & 1;
-          if (!mbar_try_wait(eb, ep)) {  // the ring is full: publish the previous tile first
-            cp_async_wait<0>();
+      // stages filled (the last one of each item says: no more tiles); whether the previous
+      // stage holds a tile not yet published
+      int it = 0;
+      bool pending = false;
+      for (;;) {  // the block's items
+        int jp = next_tile(j_begin);
+        for (;; ++it) {
+          const int stg = it % K::kStages;
+          if (it >= K::kStages) {
+            const u32 eb = ring + 8 * (K::kStages + stg), ep = (it / K::kStages - 1) & 1;
+            if (!mbar_try_wait(eb, ep)) {  // the ring is full: publish the previous tile first
+              if (pending) {
+                cp_async_wait<0>();
+                fence_proxy_async();
+                mbar_arrive(ring + 8 * ((it - 1) % K::kStages));
+                pending = false;
+              }
+              mbar_wait(eb, ep);
+            }
+          }
+          const bool done = jp >= j_end;
+          if (!done) {
+            if (tma && lt == 0) issue_tma(jp, stg);
+            issue_kv(jp, stg, !tma);
+          }
+          cp_async_commit();
+          if (!done) fill_diagonals(jp, stg);
+          if (lt == 0) {
+            ring_tile[2 * stg] = done ? -1 : jp;
+            ring_tile[2 * stg + 1] = cls_next;
+          }
+          if (pending) {
+            cp_async_wait<1>();
             fence_proxy_async();
             mbar_arrive(ring + 8 * ((it - 1) % K::kStages));
-            published = true;
-            mbar_wait(eb, ep);
+            pending = false;
           }
+          if (done) break;
+          pending = true;
+          jp = next_tile(jp + 1);
         }
-        const bool done = jp >= j_end;
-        if (!done) {
-          if (tma && lt == 0) issue_tma(jp, stg);
-          issue_kv(jp, stg, !tma);
-        }
-        cp_async_commit();
-        if (!done) fill_diagonals(jp, stg);
-        if (lt == 0) {
-          ring_tile[2 * stg] = done ? -1 : jp;
-          ring_tile[2 * stg + 1] = cls_next;
-        }
-        if (it > 0 && !published) {
-          cp_async_wait<1>();
-          fence_proxy_async();
-          mbar_arrive(ring + 8 * ((it - 1) % K::kStages));
-        }
-        if (done) break;
-        jp = next_tile(jp + 1);
+        cp_async_wait<0>();
+        mbar_arrive(ring + 8 * (it % K::kStages));  // published at once
+        ++it;
+        // the next item's tiles fill the stages the compute warps free during this one's
+        // epilogue
+        w = next_item(w + w_step);
+        if (w >= n_items) return;
       }
-      cp_async_wait<0>();
-      mbar_arrive(ring + 8 * (it % K::kStages));  // the last stage: no more tiles
-      return;
     }
     regs_take<K::kComputeRegs>();
-    cp_async_wait<0>();  // Q
-    fence_proxy_async();
-    K::sync_compute();
 #endif
-  } else {
-    j = next_tile(j_begin);
-    cls = cls_next;
-    if (j < j_end) issue_kv(j, 0);
-    cp_async_commit();
-    landed();
   }
-  // ---- Q fragments -> registers (when they fit) ----
   const int wrow0 = warp * 16 * MW;  // first row of this warp inside the block
   LdmAddr<BM, D> aq_lane[S];          // Q tile addresses (used when Q is re-read per tile)
 #pragma unroll
   for (int s = 0; s < S; ++s)
     aq_lane[s] = LdmAddr<BM, D>(s_base + s * K::kQBytes, lane_row_a(lane), lane_col_a(lane));
   u32 qa[S][MW][K::kQK][4];
-  if constexpr (K::kQInRegs) {
-#pragma unroll
-    for (int s = 0; s < S; ++s)
-#pragma unroll
-      for (int b = 0; b < MW; ++b)
-        load_a_frags<BM, D>(qa[s][b], s_base + s * K::kQBytes, wrow0 + b * 16, lane);
-  }
-
-  // rows of this thread: [b][h] = m-block b, half h (clamped so element code stays in range)
-  int rm[MW][2];
-#pragma unroll
-  for (int b = 0; b < MW; ++b)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) rm[b][h] = min(m0 + wrow0 + b * 16 + (lane >> 2) + 8 * h, M - 1);
+  int rm[MW][2];  // rows of this thread: [b][h] = m-block b, half h (clamped to M - 1)
   const int col_t = 2 * (lane & 3);
-
   float o[A][MW][ET8][4];
-#pragma unroll
-  for (int a = 0; a < A; ++a)
-#pragma unroll
-    for (int b = 0; b < MW; ++b) zero(o[a][b]);
   float mrun[G][MW][2], lsum[G][MW][2];
   float sc[G];  // score units -> base-2 logits (positive)
-  sc[0] = Spec::template score_scale<0>(ctx);
-  if constexpr (G > 1) sc[G - 1] = Spec::template score_scale<G - 1>(ctx);
-#pragma unroll
-  for (int g = 0; g < G; ++g)
-#pragma unroll
-    for (int b = 0; b < MW; ++b) {
-      mrun[g][b][0] = mrun[g][b][1] = neg_inf();
-      lsum[g][b][0] = lsum[g][b][1] = 0.f;
+  // The current item's start: its Q landed (warp-specialized: the compute warps' own copies) and
+  // in registers when it fits, the row clamps, the accumulators, maxima and sums reset.
+  auto start_item = [&] {
+    if constexpr (K::kWs) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+      cp_async_wait<0>();  // Q
+      fence_proxy_async();
+      K::sync_compute();
+#endif
+    } else {
+      j = next_tile(j_begin);
+      cls = cls_next;
+      if (j < j_end) issue_kv(j, 0);
+      cp_async_commit();
+      landed();
     }
+    if constexpr (K::kQInRegs) {
+#pragma unroll
+      for (int s = 0; s < S; ++s)
+#pragma unroll
+        for (int b = 0; b < MW; ++b)
+          load_a_frags<BM, D>(qa[s][b], s_base + s * K::kQBytes, wrow0 + b * 16, lane);
+    }
+#pragma unroll
+    for (int b = 0; b < MW; ++b)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) rm[b][h] = min(m0 + wrow0 + b * 16 + (lane >> 2) + 8 * h, M - 1);
+#pragma unroll
+    for (int a = 0; a < A; ++a)
+#pragma unroll
+      for (int b = 0; b < MW; ++b) zero(o[a][b]);
+    sc[0] = Spec::template score_scale<0>(ctx);
+    if constexpr (G > 1) sc[G - 1] = Spec::template score_scale<G - 1>(ctx);
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+#pragma unroll
+      for (int b = 0; b < MW; ++b) {
+        mrun[g][b][0] = mrun[g][b][1] = neg_inf();
+        lsum[g][b][0] = lsum[g][b][1] = 0.f;
+      }
+  };
 
 #ifdef FG_COUNT_TILES
-  int counted = 0, counted_full = 0;  // key tiles this block computes / computes unmasked
+  int counted = 0, counted_full = 0;  // key tiles this item computes / computes unmasked
 #endif
   // The careful build (FG_CAREFUL) follows the strong zero where the tensor cores would not: inf
   // or NaN values of V at keys whose weight is 0 contribute nothing (add_nonfinite_values), and a
@@ -946,128 +1015,152 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       }
     }
   };
-  if constexpr (K::kWs) {
+  int it_c = 0;  // warp-specialized: stages consumed, the last one of each item included
+  for (;;) {  // the block's items (one without kPersistent)
+    start_item();
+    if constexpr (K::kWs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    // ---- the compute warps: each stage as the producer publishes it, until the one of no
-    // tile; a warp done with a stage releases it ----
-    for (int it = 0;; ++it) {
-      const int stg = it % K::kStages;
-      mbar_wait(ring + 8 * stg, (it / K::kStages) & 1);
-      // lane 0 reads the stage's tile index and class and is the lane that releases the stage:
-      // the producer's next write of them follows that lane's own reads
-      int jt = 0, clst = 0;
-      if (lane == 0) {
-        jt = ring_tile[2 * stg];
-        clst = ring_tile[2 * stg + 1];
+      // ---- the compute warps: each stage as the producer publishes it, until the one of no
+      // tile; a warp done with a stage releases it ----
+      for (;; ++it_c) {
+        const int stg = it_c % K::kStages;
+        mbar_wait(ring + 8 * stg, (it_c / K::kStages) & 1);
+        // lane 0 reads the stage's tile index and class and is the lane that releases the stage:
+        // the producer's next write of them follows that lane's own reads
+        int jt = 0, clst = 0;
+        if (lane == 0) {
+          jt = ring_tile[2 * stg];
+          clst = ring_tile[2 * stg + 1];
+        }
+        jt = __shfl_sync(0xffffffffu, jt, 0);
+        clst = __shfl_sync(0xffffffffu, clst, 0);
+        if (jt >= 0) {
+          compute_tile(jt, clst, stg);
+          // (careful: the zeros add_nonfinite_values stored come before the stage's next TMA
+          // copy)
+          if constexpr (kCareful && K::kTma) fence_proxy_async();
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(ring + 8 * (K::kStages + stg));  // (the last one too: reused)
+        if (jt < 0) {
+          ++it_c;
+          break;
+        }
       }
-      jt = __shfl_sync(0xffffffffu, jt, 0);
-      clst = __shfl_sync(0xffffffffu, clst, 0);
-      if (jt < 0) break;
-      compute_tile(jt, clst, stg);
-      // (careful: the zeros add_nonfinite_values stored come before the stage's next TMA copy)
-      if constexpr (kCareful && K::kTma) fence_proxy_async();
-      __syncwarp();
-      if (lane == 0) mbar_arrive(ring + 8 * (K::kStages + stg));
-    }
 #endif
-  } else {
-    // ---- double buffering: tile j computes while the next non-empty tile loads ----
-    int stage = 0;
-    while (j < j_end) {
-      const int jn = next_tile(j + 1);
-      const int cls_n = cls_next;
-      if (jn < j_end) issue_kv(jn, stage ^ 1);
-      cp_async_commit();
-      fill_diagonals(j, 0);
-      landed();
-      compute_tile(j, cls, stage);
-      __syncthreads();  // the stage is refilled by the next iteration's prefetch
-      j = jn;
-      cls = cls_n;
-      stage ^= 1;
+    } else {
+      // ---- double buffering: tile j computes while the next non-empty tile loads ----
+      int stage = 0;
+      while (j < j_end) {
+        const int jn = next_tile(j + 1);
+        const int cls_n = cls_next;
+        if (jn < j_end) issue_kv(jn, stage ^ 1);
+        cp_async_commit();
+        fill_diagonals(j, 0);
+        landed();
+        compute_tile(j, cls, stage);
+        __syncthreads();  // the stage is refilled by the next iteration's prefetch
+        j = jn;
+        cls = cls_n;
+        stage ^= 1;
+      }
+      cp_async_wait<0>();
     }
-    cp_async_wait<0>();
-  }
 #ifdef FG_COUNT_TILES
-  // The profile build: err[4..6] += tiles computed, skipped as empty, computed unmasked.
-  if (tid == 0) {
-    atomicAdd((unsigned long long*)(ctx.err + 4), (unsigned long long)counted);
-    atomicAdd((unsigned long long*)(ctx.err + 5), (unsigned long long)(j_end - j_begin - counted));
-    atomicAdd((unsigned long long*)(ctx.err + 6), (unsigned long long)counted_full);
-  }
+    // The profile build: err[4..6] += tiles computed, skipped as empty, computed unmasked.
+    if (tid == 0) {
+      atomicAdd((unsigned long long*)(ctx.err + 4), (unsigned long long)counted);
+      atomicAdd((unsigned long long*)(ctx.err + 5), (unsigned long long)(j_end - j_begin - counted));
+      atomicAdd((unsigned long long*)(ctx.err + 6), (unsigned long long)counted_full);
+    }
+    counted = counted_full = 0;
 #endif
+    // Persistent: the next item's Q tiles load under this item's epilogue, once every product
+    // that read this item's Q is complete.
+    i64 w_next = n_items;
+    if constexpr (kPersistent) {
+      K::sync_compute();
+      w_next = next_item(w + w_step);
+      if (w_next < n_items) issue_q();
+      begin_item(w);  // this item again
+    }
 
-  // ---- epilogue ----
-  bool nonfinite = false;  // an accumulator of a stored row is inf or NaN
-  // A fresh context from an opaque copy of the parallel index: keeps the output pointers out of
-  // the registers of the main loop (the compiler cannot merge the two contexts).
-  // The parallel index and the split's bookkeeping again from the block index and the
-  // parameters (free to re-read), so that none of it stays live across the key loop.
-  const int pidx_out = (int)(blockIdx.y + gridDim.y * blockIdx.z);
-  bool split_out = false;
-  if constexpr (KeySplitOf<Spec>::value) split_out = params.key_split > 1;
-  int par2 = pidx_out;
-  if constexpr (KeySplitOf<Spec>::value) par2 = pidx_out / (int)params.key_split;
-  asm volatile("mov.b32 %0, %0;" : "+r"(par2));
-  Spec::make_ctx(params, par2, ctx);
+    // ---- epilogue ----
+    bool nonfinite = false;  // an accumulator of a stored row is inf or NaN
+    // A fresh context from an opaque copy of the parallel index: keeps the output pointers out of
+    // the registers of the main loop (the compiler cannot merge the two contexts).
+    // The parallel index and the split's bookkeeping again from the block index and the
+    // parameters (free to re-read), so that none of it stays live across the key loop.
+    const int pidx_out =
+        kPersistent ? (int)(w / m_tiles) : (int)(blockIdx.y + gridDim.y * blockIdx.z);
+    bool split_out = false;
+    if constexpr (KeySplitOf<Spec>::value) split_out = params.key_split > 1;
+    int par2 = pidx_out;
+    if constexpr (KeySplitOf<Spec>::value) par2 = pidx_out / (int)params.key_split;
+    asm volatile("mov.b32 %0, %0;" : "+r"(par2));
+    Spec::make_ctx(params, par2, ctx);
 #pragma unroll
-  for (int b = 0; b < MW; ++b) {
-    RowStats<G> rs[2];  // quad reductions first: every lane must take part in the shuffles
+    for (int b = 0; b < MW; ++b) {
+      RowStats<G> rs[2];  // quad reductions first: every lane must take part in the shuffles
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int g = 0; g < G; ++g) {
-        rs[h].l[g] = quad_sum(lsum[g][b][h]);
-        rs[h].inv_l[g] = rs[h].l[g] > 0.f ? 1.f / rs[h].l[g] : 0.f;
-        rs[h].mx[g] = mrun[g][b][h] * sc[g];
-      }
+        for (int g = 0; g < G; ++g) {
+          rs[h].l[g] = quad_sum(lsum[g][b][h]);
+          rs[h].inv_l[g] = rs[h].l[g] > 0.f ? 1.f / rs[h].l[g] : 0.f;
+          rs[h].mx[g] = mrun[g][b][h] * sc[g];
+        }
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int m = m0 + wrow0 + b * 16 + (lane >> 2) + 8 * h;
-      if (m >= M) continue;
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + wrow0 + b * 16 + (lane >> 2) + 8 * h;
+        if (m >= M) continue;
 #pragma unroll
-      for (int t = 0; t < ET8; ++t) {
-        float ov[A][2];
+        for (int t = 0; t < ET8; ++t) {
+          float ov[A][2];
 #pragma unroll
-        for (int a = 0; a < A; ++a) {
-          ov[a][0] = o[a][b][t][2 * h];
-          ov[a][1] = o[a][b][t][2 * h + 1];
-          nonfinite |= ((__float_as_uint(ov[a][0]) & 0x7f800000u) == 0x7f800000u) |
-                       ((__float_as_uint(ov[a][1]) & 0x7f800000u) == 0x7f800000u);
+          for (int a = 0; a < A; ++a) {
+            ov[a][0] = o[a][b][t][2 * h];
+            ov[a][1] = o[a][b][t][2 * h + 1];
+            nonfinite |= ((__float_as_uint(ov[a][0]) & 0x7f800000u) == 0x7f800000u) |
+                         ((__float_as_uint(ov[a][1]) & 0x7f800000u) == 0x7f800000u);
+          }
+          if constexpr (KeySplitOf<Spec>::value) {
+            if (split_out) {  // the partial accumulators of the row, for attn_combine_sm80
+              float* row = params.part + ((i64)pidx_out * M + m) * K::kPartRow;
+#pragma unroll
+              for (int a = 0; a < A; ++a) {
+                row[2 * G + a * DV + t * 8 + col_t] = ov[a][0];
+                row[2 * G + a * DV + t * 8 + col_t + 1] = ov[a][1];
+              }
+              continue;
+            }
+          }
+          if (t * 8 + col_t < K::DVIN) Spec::store(ctx, m, t * 8 + col_t, ov, rs[h]);
         }
         if constexpr (KeySplitOf<Spec>::value) {
-          if (split_out) {  // the partial accumulators of the row, for attn_combine_sm80
-            float* row = params.part + ((i64)pidx_out * M + m) * K::kPartRow;
+          if (split_out) {  // running maxima (score units) and row sums
+            if ((lane & 3) == 0) {
+              float* row = params.part + ((i64)pidx_out * M + m) * K::kPartRow;
 #pragma unroll
-            for (int a = 0; a < A; ++a) {
-              row[2 * G + a * DV + t * 8 + col_t] = ov[a][0];
-              row[2 * G + a * DV + t * 8 + col_t + 1] = ov[a][1];
+              for (int g = 0; g < G; ++g) {
+                row[g] = mrun[g][b][h];
+                row[G + g] = rs[h].l[g];
+              }
             }
             continue;
           }
         }
-        if (t * 8 + col_t < K::DVIN) Spec::store(ctx, m, t * 8 + col_t, ov, rs[h]);
+        if ((lane & 3) == 0) Spec::store_row(ctx, m, rs[h]);
       }
-      if constexpr (KeySplitOf<Spec>::value) {
-        if (split_out) {  // running maxima (score units) and row sums
-          if ((lane & 3) == 0) {
-            float* row = params.part + ((i64)pidx_out * M + m) * K::kPartRow;
-#pragma unroll
-            for (int g = 0; g < G; ++g) {
-              row[g] = mrun[g][b][h];
-              row[G + g] = rs[h].l[g];
-            }
-          }
-          continue;
-        }
-      }
-      if ((lane & 3) == 0) Spec::store_row(ctx, m, rs[h]);
     }
+    // A non-finite accumulator may be a product 0 * inf of a key whose weight is 0: the plain build
+    // flags the call (err[7] = 1; every writer writes 1) and the host runs the careful build.
+    if constexpr (!kCareful && ErrOf<typename Spec::Ctx>::value)
+      if (nonfinite) ctx.err[7] = 1;
+    if (w_next >= n_items) break;
+    w = w_next;
+    begin_item(w);
   }
-  // A non-finite accumulator may be a product 0 * inf of a key whose weight is 0: the plain build
-  // flags the call (err[7] = 1; every writer writes 1) and the host runs the careful build.
-  if constexpr (!kCareful && ErrOf<typename Spec::Ctx>::value)
-    if (nonfinite) ctx.err[7] = 1;
 }
 
 // Flash-decoding's second step: merges the partial states of the key_split blocks of each row
