@@ -64,6 +64,7 @@ struct KernelProfile {
   // CUDA, a warp-specialized (Hopper) kernel: how its producer warpgroup copied K and V ("TMA",
   // or "cp.async" when no tensor map describes the call's tensors); empty otherwise
   std::string kv_copies;
+  bool walk = false;          // CUDA: a persistent grid whose blocks walk the work items
   int64_t grid_points = 0;    // CPU: parallel loop iterations
   std::string note;           // what the numbers leave out, if anything
 };

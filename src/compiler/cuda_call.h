@@ -97,16 +97,18 @@ struct CudaBoundKernel {
                               // shared), a split key loop's partial states
   bool few = false;           // tensor_core: launch the few-rows variant
   int key_split = 1;          // tensor_core: blocks per row tile's key loop (> 1: combine)
+  bool walk = false;          // tensor_core: the blocks walk the work items (persistent)
   bool tma = false;           // tensor_core: Params hold the K/V maps (tma_map_shapes); without
                               // them a kernel with TMA operands runs its cp.async build
   Dim3 combine_grid, combine_block;
 };
 
 // The grid of a tensor-core kernel's call of m_tiles row tiles (of the full kernel, or of the
-// few-rows one: `few`) and P parallel indices (the key split included): (m_tiles, P over y and
-// z); a persistent kernel (Sm80Launch::persistent; not the few-rows one) gets as many blocks as
-// are resident at once (sm_count x min_blocks) or fewer when there are fewer items, (x, 1, 1).
-Dim3 sm80_grid(const Sm80Launch& la, bool few, int64_t m_tiles, int64_t P, int sm_count);
+// few-rows one) and P parallel indices (the key split included), as choose_key_split chose:
+// (m_tiles, P over y and z); blocks that walk the work items (ks.walk) as many as are resident
+// at once (sm_count x min_blocks), or fewer when there are fewer items, (x, 1, 1).
+Dim3 sm80_grid(const Sm80Launch& la, const KeySplit& ks, int64_t m_tiles, int64_t P,
+               int sm_count);
 
 // A tensor map of one K or V operand of a call (Sm80Launch::tma): 5 dims innermost first (the
 // column, key and parallel dims, then 1s), the byte strides of dims 1..4, boxes of 64 columns x

@@ -147,8 +147,10 @@ std::string cuda_text(const CudaShape& s) {
   for (const auto& [d, e] : l.head_dims) os << ", " << d << " = " << e;
   os << "\n";
   if (l.persistent)
-    os << "             persistent grid: the blocks resident at once walk the row tiles x parallel "
-          "indices, the next item's K/V loading under the last one's epilogue\n";
+    os << "             persistent grid for short key loops (at most "
+       << KeySplit::kWalkTiles * l.block_n
+       << " keys a block): the blocks resident at once walk the row tiles x parallel indices, "
+          "the next item's K/V loading under the last one's epilogue\n";
   if (l.value_split > 1)
     os << "             value columns split in " << l.value_split << " chunks of "
        << l.value_dim / l.value_split << " (the accumulators would not fit the registers); "
@@ -159,7 +161,7 @@ std::string cuda_text(const CudaShape& s) {
        << (s.split.split > 1 ? ", the key loop split across " + std::to_string(s.split.split) +
                                    " blocks and merged (flash-decoding)"
                              : std::string(", no key split"))
-       << "\n";
+       << (s.split.walk ? ", blocks walking the work items (persistent)" : "") << "\n";
   for (const auto& h : l.hoisted) os << "             once per block: " << h << "\n";
   for (const auto& h : l.staged)
     os << "             staged through shared memory with K/V: " << h << "\n";
@@ -201,6 +203,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   if (s.split.split > 0) {
     j["few_rows"] = s.split.few;
     j["key_split"] = s.split.split;
+    j["walk"] = s.split.walk;
     j["sm_count_assumed"] = s.sm_count;
   }
   j["once_per_block"] = l.hoisted;

@@ -417,6 +417,7 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
       kp.value_split = la.value_split;
       kp.key_split = bk.key_split;
       if (la.warp_specialized && !bk.few) kp.kv_copies = bk.tma ? "TMA" : "cp.async";
+      kp.walk = bk.walk;
       if (bk.few || bk.key_split > 1)
         kp.note += std::string(kp.note.empty() ? "" : "; ") +
                    (bk.few ? "the few-rows kernel (16 rows per block)" : "the full kernel") +
@@ -535,7 +536,9 @@ std::string profile_text(const ProfileReport& r) {
          << k.registers << " registers and " << k.local_bytes << " B local memory per thread"
          << (k.local_bytes ? " (spills or stack)" : " (no spills)") << ", at least "
          << k.blocks_per_sm << " block" << (k.blocks_per_sm == 1 ? "" : "s") << " per SM"
-         << (k.kv_copies.empty() ? "" : ", K/V copied by " + k.kv_copies) << "\n";
+         << (k.kv_copies.empty() ? "" : ", K/V copied by " + k.kv_copies)
+         << (k.walk ? ", persistent: each block walks work items (row tile, parallel index)" : "")
+         << "\n";
     } else {
       os << "  launch:    " << k.grid_points << " grid points on " << k.threads
          << " OpenMP threads\n";

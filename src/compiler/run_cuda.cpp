@@ -232,8 +232,9 @@ std::shared_ptr<const CudaLoaded> cuda_load_for_call(std::shared_ptr<const CudaL
   return cuda_load_build(p, ext, L->build, true, nullptr);
 }
 
-Dim3 sm80_grid(const Sm80Launch& la, bool few, int64_t m_tiles, int64_t P, int sm_count) {
-  if (la.persistent && !few) {
+Dim3 sm80_grid(const Sm80Launch& la, const KeySplit& ks, int64_t m_tiles, int64_t P,
+               int sm_count) {
+  if (ks.walk) {
     const int64_t resident = static_cast<int64_t>(sm_count) * la.min_blocks;
     return {static_cast<unsigned>(std::max<int64_t>(1, std::min(m_tiles * P, resident))), 1, 1};
   }
@@ -361,7 +362,8 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
   const int64_t m_tiles = (M + block_m - 1) / block_m;
   bk.params[err_at + 1] = ks.split;
   bk.params[err_at + 2] = static_cast<int64_t>(scratch);
-  bk.params[err_at + 3] = m_tiles;
+  bk.params[err_at + 3] = ks.walk ? m_tiles : 0;
+  bk.walk = ks.walk;
   if (!la.tma.empty()) bind_tma(la, ptrs, strides, extv, !ks.few, bk);
   if (ks.split > 1) {
     const int64_t rows = P * ks.split * M;  // below 2^31 * 64 * 2^31: no overflow
@@ -390,7 +392,11 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
     throw CallError(std::to_string(P) + " parallel indices (the product of the batch-like dims" +
                     (la.value_split > 1 ? " times the value-column split" : std::string()) +
                     ") is more than one grid takes (2^31 - 65536)");
-  bk.grid = sm80_grid(la, ks.few, m_tiles, P, sm_count);
+  // A persistent kernel numbers its work items (row tiles x P) in an int.
+  if (ks.walk && m_tiles * P > INT32_MAX - 65535)
+    throw CallError(std::to_string(m_tiles) + " row tiles x " + std::to_string(P) +
+                    " parallel indices is more work items than one grid takes (2^31 - 65536)");
+  bk.grid = sm80_grid(la, ks, m_tiles, P, sm_count);
   bk.block = {static_cast<unsigned>(ks.few ? 32 : 32 * la.warps), 1, 1};
 }
 

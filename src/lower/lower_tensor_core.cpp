@@ -641,9 +641,10 @@ KeySplit choose_key_split(const Sm80Launch& la, int64_t rows, int64_t par, int64
   // blocks per SM of the full kernel. Only a grid that would leave half of that idle is split,
   // each chunk keeping at least 4 key tiles.
   const int64_t want = static_cast<int64_t>(sm_count) * (k.few ? 8 : std::max(la.min_blocks, 2));
-  if (blocks == 0 || 2 * blocks > want || tiles < 8) return k;
-  k.split = static_cast<int>(std::min<int64_t>({(want + blocks - 1) / blocks, tiles / 4, 64}));
+  if (blocks > 0 && 2 * blocks <= want && tiles >= 8)
+    k.split = static_cast<int>(std::min<int64_t>({(want + blocks - 1) / blocks, tiles / 4, 64}));
   if (k.split < 1) k.split = 1;
+  k.walk = la.persistent && !k.few && (tiles + k.split - 1) / k.split <= KeySplit::kWalkTiles;
   return k;
 }
 

@@ -70,9 +70,15 @@ TensorCoreKernel lower_tensor_core(const Plan& plan, int kernel, Target target,
 // the combine kernel merges their partial states): a grid that would leave at least half of
 // `sm_count` SMs' blocks idle (8 one-warp blocks per SM for the few-rows kernel, else the
 // launch's blocks per SM, at least 2) is split to fill them, at least 4 key tiles a chunk.
+// And whether the blocks walk the work items (a persistent kernel, Sm80Launch::persistent, not
+// the few-rows one): when an item's key loop is short, at most kWalkTiles tiles, so that the
+// block's start and its epilogue are a large part of its time (the A/B by key-loop length:
+// bench/NOTES.md, session 14).
 struct KeySplit {
   bool few = false;
   int split = 1;
+  bool walk = false;
+  static constexpr int kWalkTiles = 4;
 };
 KeySplit choose_key_split(const Sm80Launch& la, int64_t rows, int64_t par, int64_t keys,
                           int sm_count);

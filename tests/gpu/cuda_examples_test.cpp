@@ -511,7 +511,10 @@ program walk_gqa(q: bf16[b, g, r, m, d], k: bf16[b, g, n, d], v: bf16[b, g, n, e
     const Sm80Launch& la = L->kernels.at(0).low.tensor_core.launch;
     const CudaBound b = cuda_bind(*L, t.p, in, ext);
     const CudaBoundKernel& bk = b.kernels.at(0);
-    if (la.persistent) {
+    const bool hopper = L->kernels.at(0).low.tensor_core.target == Target::cuda_sm90;
+    EXPECT_EQ(la.persistent, hopper);
+    EXPECT_EQ(bk.walk, hopper);  // (at most 4 key tiles a block)
+    if (bk.walk) {
       const int64_t m_tiles = (t.m + la.block_m - 1) / la.block_m;
       int64_t items = m_tiles * bk.key_split * la.value_split;
       for (int d : la.par_dims) items *= ext.at(t.p.dims[d]);
@@ -519,7 +522,6 @@ program walk_gqa(q: bf16[b, g, r, m, d], k: bf16[b, g, n, d], v: bf16[b, g, n, e
       EXPECT_EQ(bk.grid.y * bk.grid.z, 1u);
       if (t.n < 1000) EXPECT_GT(items, bk.grid.x);  // blocks walk several items
     }
-    EXPECT_EQ(la.persistent, L->kernels.at(0).low.tensor_core.target == Target::cuda_sm90);
     check_inputs(t.p, in, ext);
   }
 }

@@ -242,11 +242,13 @@ program four(q: bf16[a, b, c, h, m, d], k: bf16[a, b, c, h, n, d], v: bf16[b, h,
   EXPECT_TRUE(l3.tma[2].value_chunk);
 }
 
-// Warp-specialized kernels without a tile mask run a persistent grid (every work item computes
-// the same key tiles); masked ones, the sm80 path and the few-rows kernel keep a block per item.
-// The grid (sm80_grid): as many blocks as are resident at once, fewer when there are fewer
-// items; else (row tiles, parallel indices over y and z).
-TEST(Lower, PersistentGridsForKernelsWhoseItemsComputeTheSameTiles) {
+// Warp-specialized kernels without a tile mask may run a persistent grid (every work item
+// computes the same key tiles); masked ones and the sm80 path never. Per call
+// (choose_key_split): the blocks walk the items when an item's key loop is at most kWalkTiles
+// tiles (after a key split), never in the few-rows kernel. The grid (sm80_grid): as many blocks
+// as are resident at once, fewer when there are fewer items; else (row tiles, parallel indices
+// over y and z).
+TEST(Lower, PersistentGridsForShortKeyLoopsOfKernelsWhoseItemsComputeTheSameTiles) {
   const Extents hd = {{"d", 128}, {"e", 128}};
   for (const char* name : {"vanilla", "softcap", "cross"}) {
     const Compiled c = lowered(testing::example_program(name), Target::cuda_sm90, hd);
@@ -261,20 +263,33 @@ TEST(Lower, PersistentGridsForKernelsWhoseItemsComputeTheSameTiles) {
     const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
     EXPECT_TRUE(la.warp_specialized) << name;
     EXPECT_FALSE(la.persistent) << name;
+    EXPECT_FALSE(choose_key_split(la, 512, 512, 512, 132).walk) << name;
   }
   const Compiled c = lowered(testing::example_program("vanilla"), Target::cuda_sm90, hd);
   const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
   ASSERT_EQ(la.min_blocks, 1);
-  const Dim3 g = sm80_grid(la, false, 4, 8 * 16, 132);  // 512 items
+  const int64_t walk_keys = la.block_n * KeySplit::kWalkTiles;
+  // rows, parallel indices, keys -> (few, split, walk)
+  struct Case { int64_t rows, par, keys; bool few; int split; bool walk; };
+  for (const Case& t : {Case{512, 512, walk_keys, false, 1, true},
+                        Case{512, 512, walk_keys + 1, false, 1, false},
+                        Case{4096, 128, 4096, false, 1, false},
+                        Case{1, 256, walk_keys, true, 2, false},
+                        Case{200, 1, 16 * walk_keys, false, 16, true},
+                        Case{200, 1, 128 * walk_keys, false, 64, false}}) {
+    const KeySplit ks = choose_key_split(la, t.rows, t.par, t.keys, 132);
+    EXPECT_EQ(ks.few, t.few) << t.rows << " " << t.par << " " << t.keys;
+    EXPECT_EQ(ks.split, t.split) << t.rows << " " << t.par << " " << t.keys;
+    EXPECT_EQ(ks.walk, t.walk) << t.rows << " " << t.par << " " << t.keys;
+  }
+  KeySplit walk;
+  walk.walk = true;
+  const Dim3 g = sm80_grid(la, walk, 4, 8 * 16, 132);  // 512 items
   EXPECT_EQ(std::vector<unsigned>({g.x, g.y, g.z}), std::vector<unsigned>({132, 1, 1}));
-  const Dim3 small = sm80_grid(la, false, 3, 5, 132);  // 15 items: a block each
+  const Dim3 small = sm80_grid(la, walk, 3, 5, 132);  // 15 items: a block each
   EXPECT_EQ(std::vector<unsigned>({small.x, small.y, small.z}), std::vector<unsigned>({15, 1, 1}));
-  const Dim3 few = sm80_grid(la, true, 1, 70000, 132);
-  EXPECT_EQ(std::vector<unsigned>({few.x, few.y, few.z}), std::vector<unsigned>({1, 65535, 2}));
-  const Compiled cc = lowered(testing::example_program("causal"), Target::cuda_sm90, hd);
-  const Sm80Launch& causal = cc.lowered.kernels.at(0).tensor_core.launch;
-  const Dim3 cg = sm80_grid(causal, false, 4, 128, 132);
-  EXPECT_EQ(std::vector<unsigned>({cg.x, cg.y, cg.z}), std::vector<unsigned>({4, 128, 1}));
+  const Dim3 grid = sm80_grid(la, KeySplit{}, 32, 70000, 132);
+  EXPECT_EQ(std::vector<unsigned>({grid.x, grid.y, grid.z}), std::vector<unsigned>({32, 65535, 2}));
 }
 
 // A call's tensor maps (tma_map_shapes): extents and byte strides in the map's dim order, boxes

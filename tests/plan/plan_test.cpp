@@ -186,6 +186,16 @@ TEST(Explain, FlashDecodingAtTheGivenSizes) {
   j = nlohmann::json::parse(explain_json(example("vanilla"), opt));
   EXPECT_EQ(j["kernels"][0]["cuda"]["few_rows"], false);
   EXPECT_EQ(j["kernels"][0]["cuda"]["key_split"], 1);
+  EXPECT_EQ(j["kernels"][0]["cuda"]["walk"], false);  // a long key loop: a block per item
+  EXPECT_EQ(j["kernels"][0]["cuda"]["persistent"], true);
+  // a short one: the blocks walk the work items
+  opt.sizes["b"] = 32;
+  opt.sizes["h"] = 16;
+  opt.sizes["m"] = opt.sizes["n"] = 512;
+  j = nlohmann::json::parse(explain_json(example("vanilla"), opt));
+  EXPECT_EQ(j["kernels"][0]["cuda"]["walk"], true);
+  EXPECT_NE(explain(example("vanilla"), opt).find("blocks walking the work items"),
+            std::string::npos);
   opt.sizes = {{"d", 128}, {"e", 128}};
   j = nlohmann::json::parse(explain_json(example("vanilla"), opt));
   EXPECT_FALSE(j["kernels"][0]["cuda"].contains("key_split"));

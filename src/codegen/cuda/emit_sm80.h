@@ -59,10 +59,11 @@ struct Sm80Launch {
   int producer_warps = 0;
   int stages = 2;
   // Warp-specialized kernels whose work items (row tile, parallel index x key chunk) all
-  // compute the same key tiles (no tile mask): a persistent grid (kPersistent) of as many
+  // compute the same key tiles (no tile mask) may run a persistent grid (kPersistent): as many
   // blocks as are resident at once (sm count x min_blocks), each walking the items blockIdx.x,
   // + gridDim.x, ...; the producer fills the next item's stages under the last one's epilogue.
-  // With a tile mask the items' work differs, and the hardware's block scheduler balances it.
+  // A per-call choice (choose_key_split: short key loops). With a tile mask the items' work
+  // differs, and the hardware's block scheduler balances it.
   bool persistent = false;
   // Warp-specialized: the K tiles (one per score, in order) and the V tiles (one per distinct
   // value tensor) come by TMA bulk tensor copies, one 5-dim tensor map per operand in Params,

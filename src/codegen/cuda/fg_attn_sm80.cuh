@@ -70,8 +70,8 @@
 //                                          // - 4) rows) only compute
 //     static constexpr int kStages;      // optional (default 2): K/V stages in shared memory
 //     static constexpr bool kPersistent; // optional (default false; with kWarpSpecialized): the
-//                                        // blocks loop over work items (Launch, below); Params
-//                                        // then has `int64_t m_tiles`
+//                                        // blocks may loop over work items (Launch, below);
+//                                        // Params then has `int64_t m_tiles`
 //     static constexpr bool kTma;        // optional (default false; with kWarpSpecialized):
 //                                        // the producer copies K/V tiles by TMA. Params then
 //                                        // has `fg::TmaDesc tma[S + V]` (5-dim maps of K_s,
@@ -142,8 +142,9 @@
 //   };
 //
 // Launch: grid = (ceil(max M / kBlockM), min(P', 65535), ceil(P' / 65535)) with P' = P times the
-//   key split (1 without kKeySplit); with kPersistent, grid = (min(m_tiles * P', the blocks
-//   resident at once), 1, 1) with Params::m_tiles = ceil(max M / kBlockM); block = 32 * kWarps,
+//   key split (1 without kKeySplit); with kPersistent and Params::m_tiles = ceil(max M /
+//   kBlockM) (0: the grid above), grid = (min(m_tiles * P', the blocks resident at once), 1,
+//   1); block = 32 * kWarps,
 //   dynamic shared memory =
 //   fg::AttnSm80<Spec>::kSmemBytes (raise the limit above 48 KiB with cuFuncSetAttribute). With a
 //   key split above 1, `part` holds P' * M * kPartRow floats, and attn_combine_sm80 runs after
@@ -233,10 +234,11 @@ FG_OPTIONAL_FLAG(WgmmaOf, kWgmma)
 // warps); the careful build keeps the structure and multiplies by mma.sync.
 FG_OPTIONAL_FLAG(WarpSpecializedOf, kWarpSpecialized)
 
-// Optional Spec member kPersistent (default false; warp-specialized Specs only): a grid of at
-// most as many blocks as are resident at once, each computing work items (row tile, parallel
-// index x key chunk) blockIdx.x, + gridDim.x, ... of Params' `int64_t m_tiles` row tiles times
-// P'; the producer fills the next item's stages while the compute warps finish the last one.
+// Optional Spec member kPersistent (default false; warp-specialized Specs only): a call whose
+// Params' `int64_t m_tiles` is above 0 launches a grid of at most as many blocks as are resident
+// at once, each computing work items (row tile, parallel index x key chunk) blockIdx.x,
+// + gridDim.x, ... of m_tiles row tiles times P'; the producer fills the next item's stages
+// while the compute warps finish the last one. With m_tiles 0, the grid of one block per item.
 FG_OPTIONAL_FLAG(PersistentOf, kPersistent)
 
 // Optional Spec member kStages (default 2): stages of K/V (and staged) tiles in shared memory.
@@ -535,28 +537,32 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 
   typename Spec::Ctx ctx;
   // Work items: (row tile, parallel index x key chunk). A block computes the item of its grid
-  // coordinates; a persistent block (kPersistent) computes items blockIdx.x, + gridDim.x, ... of
-  // m_tiles * P', row tiles innermost (the items of one parallel index, which share K/V, run
-  // side by side).
-  constexpr bool kPersistent = K::kPersistent;
+  // coordinates, or, walking (kPersistent and a call with Params::m_tiles > 0), items
+  // blockIdx.x, + gridDim.x, ... of m_tiles * P', row tiles innermost (the items of one parallel
+  // index, which share K/V, run side by side).
   int ksplit = 1;
   if constexpr (KeySplitOf<Spec>::value) ksplit = (int)params.key_split;
-  i64 n_items = 1, w_step = 1, m_tiles = 1;
-  if constexpr (kPersistent) {
-    m_tiles = params.m_tiles;
-    n_items = m_tiles * (i64)Spec::num_parallel(params) * ksplit;
-    w_step = gridDim.x;
+  // (the host keeps m_tiles * P' + gridDim.x below 2^31)
+  bool walk = false;
+  int n_items = 1, w_step = 1, m_tiles = 1;
+  if constexpr (K::kPersistent) {
+    walk = params.m_tiles > 0;
+    if (walk) {
+      m_tiles = (int)params.m_tiles;
+      n_items = m_tiles * Spec::num_parallel(params) * ksplit;
+      w_step = (int)gridDim.x;
+    }
   }
   // The current item: its context, extents, rows [m0, m1) and key tiles [j_begin, j_end).
   int pidx = 0, chunk = 0, M = 0, N = 0, m0 = 0, m1 = 0, j_begin = 0, j_end = 0;
   // Makes item w current (a pure function of w); false if it has no rows (grid blocks past the
   // parallel indices, row tiles past M).
-  auto begin_item = [&](i64 w) {
+  auto begin_item = [&](int w) {
     int mt_i, mts;
-    if constexpr (kPersistent) {
-      mt_i = (int)(w % m_tiles);
-      pidx = (int)(w / m_tiles);
-      mts = (int)m_tiles;
+    if (walk) {
+      pidx = (unsigned)w / (unsigned)m_tiles;
+      mt_i = w - pidx * m_tiles;
+      mts = m_tiles;
     } else {
       // grid y (and z beyond 65535 indices): the parallel index times the key split (the
       // chunk of the key loop innermost); blocks past the end have no item
@@ -582,11 +588,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     return true;
   };
   // The first item from w on (in steps of w_step) that has rows, made current; n_items if none.
-  auto next_item = [&](i64 w) {
+  auto next_item = [&](int w) {
     while (w < n_items && !begin_item(w)) w += w_step;
     return w;
   };
-  i64 w = next_item(kPersistent ? (i64)blockIdx.x : 0);
+  int w = next_item(walk ? (int)blockIdx.x : 0);
   if (w >= n_items) return;
 
   // Q tiles of the current item -> shared (one cp.async group; by the compute threads)
@@ -1016,7 +1022,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     }
   };
   int it_c = 0;  // warp-specialized: stages consumed, the last one of each item included
-  for (;;) {  // the block's items (one without kPersistent)
+  for (;;) {  // the block's items (one unless it walks)
     start_item();
     if constexpr (K::kWs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1077,8 +1083,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #endif
     // Persistent: the next item's Q tiles load under this item's epilogue, once every product
     // that read this item's Q is complete.
-    i64 w_next = n_items;
-    if constexpr (kPersistent) {
+    int w_next = n_items;
+    if (walk) {
       K::sync_compute();
       w_next = next_item(w + w_step);
       if (w_next < n_items) issue_q();
@@ -1092,7 +1098,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     // The parallel index and the split's bookkeeping again from the block index and the
     // parameters (free to re-read), so that none of it stays live across the key loop.
     const int pidx_out =
-        kPersistent ? (int)(w / m_tiles) : (int)(blockIdx.y + gridDim.y * blockIdx.z);
+        walk ? (int)((unsigned)w / (unsigned)m_tiles) : (int)(blockIdx.y + gridDim.y * blockIdx.z);
     bool split_out = false;
     if constexpr (KeySplitOf<Spec>::value) split_out = params.key_split > 1;
     int par2 = pidx_out;
