@@ -52,6 +52,8 @@ struct CudaLoadedKernel {
   // tensor_core with TMA operands: the full kernel copying K/V by cp.async (FG_KV_CP_ASYNC),
   // for calls whose tensors no map describes, compiled at the first such call
   std::shared_ptr<const LazyCudaKernel> cp_async;
+  // tensor_core with operands in pieces (Sm80Launch::pieces): fg::split_pieces (same module)
+  CudaKernel split;
   const CudaKernel& few() const { return few_rows->get(); }
 };
 struct CudaBoundKernel;
@@ -101,6 +103,14 @@ struct CudaBoundKernel {
   bool tma = false;           // tensor_core: Params hold the K/V maps (tma_map_shapes); without
                               // them a kernel with TMA operands runs its cp.async build
   Dim3 combine_grid, combine_block;
+  // tensor_core with operands in pieces: a launch of the split kernel per split operand (its
+  // fg::SplitArgs words), before the kernel; their pieces live in the call's scratch, before
+  // the partial states of a split key loop.
+  struct Split {
+    std::vector<int64_t> args;
+    Dim3 grid, block;
+  };
+  std::vector<Split> splits;
 };
 
 // The grid of a tensor-core kernel's call of m_tiles row tiles (of the full kernel, or of the

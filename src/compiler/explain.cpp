@@ -151,6 +151,14 @@ std::string cuda_text(const CudaShape& s) {
        << KeySplit::kWalkTiles * l.block_n
        << " keys a block): the blocks resident at once walk the row tiles x parallel indices, "
           "the next item's K/V loading under the last one's epilogue\n";
+  if (l.pieces > 1) {
+    os << "             operands as " << l.pieces << " bf16 pieces each (";
+    for (size_t i = 0; i < l.split.size(); ++i)
+      os << (i ? ", " : "") << l.split[i].name << " " << dtype_name(l.split[i].type);
+    os << "; split on the device before the kernel): " << l.pieces * (l.pieces + 1) / 2
+       << " tensor-core products per product"
+       << (l.pieces == 3 ? ", f32 accuracy" : ", the 16-bit inputs exactly") << "\n";
+  }
   if (l.value_split > 1)
     os << "             value columns split in " << l.value_split << " chunks of "
        << l.value_dim / l.value_split << " (the accumulators would not fit the registers); "
@@ -193,6 +201,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["warp_specialized"] = l.warp_specialized;
   j["stages"] = l.stages;
   j["tma"] = !l.tma.empty();
+  j["pieces"] = l.pieces;
   j["persistent"] = l.persistent;
   j["key_tile"] = l.block_n;
   j["smem_bytes"] = l.smem_bytes;

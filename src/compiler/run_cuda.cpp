@@ -138,9 +138,10 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
     if (tc) o.options.push_back("-DFG_ONLY_MAIN"), few.options.push_back("-DFG_ONLY_FEW");
     Cubin cubin = nvrtc_compile(c.sources[i], o);
     CudaModule mod(cubin.bytes);
-    CudaLoadedKernel k{lk, mod.kernel(lk.entry), {}, nullptr};
+    CudaLoadedKernel k{lk, mod.kernel(lk.entry), {}, nullptr, nullptr, {}};
     if (tc) {
       k.combine = mod.kernel(lk.tensor_core.launch.combine_entry);
+      if (lk.tensor_core.launch.pieces > 1) k.split = mod.kernel(lk.tensor_core.launch.split_entry);
       if (!lk.tensor_core.launch.tma.empty()) {
         NvrtcOptions cp = o;
         cp.options.push_back("-DFG_KV_CP_ASYNC");
@@ -361,7 +362,52 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
   const int block_m = ks.few ? 16 : la.block_m;
   const int64_t m_tiles = (M + block_m - 1) / block_m;
   bk.params[err_at + 1] = ks.split;
-  bk.params[err_at + 2] = static_cast<int64_t>(scratch);
+  // Operands in pieces: each split operand's pieces at the start of the scratch (packed over its
+  // dims, a row of pieces x its innermost extent), bound to its Params slot; the split kernel
+  // writes them from the buffer before the kernel runs. The partial states follow.
+  int64_t at = 0;
+  for (const Sm80Launch::SplitOperand& o : la.split) {
+    const int R = static_cast<int>(o.dims.size());
+    std::vector<int64_t> ext(R), dst(R);
+    int64_t rows = 1;
+    for (int j = 0; j < R; ++j) ext[j] = extv[o.dims[j]];
+    for (int j = 0; j + 1 < R; ++j) rows *= ext[j];  // (the buffer exists: no overflow)
+    int64_t acc = 1;
+    for (int j = R; j-- > 0;) {
+      dst[j] = acc;
+      acc *= j == R - 1 ? ext[j] * la.pieces : ext[j];
+    }
+    if (acc > (INT64_MAX / 4 - at) / 2)
+      throw CallError("the bf16 pieces of input '" + o.name + "' overflow at these extents");
+    bk.params[o.slot] = scratch ? static_cast<int64_t>(scratch) + at : 0;
+    for (int j = 0; j < R; ++j) bk.params[NB + o.slot * la.max_rank + j] = dst[j];
+    if (acc > 0) {
+      CudaBoundKernel::Split sp;
+      sp.args.assign(6 + 3 * 8, 0);
+      sp.args[0] = static_cast<int64_t>(ptrs.at(o.buffer));
+      sp.args[1] = bk.params[o.slot];
+      sp.args[2] = o.type == DType::f32      ? 2
+                   : o.type == DType::f16    ? 1
+                   : o.type == DType::f8e4m3 ? 3
+                   : o.type == DType::f8e5m2 ? 4
+                                             : 0;
+      sp.args[3] = R;
+      sp.args[4] = la.pieces;
+      sp.args[5] = rows;
+      for (int j = 0; j < R; ++j) {
+        sp.args[6 + j] = ext[j];
+        sp.args[14 + j] = strides.at(o.buffer).at(j);
+        sp.args[22 + j] = dst[j];
+      }
+      const int64_t blocks = std::min<int64_t>((rows + 7) / 8, int64_t{sm_count} * 16);
+      sp.grid = {static_cast<unsigned>(std::max<int64_t>(blocks, 1)), 1, 1};
+      sp.block = {256, 1, 1};
+      bk.splits.push_back(std::move(sp));
+    }
+    at += (acc * 2 + 255) / 256 * 256;
+  }
+  bk.scratch_bytes = at;
+  bk.params[err_at + 2] = scratch ? static_cast<int64_t>(scratch) + at : 0;
   bk.params[err_at + 3] = ks.walk ? m_tiles : 0;
   bk.walk = ks.walk;
   if (!la.tma.empty()) bind_tma(la, ptrs, strides, extv, !ks.few, bk);
@@ -369,7 +415,7 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
     const int64_t rows = P * ks.split * M;  // below 2^31 * 64 * 2^31: no overflow
     if (rows > (INT64_MAX / 4) / la.part_row)
       throw CallError("the partial states of a split key loop overflow at these extents");
-    bk.scratch_bytes = rows * la.part_row * 4;
+    bk.scratch_bytes = at + rows * la.part_row * 4;
     const int64_t threads = M * (la.value_cols / 2);  // one per row and padded column pair
     bk.combine_grid = {static_cast<unsigned>((threads + 127) / 128),
                        static_cast<unsigned>(std::min<int64_t>(P, 65535)),
@@ -512,6 +558,10 @@ void cuda_launch(const CudaLoaded& L, CudaBound& b, CudaStreamHandle stream, int
     if (bk.empty || (only >= 0 && static_cast<int>(i) != only)) continue;
     void* args[] = {bk.params.data(), nullptr};
     const CudaLoadedKernel& k = L.kernels[i];
+    for (CudaBoundKernel::Split& sp : bk.splits) {
+      void* sargs[] = {sp.args.data(), nullptr};
+      k.split.launch(sp.grid, sp.block, 0, stream, sargs);
+    }
     launched_kernel(k, bk).launch(bk.grid, bk.block, bk.smem, stream, args);
     if (bk.key_split > 1) k.combine.launch(bk.combine_grid, bk.combine_block, 0, stream, args);
   }

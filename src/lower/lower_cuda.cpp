@@ -218,6 +218,13 @@ std::string LoweredCuda::str(const Plan& plan) const {
       if (tc.Dt != tc.D || tc.DVt != tc.DV)
         os << " (tiles padded to " << tc.Dt << " and " << tc.DVt << " columns)";
       os << "; operands " << dtype_name(tc.elem) << "\n";
+      if (la.pieces > 1) {
+        os << "  pieces: " << la.pieces << " bf16 pieces of";
+        for (const Sm80Launch::SplitOperand& o : la.split)
+          os << " " << o.name << " (" << dtype_name(o.type) << ", Params buffer " << o.slot << ")";
+        os << ", written by " << la.split_entry << " before the kernel; "
+           << la.pieces * (la.pieces + 1) / 2 << " mma per product\n";
+      }
       const Sm80Structure& st = la.structure;
       for (const Sm80Structure::Score& s : st.scores)
         os << "  score %" << s.node << " = " << plan.buffers[s.q_buffer].name << " . "

@@ -46,7 +46,7 @@ class Lowering : public TensorCoreView {
   TensorCoreKernel& out_;
   const Extents& sizes_;
   const SmemBudget budget_;
-  bool elem_set_ = false;  // out_.elem was taken from an operand
+  std::set<DType> operand_types_;  // of every Q, K and V operand
   // The lowered kernel's fields, under the names the rules below use.
   Sm80Launch& launch_ = out_.launch;
   std::vector<Score>& scores_ = out_.scores;
@@ -79,20 +79,16 @@ class Lowering : public TensorCoreView {
                          p_.dims[d] + "' (e.g. --sizes " + p_.dims[d] + "=64)");
     return it->second;
   }
-  // A bf16 or f16 parameter load over (grid dims..., `lead`, `inner`) with `inner` innermost;
-  // every operand of the kernel has one type (the mma's, out_.elem).
+  // A float parameter load over (grid dims..., `lead`, `inner`) with `inner` innermost
+  // (choose_pieces decides how its type reaches the tensor cores).
   int operand_buffer(int node, int lead, int inner, const char* role) {
     const Node& n = N(node);
     if (n.op != Op::Param) fail(std::string(role) + " operand " + nt(node) + " is not a parameter");
     const Parameter& P = p_.params[n.param];
-    if (P.type != DType::bf16 && P.type != DType::f16)
+    if (pieces_of(P.type) == 0)
       fail(std::string(role) + " '" + P.name + "' is " + dtype_name(P.type) +
-           "; the tensor-core path takes bf16 or f16");
-    if (elem_set_ && P.type != out_.elem)
-      fail(std::string(role) + " '" + P.name + "' is " + dtype_name(P.type) + " and another "
-           "operand " + dtype_name(out_.elem) + " (the tensor-core path takes one type)");
-    out_.elem = P.type;
-    elem_set_ = true;
+           "; the tensor-core path takes float operands");
+    operand_types_.insert(P.type);
     if (P.dims.empty() || P.dims.back() != inner)
       fail(std::string(role) + " '" + P.name + "' must have '" + p_.dims[inner] +
            "' as its innermost dim");
@@ -193,6 +189,7 @@ class Lowering : public TensorCoreView {
     if (pv_.empty()) fail("no P.V accumulator (sum of exp(x - max) * v over the key dim)");
     if (pv_.size() > 4) fail(S(pv_.size()) + " P.V accumulators (at most 4)");
     if (vbufs_.size() > 2) fail(S(vbufs_.size()) + " value tensors (at most 2)");
+    choose_pieces();
     // Every body value must be score element code or a recognized accumulator part.
     std::set<int> score_code;
     for (const Group& g : groups_) ancestors(g.arg, score_code);
@@ -265,7 +262,9 @@ class Lowering : public TensorCoreView {
     // per SM (<= 102 registers) hide them better than 32 rows and 2 blocks (the A/B
     // measurements: bench/NOTES.md).
     const bool small_heads = Dt_ + DVt_ <= 64 && Sn == 1 && A == 1;
-    mw_ = (Sn == 1 && A == 1 && DVt_ <= 128 && Dt_ <= 128 && !small_heads) ? 2 : 1;
+    // (pieces: the P operands of every piece live through P.V: 16 rows a warp)
+    mw_ = (Sn == 1 && A == 1 && DVt_ <= 128 && Dt_ <= 128 && !small_heads &&
+           launch_.pieces == 1) ? 2 : 1;
     // Value-column split: when the accumulators of all value columns would not fit the
     // registers (more than 128 f32 per thread), blocks take column chunks of the value dim
     // (a grid factor) and recompute the scores per chunk, as FA2 does for wide heads.
@@ -281,6 +280,9 @@ class Lowering : public TensorCoreView {
     launch_.entry = k_.name;
     launch_.warps = 4;
     launch_.block_m = 16 * mw_ * 4;
+    // Operands in pieces take pieces times the shared memory: keys in tiles of 32 when tiles
+    // of 64 leave no room for one block.
+    if (launch_.pieces > 1 && smem_bytes({}) > budget_.per_block) launch_.block_n = 32;
     staged_ = fit_staged(launch_.min_blocks);
     // Small heads: staged tiles are worth more than a fifth block (bench/NOTES.md).
     if (small_heads && fit_staged(4).size() > staged_.size()) {
@@ -293,7 +295,7 @@ class Lowering : public TensorCoreView {
     // tiles, keys in tiles of 64) and the combine kernel of split key loops; the host picks
     // both per call (choose_key_split).
     launch_.few_entry = k_.name + "_few";
-    launch_.few_block_n = 64;
+    launch_.few_block_n = launch_.pieces > 1 ? launch_.block_n : 64;
     launch_.few_smem_bytes = smem_bytes(staged_, 16, launch_.few_block_n);
     launch_.combine_entry = k_.name + "_combine";
     launch_.part_row = 2 * static_cast<int>(groups_.size()) + A * static_cast<int>(DVc_);
@@ -303,7 +305,7 @@ class Lowering : public TensorCoreView {
     launch_.key_dim = k_.red_dim;
     for (int d : k_.grid)
       if (d != k_.row_dim) launch_.par_dims.push_back(d);
-    launch_.num_buffers = static_cast<int>(plan_.buffers.size());
+    launch_.num_buffers = static_cast<int>(plan_.buffers.size() + launch_.split.size());
     for (const PlanBuffer& B : plan_.buffers)
       launch_.max_rank = std::max<int>(launch_.max_rank, static_cast<int>(B.dims.size()));
     launch_.num_dims = static_cast<int>(p_.dims.size());
@@ -476,11 +478,52 @@ class Lowering : public TensorCoreView {
     for (const Staged& t : staged) st += (t.rows ? BM : 1) * (BN * t.elem_bytes + 16);
     st = (st + 1023) / 1024 * 1024;
     const int diag = static_cast<int>(diagonal_.size()) * ((BM + BN - 1 + 3) / 4 * 4) * 4;
+    const int np = launch_.pieces;
     return static_cast<int>(
-        Sn * BM * Dt_ * 2 +
-        stages * (Sn * BN * Dt_ * 2 + vbufs_.size() * BN * DVc_ * 2 + st) +
+        np * Sn * BM * Dt_ * 2 +
+        stages * (np * (Sn * BN * Dt_ * 2 + vbufs_.size() * BN * DVc_ * 2) + st) +
         (ws ? stages : 1) * diag + (ws ? 128 : 0));
   }
+  // The bf16 pieces a value of type t needs to be held exactly (0: not a float operand): 8
+  // significant bits each, so f8 and bf16 1, f16 (11 bits) 2, f32 (24) 3.
+  static int pieces_of(DType t) {
+    switch (t) {
+      case DType::bf16: case DType::f8e4m3: case DType::f8e5m2: return 1;
+      case DType::f16: return 2;
+      case DType::f32: return 3;
+      default: return 0;
+    }
+  }
+  // How the operand types reach the tensor cores: operands of one 16-bit type as they are (the
+  // mma's type); any other mix as bf16 pieces (Sm80Launch::pieces), as many as the widest type
+  // needs (pieces_of): with f32, x = x0 + x1 + x2 holds its 24 significant bits and the 6 piece
+  // products i + j < 3 drop only terms below 2^-24 of the product (f32 accuracy); f16 beside
+  // bf16 2 pieces (3 products); f8 alone 1 (a conversion). Every Q, K and V buffer gets a split
+  // operand: a Params slot after the plan's buffers that the host fills with its pieces.
+  void choose_pieces() {
+    if (operand_types_.size() == 1 && (operand_types_.count(DType::bf16) ||
+                                       operand_types_.count(DType::f16))) {
+      out_.elem = *operand_types_.begin();
+      return;
+    }
+    out_.elem = DType::bf16;
+    launch_.pieces = 1;
+    for (DType t : operand_types_) launch_.pieces = std::max(launch_.pieces, pieces_of(t));
+    std::vector<int> bufs;
+    for (const Score& sc : scores_) bufs.insert(bufs.end(), {sc.qbuf, sc.kbuf});
+    bufs.insert(bufs.end(), vbufs_.begin(), vbufs_.end());
+    for (int b : bufs) {
+      bool seen = false;
+      for (const Sm80Launch::SplitOperand& o : launch_.split) seen = seen || o.buffer == b;
+      if (seen) continue;
+      const PlanBuffer& B = plan_.buffers[b];
+      if (B.dims.size() > 8) fail("operand " + B.name + " has more than 8 dims to split");
+      launch_.split.push_back({b, static_cast<int>(plan_.buffers.size() + launch_.split.size()),
+                               B.dims, B.type, B.name});
+    }
+    launch_.split_entry = k_.name + "_split";
+  }
+
   // Hopper (cuda-sm90): the products by wgmma (fg_sm90.cuh) on warpgroups of 64 rows, two per
   // block (8 compute warps of 16 rows, 128 rows a block), when the tiles line up with its 64-column
   // swizzled panels (head dims and the value chunk multiples of 64, 16-bit operands) and the
@@ -490,7 +533,7 @@ class Lowering : public TensorCoreView {
   // not fit or a staged tile is printed for the few-rows kernel's tiles of 64. Otherwise the
   // mma.sync shape chosen above. The careful build runs the same shape with mma.sync.
   void choose_wgmma(int Sn, int A) {
-    if (out_.target != Target::cuda_sm90 || Dt_ % 64 != 0) return;
+    if (out_.target != Target::cuda_sm90 || Dt_ % 64 != 0 || !launch_.split.empty()) return;
     int vs = 1;  // the value split at 16 rows per warp
     while (A * (DVt_ / vs) / 2 > 128 && (DVt_ / (2 * vs)) % 32 == 0 && DVt_ == DV_) vs *= 2;
     const int64_t dvc = DVt_ / vs;

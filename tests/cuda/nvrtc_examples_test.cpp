@@ -211,7 +211,7 @@ program rel(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table
     }
 }
 
-// Every example with f16 in place of bf16, and at head dims that are no multiple of 32 (padded
+// Every example with f16 and with f32 in place of bf16, and at head dims that are no multiple of 32 (padded
 // tiles; d = 5 rows are not 16-byte aligned and load element by element), compiles for sm_90a
 // on the tensor-core path.
 TEST_P(NvrtcExamples, F16AndOddHeadDimsCompileOnTheTensorCorePath) {
@@ -222,11 +222,15 @@ TEST_P(NvrtcExamples, F16AndOddHeadDimsCompileOnTheTensorCorePath) {
   for (size_t at = text.find("bf16"); at != std::string::npos; at = text.find("bf16", at))
     text.replace(at, 4, "f16");
   const Program f16 = parse_source(text, name + ".attn").at(0);
+  std::string text32 = text;  // f32 operands: split into bf16 pieces on the device
+  for (size_t at = text32.find("f16"); at != std::string::npos; at = text32.find("f16", at))
+    text32.replace(at, 3, "f32");
+  const Program f32 = parse_source(text32, name + ".attn").at(0);
   const Program bf16 = example(name);
   // (80, 256): a padded head dim beside a value dim split across blocks (two accumulators
   // in diff_attn, so its chunks are whole and unpadded).
   for (auto [p, d, e] : {std::tuple<const Program*, int64_t, int64_t>{&f16, 64, 64},
-                         {&bf16, 5, 7}, {&bf16, 40, 100}, {&bf16, 80, 256}}) {
+                         {&f32, 64, 64}, {&bf16, 5, 7}, {&bf16, 40, 100}, {&bf16, 80, 256}}) {
     const Extents ext = {{"d", d}, {"e", e}};
     SCOPED_TRACE(p->name + " d=" + std::to_string(d) + " e=" + std::to_string(e));
     for (const CudaKernelPath& k : cuda_paths(*p, Target::cuda_sm90, ext))
@@ -238,6 +242,32 @@ TEST_P(NvrtcExamples, F16AndOddHeadDimsCompileOnTheTensorCorePath) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, NvrtcExamples, ::testing::ValuesIn(testing::example_names()));
+
+// Operands in bf16 pieces (f32 q, k, v) compile in every build, for sm_80 and sm_90a, with the
+// split kernel beside the others; at an odd head dim too.
+TEST(CudaEmit, OperandsInPiecesCompileInEveryBuild) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
+  Program p = parse_source(R"(
+program causal32(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
+  s = where(n <= m, sum(q * k, d) / sqrt(size(d)), -inf)
+  out o: f32[b, h, m, e] = sum(softmax(s, n) * v, n)
+  out lse: f32[b, h, m] = logsumexp(s, n)
+}
+)", "causal32.attn").at(0);
+  for (auto [target, arch] : {std::pair{Target::cuda_sm80, "sm_80"},
+                              std::pair{Target::cuda_sm90, "sm_90a"}})
+    for (CudaBuild b : {CudaBuild::plain, CudaBuild::careful, CudaBuild::count_tiles}) {
+      std::vector<std::string> cubins;
+      ASSERT_NO_THROW(cubins = cuda_compile_build(p, target, {{"d", 128}, {"e", 128}}, arch, b))
+          << arch;
+      ASSERT_EQ(cubins.size(), 1u);
+      EXPECT_EQ(cubins[0].substr(1, 3), "ELF");
+    }
+  std::vector<std::string> cubins;
+  ASSERT_NO_THROW(cubins = compile_cuda_cubins(p, Target::cuda_sm90, {{"d", 40}, {"e", 72}}));
+  for (const std::string& c : cubins) EXPECT_EQ(c.substr(1, 3), "ELF");
+}
 
 TEST(CudaEmit, WideValuesSplitIntoColumnChunks) {
   // diff_attn at d = 128, e = 256: two 256-wide accumulators do not fit the registers, so
@@ -487,9 +517,13 @@ TEST(CudaEmit, UnfitProgramsTakeTheElementPathAndSayWhy) {
   // Head dims past 256 (any extent up to it is padded to the tile).
   EXPECT_NE(element_why(example("vanilla"), {{"d", 300}, {"e", 64}}).find("1 to 256"),
             std::string::npos);
-  // f32 operands.
-  EXPECT_NE(element_why(testing::example_program("vanilla", /*f32=*/true), {{"d", 64}, {"e", 64}}).find("bf16 or f16"),
-            std::string::npos);
+  // Integer operands (float ones of any type reach the tensor cores, in bf16 pieces where
+  // needed: Lower.OperandsOfMixedTypesBecomeBf16Pieces).
+  Program ints = parse_source(
+      "program ints(q: i32[m, d], k: bf16[n, d], v: bf16[n, e]) {\n"
+      "  out o: f32[m, e] = sum(softmax(sum(q * k, d), n) * v, n)\n}\n", "i.attn").at(0);
+  EXPECT_NE(element_why(ints, {{"d", 64}, {"e", 64}}).find("'q' is i32; the tensor-core path takes float operands"),
+            std::string::npos) << element_why(ints, {{"d", 64}, {"e", 64}});
 }
 
 }  // namespace

@@ -578,6 +578,114 @@ program f16_to_f32(q: f16[b, m, h, d], k: f16[b, n, h, d], v: f16[b, n, h, e]) {
     }
 }
 
+// Operands that are not of one 16-bit type reach the tensor cores as bf16 pieces
+// (Sm80Launch::pieces): f32 anywhere, 3 pieces and f32 accuracy (the largest error against the
+// f64 reference at most 2^-16 of the output's scale, where bf16 products would miss by 2^-9);
+// bf16 beside f16, 2 pieces, and f8, converted to bf16, the plain 16-bit bound. Programs of other layouts (keys
+// [b, n, h, d]), GQA, a logsumexp output, large logits, odd and wide head dims, a decode call
+// (few rows, split key loop) and inf / NaN values at masked keys.
+TEST(CudaBackend, F32AndMixedOperandsAsBf16PiecesOnTheTensorCores) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  std::vector<Program> ps = parse_source(R"(
+program causal32(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
+  s = where(n <= m, sum(q * k, d) / sqrt(size(d)), -inf)
+  out o: f32[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program gqa32(q: f32[b, g, r, m, d], k: f32[b, n, g, d], v: f32[b, n, g, e]) {
+  s = sum(q * k, d) * 0.125
+  out o: f32[b, g, r, m, e] = sum(softmax(s, n) * v, n)
+  out lse: f32[b, g, r, m] = logsumexp(s, n)
+}
+program hot32(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e]) {
+  out o: f32[b, m, e] = sum(softmax(sum(q * k, d) * 2.0, n) * v, n)
+}
+program mixed32(q: bf16[b, h, m, d], k: f16[b, h, n, d], v: f32[b, h, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program mixed16(q: bf16[b, h, m, d], k: f16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = where(n <= m + 5, sum(q * k, d) / sqrt(size(d)), -inf)
+  out o: f32[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program f8s(q: f8e4m3[b, h, m, d], k: f8e5m2[b, n, h, d], v: f8e4m3[b, h, n, e]) {
+  out o: f32[b, h, m, e] = sum(softmax(sum(q * k, d) * 0.25, n) * v, n)
+}
+)", "pieces.attn");
+  struct Shape { int64_t m, n, d, e; };
+  int ran = 0;
+  double worst = 0;
+  for (const Program& p : ps) {
+    const bool f32 = p.name != "mixed16" && p.name != "f8s";
+    for (const Shape& sh : {Shape{77, 130, 64, 64}, Shape{333, 700, 128, 128},
+                            Shape{50, 90, 40, 72}, Shape{1, 3001, 64, 64}, Shape{20, 200, 8, 256}}) {
+      Extents ext = {{"b", 2}, {"h", 3}, {"g", 2}, {"r", 2}, {"m", sh.m}, {"n", sh.n},
+                     {"d", sh.d}, {"e", sh.e}};
+      SCOPED_TRACE(p.name + " m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
+                   " d=" + std::to_string(sh.d) + " e=" + std::to_string(sh.e));
+      CompileOptions o;
+      o.target = Target::cuda_sm90;
+      o.sizes = ext;
+      Compiled c = compile_program(p, o, "lower");
+      ASSERT_EQ(c.lowered.kernels.size(), 1u);
+      ASSERT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::tensor_core)
+          << c.lowered.kernels[0].why;
+      EXPECT_EQ(c.lowered.kernels[0].tensor_core.launch.pieces,
+                f32 ? 3 : (p.name == "f8s" ? 1 : 2));
+      TensorMap in = random_inputs(p, ext, 53 + sh.d);
+      if (p.name == "hot32")  // logits up to ~100: their errors reach the weights
+        for (const char* t : {"q", "k"})
+          for (int64_t i = 0; i < in[t].numel(); ++i) in[t].set(i, 2 * in[t].get(i));
+      if (!f32) {
+        check_inputs(p, in, ext);
+        ++ran;
+        continue;
+      }
+      TensorMap want = evaluate_reference_f64(p, in);
+      TensorMap got = run_cuda(p, in);
+      for (const Output& out : p.outputs) {
+        const Tensor& w = want.at(out.name);
+        const Tensor& g = got.at(out.name);
+        // (a 16-bit output adds its own rounding, half a unit in the last place)
+        const double ulp = out.type == DType::f32 ? 0.0 : std::ldexp(1.0, -8);
+        double scale = 0, err = 0;
+        for (int64_t i = 0; i < w.numel(); ++i) {
+          const double a = g.get(i), b = w.get(i);
+          ASSERT_TRUE(std::isfinite(a) == std::isfinite(b)) << out.name << "[" << i << "] " << a
+                                                            << " vs " << b;
+          if (!std::isfinite(b)) continue;
+          scale = std::max(scale, std::abs(b));
+          err = std::max(err, std::abs(a - b) - ulp * std::abs(b));
+        }
+        EXPECT_LE(err, std::ldexp(scale, -16)) << out.name;
+        worst = std::max(worst, scale > 0 ? err / scale : 0.0);
+      }
+      ++ran;
+    }
+  }
+  // inf and NaN values of V at masked keys contribute nothing (the careful build, pieces too)
+  const Program& p = ps[0];
+  Extents ext = {{"b", 1}, {"h", 2}, {"m", 300}, {"n", 300}, {"d", 64}, {"e", 64}};
+  TensorMap in = random_inputs(p, ext, 7);
+  const double inf = std::numeric_limits<double>::infinity();
+  in["v"].set_at({0, 1, 200, 3}, inf);
+  in["v"].set_at({0, 0, 250, 5}, std::numeric_limits<double>::quiet_NaN());
+  TensorMap want = evaluate_reference_f64(p, in);
+  TensorMap got = run_cuda(p, in);
+  int64_t nonfinite = 0;
+  for (int64_t i = 0; i < want.at("o").numel(); ++i) {
+    const double a = got.at("o").get(i), b = want.at("o").get(i);
+    if (!std::isfinite(b)) {
+      ++nonfinite;
+      EXPECT_TRUE(std::isnan(b) ? std::isnan(a) : a == b) << i;
+    } else {
+      ASSERT_TRUE(std::isfinite(a)) << i;
+      EXPECT_LE(std::abs(a - b), 1e-4) << i;
+    }
+  }
+  EXPECT_GT(nonfinite, 0);
+  std::printf("pieces: %d calls; f32 worst error %.3g of the output's scale\n", ran, worst);
+}
+
 // Flash-decoding: calls of few rows and long key loops split the loop across blocks and merge
 // the partial states (attn_combine_sm80); at most 16 rows run the few-rows kernel. Every example
 // (several groups, row outputs such as lse, masks with skipped tiles, staged tiles, GQA) at

@@ -101,9 +101,10 @@ program mixed(q: bf16[b, h, m, d], k: f16[b, h, n, d], v: bf16[b, h, n, e]) {
   Compiled c = lowered(select_program(parse_source(src, "t.attn"), "f16odd"), Target::cuda_sm80, {{"d", 257}, {"e", 64}});
   EXPECT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::element);
   EXPECT_NE(c.lowered.kernels[0].why.find("d = 257"), std::string::npos) << c.lowered.kernels[0].why;
+  // operands of two types: bf16 pieces (OperandsOfMixedTypesBecomeBf16Pieces)
   c = lowered(select_program(parse_source(src, "t.attn"), "mixed"), Target::cuda_sm80, {{"d", 64}, {"e", 64}});
-  EXPECT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::element);
-  EXPECT_NE(c.lowered.kernels[0].why.find("one type"), std::string::npos) << c.lowered.kernels[0].why;
+  EXPECT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::tensor_core);
+  EXPECT_EQ(c.lowered.kernels[0].tensor_core.launch.pieces, 2);
 }
 
 // cuda-sm90 lowers to wgmma products where the tiles line up with its 64-column panels and
@@ -473,6 +474,69 @@ TEST(Lower, MissingHeadExtentsTakeTheElementPathAndSaySo) {
                    "template compiles them in");
 }
 
+// Operands not all of one 16-bit type reach the tensor cores as bf16 pieces: 3 with an f32 one
+// (6 products), 2 for bf16 beside f16 (3 products), 1 for f8 (converted); each Q, K and V
+// buffer once, in a Params slot
+// after the plan's buffers; mma.sync (no wgmma, no producer warpgroup) and 16 rows a warp;
+// keys in tiles of 32 where tiles of 64 would not fit one block's shared memory.
+TEST(Lower, OperandsOfMixedTypesBecomeBf16Pieces) {
+  std::vector<Program> ps = parse_source(R"(
+program f32s(q: f32[b, h, m, d], k: f32[b, n, h, d], v: f32[b, h, n, e]) {
+  out o: f32[b, h, m, e] = sum(softmax(sum(q * k, d), n) * v, n)
+}
+program mixed(q: bf16[b, h, m, d], k: f16[b, n, h, d], v: bf16[b, h, n, e]) {
+  out o: bf16[b, h, m, e] = sum(softmax(sum(q * k, d), n) * v, n)
+}
+program one(q: f16[b, h, m, d], k: f16[b, n, h, d], v: f16[b, h, n, e]) {
+  out o: bf16[b, h, m, e] = sum(softmax(sum(q * k, d), n) * v, n)
+}
+program f8s(q: f8e4m3[b, h, m, d], k: f8e5m2[b, n, h, d], v: bf16[b, h, n, e]) {
+  out o: bf16[b, h, m, e] = sum(softmax(sum(q * k, d), n) * v, n)
+}
+)", "pieces.attn");
+  for (const Program& p : ps)
+    for (int64_t d : {64, 128}) {
+      SCOPED_TRACE(p.name + " d=" + std::to_string(d));
+      Compiled c = lowered(p, Target::cuda_sm90, {{"d", d}, {"e", d}});
+      ASSERT_EQ(c.lowered.kernels.size(), 1u);
+      const LoweredKernel& k = c.lowered.kernels[0];
+      ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
+      const Sm80Launch& la = k.tensor_core.launch;
+      const int want = p.name == "f32s" ? 3 : (p.name == "mixed" ? 2 : 1);
+      EXPECT_EQ(la.pieces, want);
+      EXPECT_EQ(k.tensor_core.elem, p.name == "one" ? DType::f16 : DType::bf16);
+      const int nb = static_cast<int>(c.plan.buffers.size());
+      if (p.name == "one") {
+        EXPECT_TRUE(la.split.empty());
+        EXPECT_TRUE(la.wgmma);
+        EXPECT_EQ(la.num_buffers, nb);
+        continue;
+      }
+      EXPECT_FALSE(la.wgmma);
+      EXPECT_FALSE(la.warp_specialized);
+      EXPECT_TRUE(la.tma.empty());
+      EXPECT_EQ(la.rows_per_warp, want > 1 ? 16 : 32);  // (P's pieces live through P.V)
+      EXPECT_EQ(la.split_entry, p.name + "_k0_split");
+      ASSERT_EQ(la.split.size(), 3u);
+      EXPECT_EQ(la.num_buffers, nb + 3);
+      const char* names[] = {"q", "k", "v"};
+      for (int i = 0; i < 3; ++i) {
+        const Sm80Launch::SplitOperand& o = la.split[i];
+        EXPECT_EQ(c.plan.buffers[o.buffer].name, names[i]);
+        EXPECT_EQ(o.name, names[i]);
+        EXPECT_EQ(o.slot, nb + i);
+        EXPECT_EQ(o.dims, c.plan.buffers[o.buffer].dims);
+        EXPECT_EQ(o.type, p.params[c.plan.buffers[o.buffer].param].type);
+      }
+      // pieces x (Q, two stages of K and V): 64 keys a tile, 32 for 3 pieces at d = 128
+      EXPECT_EQ(la.block_n, d == 128 && want == 3 ? 32 : 64);
+      const int64_t bytes = want * (la.block_m * d * 2 + 2 * (2 * la.block_n * d * 2));
+      EXPECT_EQ(la.smem_bytes, bytes);
+      EXPECT_LE(la.smem_bytes, smem_budget(Target::cuda_sm90).per_block);
+      EXPECT_EQ(la.few_block_n, la.block_n);
+    }
+}
+
 TEST(Lower, AnElementKernelsArraysThreadsAndWorkspace) {
   Program p = parse_source(R"(
 program sig(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e]) {
@@ -485,7 +549,7 @@ program sig(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e]) {
   const LoweredKernel& k = c.lowered.kernels[0];
   const PlanKernel& pk = c.plan.kernels[0];
   EXPECT_EQ(k.path, LoweredKernel::Path::element);
-  EXPECT_NE(k.why.find("query 'q' is f32"), std::string::npos) << k.why;
+  EXPECT_NE(k.why.find("no online max"), std::string::npos) << k.why;
   EXPECT_EQ(k.element.threads, 256);  // arrays span key tiles and head dims
   EXPECT_EQ(k.element.smem_limit, smem_budget(Target::cuda_sm80).per_block);
   // q rows, k and v tiles, the scores, the output accumulator: each a plan value, in plan order.

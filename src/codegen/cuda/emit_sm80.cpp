@@ -288,6 +288,23 @@ class Printer : public TensorCoreView {
     return os.str();
   }
 
+  // Params buffer b: a plan buffer, or the pieces of a split operand (Sm80Launch::split).
+  struct Slot {
+    std::string ctype, name;
+    size_t rank;
+  };
+  Slot slot(int b) const {
+    if (b < static_cast<int>(plan_.buffers.size())) {
+      const PlanBuffer& B = plan_.buffers[b];
+      const bool in = B.kind == PlanBuffer::Input;
+      return {(in ? "const " : "") + storage_ctype(B.type), B.name, B.dims.size()};
+    }
+    for (const Sm80Launch::SplitOperand& o : launch_.split)
+      if (o.slot == b)
+        return {"const uint16_t", plan_.buffers[o.buffer].name + " in bf16 pieces", o.dims.size()};
+    throw BackendError("print_tensor_core: Params buffer " + S(b) + " is no buffer");
+  }
+
   std::string source() const {
     const int Sn = static_cast<int>(scores_.size()), G = static_cast<int>(groups_.size());
     const int V = static_cast<int>(vbufs_.size()), A = static_cast<int>(pv_.size());
@@ -327,6 +344,10 @@ class Printer : public TensorCoreView {
       os << "  static constexpr int kHeadDimData = " << D_ << ", kValueDimData = "
          << (vsplit_ > 1 ? DVc_ : DV_) << ";  // padded to " << Dt_ << " and " << DVt_ << "\n";
     os << "  static constexpr bool kKeySplit = true;\n";
+    if (launch_.pieces > 1)
+      os << "  // Q, K and V as " << launch_.pieces << " bf16 pieces each (written by "
+         << launch_.split_entry << ")\n  static constexpr int kPieces = " << launch_.pieces
+         << ", kPiecePitchQK = " << D_ << ", kPiecePitchV = " << DV_ << ";\n";
     if (launch_.wgmma) os << "  static constexpr bool kWgmma = true;\n";
     if (launch_.warp_specialized)
       os << "  static constexpr bool kWarpSpecialized = true;\n  static constexpr int kStages = "
@@ -511,11 +532,9 @@ class Printer : public TensorCoreView {
     for (int d : launch_.par_dims) os << "    int64_t g" << d << ";\n";
     if (vsplit_ > 1) os << "    int vc;  // value-column chunk: columns [vc, vc + 1) * " << DVc_ << "\n";
     for (int b = 0; b < NB; ++b) {
-      const PlanBuffer& B = plan_.buffers[b];
-      bool in = B.kind == PlanBuffer::Input;
-      os << "    " << (in ? "const " : "") << storage_ctype(B.type) << "* B" << b << ";  // "
-         << B.name << "\n";
-      for (size_t i = 0; i < B.dims.size(); ++i) os << "    int64_t s" << b << "_" << i << ";\n";
+      const Slot sl = slot(b);
+      os << "    " << sl.ctype << "* B" << b << ";  // " << sl.name << "\n";
+      for (size_t i = 0; i < sl.rank; ++i) os << "    int64_t s" << b << "_" << i << ";\n";
     }
     for (int h : hoisted_) os << "    " << em_.ctype(N(h).type) << " h" << h << ";  // " << node_text(p_, h) << "\n";
     if (!staged_.empty()) os << "    fg::StagedSrc staged[" << staged_.size() << "];\n";
@@ -539,11 +558,9 @@ class Printer : public TensorCoreView {
       os << "    ctx.g" << *it << " = rem % (unsigned)ctx.n" << *it << "; rem /= (unsigned)ctx.n"
          << *it << ";\n";
     for (int b = 0; b < NB; ++b) {
-      const PlanBuffer& B = plan_.buffers[b];
-      bool in = B.kind == PlanBuffer::Input;
-      os << "    ctx.B" << b << " = (" << (in ? "const " : "") << storage_ctype(B.type) << "*)p.buf["
-         << b << "];\n";
-      for (size_t i = 0; i < B.dims.size(); ++i)
+      const Slot sl = slot(b);
+      os << "    ctx.B" << b << " = (" << sl.ctype << "*)p.buf[" << b << "];\n";
+      for (size_t i = 0; i < sl.rank; ++i)
         os << "    ctx.s" << b << "_" << i << " = p.st[" << b << "][" << i << "];\n";
     }
     os << "    ctx.err = p.err;\n";
@@ -555,8 +572,11 @@ class Printer : public TensorCoreView {
         os << "    ctx.h" << h << " = " << em_.compute(h, ch) << ";\n";
     }
     os << "    ctx.M = (int)ctx.n" << k_.row_dim << "; ctx.N = (int)ctx.n" << k_.red_dim << ";\n";
-    auto operand = [&](const char* f, int i, int b, int lead) {
-      const PlanBuffer& B = plan_.buffers[b];
+    auto operand = [&](const char* f, int i, int src, int lead) {
+      const PlanBuffer& B = plan_.buffers[src];
+      int b = src;  // the buffer the tensor cores read: the source, or its pieces' slot
+      for (const Sm80Launch::SplitOperand& o : launch_.split)
+        if (o.buffer == src) b = o.slot;
       std::string off = "0";
       std::string ld = "0";
       for (size_t j = 0; j < B.dims.size(); ++j) {
@@ -609,7 +629,12 @@ class Printer : public TensorCoreView {
        << k_.name << P << " { fg::attn_fwd_sm80<Spec>(p); }\n\n";
     os << "// Merges the partial states of a key loop split across blocks.\n"
        << "extern \"C\" __global__ void __launch_bounds__(128)\n" << launch_.combine_entry
-       << P << " { fg::attn_combine_sm80<Spec>(p); }\n#endif\n\n";
+       << P << " { fg::attn_combine_sm80<Spec>(p); }\n";
+    if (launch_.pieces > 1)
+      os << "\n// Q, K and V into bf16 pieces (Spec::kPieces), before the kernel.\n"
+         << "extern \"C\" __global__ void __launch_bounds__(256)\n" << launch_.split_entry
+         << "(const fg::SplitArgs a) { fg::split_pieces(a); }\n";
+    os << "#endif\n\n";
     os << "#ifndef FG_ONLY_MAIN\n"
        << "// Calls of at most 16 rows (a decode step): one warp of 16 rows per block.\n"
        << "struct SpecFew : Spec {\n  static constexpr int kWarps = 1, kWarpMBlocks = 1, kBlockN = "

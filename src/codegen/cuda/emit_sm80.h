@@ -82,6 +82,24 @@ struct Sm80Launch {
     bool value_chunk = false;  // the column coordinate starts at the block's value chunk
   };
   std::vector<TmaOperand> tma;
+  // Operands that are not all of one 16-bit type (f32, f8, or bf16 beside f16) reach the
+  // tensor cores as `pieces` bf16 pieces each (x = x0 + x1 + ...; Spec::kPieces), as many as the
+  // widest type needs: a product multiplies the pieces i, j with i + j < pieces (3 pieces for
+  // f32: 6 mma per product, f32 accuracy; 2 for f16 beside bf16: 3; f8 alone: 1), on the
+  // mma.sync shape (no wgmma). Before the kernel the host writes each
+  // operand buffer's pieces into device scratch with `split_entry` (fg::split_pieces): the
+  // buffer's dims packed, a row of its innermost extent x `pieces` (piece p at p x that
+  // extent), and binds them to Params buffer `slot` (after the plan's buffers; its strides over
+  // `dims`). The element code reads the buffers themselves.
+  int pieces = 1;
+  struct SplitOperand {
+    int buffer = -1, slot = -1;
+    std::vector<int> dims;  // the buffer's dims, innermost last
+    DType type = DType::bf16;  // the buffer's
+    std::string name;
+  };
+  std::vector<SplitOperand> split;
+  std::string split_entry;
   int min_blocks = 1;           // kMinBlocks: __launch_bounds__ blocks per SM (caps registers)
   int row_dim = -1;             // grid x covers ceil(ext(row_dim) / block_m) tiles
   int key_dim = -1;             // the streamed key loop's dim
@@ -97,7 +115,7 @@ struct Sm80Launch {
   int few_smem_bytes = 0, part_row = 0;
   int few_block_n = 64;         // the few-rows kernel's keys per tile
   int value_cols = 0;           // value columns per block (the padded chunk: kValueDim)
-  int num_buffers = 0, max_rank = 1, num_dims = 0;
+  int num_buffers = 0, max_rank = 1, num_dims = 0;  // num_buffers: the plan's, then `split`'s
   // Params = { const void* buf[num_buffers]; i64 st[num_buffers][max_rank];
   //            i64 ext[num_dims]; i64* err; i64 key_split; float* part; i64 m_tiles; }
   //            (m_tiles: the row tiles of a call, read by persistent kernels; all 8-byte

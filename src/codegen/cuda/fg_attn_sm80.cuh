@@ -79,6 +79,14 @@
 //                                        // swizzle, boxes of 64 columns x kBlockN keys) and Ctx
 //                                        // `int tma_c[S + V][4]` (the block's column offset and
 //                                        // parallel coordinates); without it, cp.async
+//     static constexpr int kPieces;      // optional (default 1): every Q_s, K_s and V_i is held as
+//                                        // kPieces bf16 pieces (x = x_0 + x_1 + ..., Elem BF16;
+//                                        // the host splits f32 operands: fg::split_pieces), a row
+//                                        // of Q_s / K_s as pieces of kPiecePitchQK elements,
+//                                        // of V_i of kPiecePitchV (piece p at q[s] + p * pitch);
+//                                        // a product multiplies the pieces i, j with i + j <
+//                                        // kPieces, P split likewise (mma.sync only)
+//     static constexpr int kPiecePitchQK, kPiecePitchV;  // (with kPieces > 1)
 //     // optional (default 0): staged gathers, tiles of a parameter over (rows, keys) or (keys)
 //     // that travel to shared memory with K/V a tile ahead (fg::load_staged); with it:
 //     static constexpr int kNumStaged;                               // T (0..fg::kMaxStaged)
@@ -253,6 +261,12 @@ FG_OPTIONAL_FLAG(TmaOf, kTma)
 // Spec::diagonals(ctx, delta, float* d, pitch) (value t to d[t * pitch]); the score code reads
 // them through TileView (dg, dbase, dpitch).
 FG_OPTIONAL(DiagOf, kNumDiag, int, 0)
+
+// Optional Spec members kPieces (default 1), kPiecePitchQK, kPiecePitchV: the operands held as
+// bf16 pieces (the Spec interface above).
+FG_OPTIONAL(PiecesOf, kPieces, int, 1)
+FG_OPTIONAL(PitchQKOf, kPiecePitchQK, int, 0)
+FG_OPTIONAL(PitchVOf, kPiecePitchV, int, 0)
 #undef FG_OPTIONAL_FLAG
 #undef FG_OPTIONAL
 
@@ -289,6 +303,10 @@ struct AttnSm80 {
   static constexpr int S = Spec::kNumScores, G = Spec::kNumGroups, V = Spec::kNumV,
                        A = Spec::kNumAcc;
   static constexpr int D = Spec::kHeadDim, DV = Spec::kValueDim;
+  // Operands as NP bf16 pieces: Q tile s*NP + p, K tile s*NP + p and V tile i*NP + p of a
+  // stage hold piece p; a product sums the piece products i + j < NP.
+  static constexpr int NP = PiecesOf<Spec>::value;
+  static constexpr int kPitchQK = PitchQKOf<Spec>::value, kPitchV = PitchVOf<Spec>::value;
   static constexpr int DIN = HeadDataOf<Spec>::d, DVIN = HeadDataOf<Spec>::dv;  // columns held
   // Warp specialization: NWC compute warps (NTC threads) own the rows; NL threads load (the
   // producer warpgroup, or every thread of the block without it).
@@ -310,7 +328,7 @@ struct AttnSm80 {
   // Q stays in registers when the fragments that live across the key loop (Q, the accumulators,
   // the scores) fit a register budget; otherwise it is re-read from shared memory per tile
   // (wgmma reads it from shared memory).
-  static constexpr int kLiveRegs = S * MW * D / 8 + A * MW * DV / 2 + S * MW * BN / 2;
+  static constexpr int kLiveRegs = S * NP * MW * D / 8 + A * MW * DV / 2 + S * MW * BN / 2;
   static constexpr bool kQInRegs = !kWgmma && kLiveRegs <= 160;
   static constexpr int kQK = kQInRegs ? D / 16 : 1;  // k16 blocks of Q held in registers
   static constexpr int kQBytes = SmemTile<BM, D>::kBytes;
@@ -325,13 +343,16 @@ struct AttnSm80 {
     return t == 0 ? 0 : staged_off(t - 1) + staged_bytes(t - 1);
   }
   static constexpr int kStagedBytes = (staged_off(T) + 1023) / 1024 * 1024;
-  static constexpr int kStageBytes = S * kKBytes + V * kVBytes + kStagedBytes;
+  static constexpr int kKAll = NP * S * kKBytes;  // a stage's K tiles; its V tiles follow
+  static constexpr int kVStride = NP * kVBytes;   // from V_i's tiles to V_{i+1}'s
+  static constexpr int kStageBytes = kKAll + V * kVStride + kStagedBytes;
   // The diagonal values follow the stages: one copy, whose writes and reads the loop's barriers
   // order, or, warp-specialized, one per stage (the producer fills them ahead).
   static constexpr int ND = DiagOf<Spec>::value;
   static constexpr int kDiagPitch = (BM + BN - 1 + 3) / 4 * 4;
   static constexpr int kDiagBytes = ND * kDiagPitch * 4;
-  static constexpr int kDiagOff = S * kQBytes + kStages * kStageBytes;
+  static constexpr int kQAll = NP * S * kQBytes;  // the Q tiles, before the stages
+  static constexpr int kDiagOff = kQAll + kStages * kStageBytes;
   // Warp-specialized: the ring's mbarriers (full[kStages], empty[kStages]) and each stage's tile
   // index and class (two ints) at the end.
   static constexpr int kRingOff = kDiagOff + (kWs ? kStages : 1) * kDiagBytes;
@@ -351,6 +372,9 @@ struct AttnSm80 {
   static_assert(!kWs || (WgmmaOf<Spec>::value && NW == 12), "warp specialization: two compute "
                 "warpgroups of wgmma and a producer warpgroup");
   static_assert(kStages >= 2 && kStages <= 4 && (kWs || kStages == 2), "stages");
+  static_assert(NP >= 1 && NP <= 3 && (NP == 1 || (!WgmmaOf<Spec>::value && Elem::kBF16 &&
+                                                   kPitchQK >= DIN && kPitchV >= DVIN)),
+                "pieces: bf16, mma.sync, pitches of at least the columns held");
   static_assert(!kTma || kWs, "TMA copies are the producer warpgroup's");
   static_assert(!kPersistent || kWs, "a persistent grid: warp-specialized kernels only");
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -407,7 +431,7 @@ template <class K, class Spec, int i>
 FG_DEV void pv_wgmma(float (&o)[K::A][1][K::DV / 8][4], const u32 (&pa)[K::G][1][K::BN / 16][4],
                      u32 v0) {
 #pragma unroll
-  for (int kb = 0; kb < K::BN / 16; ++kb) pv_step<K, Spec, i, 0>(o, pa, v0 + i * K::kVBytes, kb);
+  for (int kb = 0; kb < K::BN / 16; ++kb) pv_step<K, Spec, i, 0>(o, pa, v0 + i * K::kVStride, kb);
   if constexpr (i + 1 < K::V) pv_wgmma<K, Spec, i + 1>(o, pa, v0);
 }
 
@@ -470,7 +494,7 @@ FG_DEV void issue_staged(unsigned char* area, const Ctx& ctx, int m0, int M, int
 // Every compute thread of the block calls it (it synchronizes them).
 template <class K, class Spec>
 FG_DEV void add_nonfinite_values(float (&o)[K::A][K::MW][K::DV / 8][4],
-                                 const u32 (&pa)[K::G][K::MW][K::BN / 16][4], unsigned char* vt,
+                                 const u32 (&pa)[K::G * K::NP][K::MW][K::BN / 16][4], unsigned char* vt,
                                  int lane, int tid) {
   constexpr int MW = K::MW, BN = K::BN, DV = K::DV, KB = BN / 16, W = BN / 32;
   const int col_t = 2 * (lane & 3);
@@ -489,7 +513,7 @@ FG_DEV void add_nonfinite_values(float (&o)[K::A][K::MW][K::DV / 8][4],
 #pragma unroll
           for (int r = h; r < 4; r += 2) {
             const int key = (2 * kb + (r >> 1)) * 8 + col_t;
-            const u32 v = pa[g][b][kb][r];
+            const u32 v = pa[g * K::NP][b][kb][r];
             const u32 bits = ((v & 0x7fffu) != 0) | (((v & 0x7fff0000u) != 0) << 1);
             live[key / 32] |= bits << (key % 32);
           }
@@ -505,7 +529,7 @@ FG_DEV void add_nonfinite_values(float (&o)[K::A][K::MW][K::DV / 8][4],
 #pragma unroll
             for (int a = 0; a < K::A; ++a) {
               if (Spec::acc_group(a) != g) continue;
-              const unsigned char* t = vt + Spec::acc_v(a) * K::kVBytes;
+              const unsigned char* t = vt + Spec::acc_v(a) * K::kVStride;
 #pragma unroll
               for (int te = 0; te < DV / 8; ++te)
 #pragma unroll
@@ -518,7 +542,7 @@ FG_DEV void add_nonfinite_values(float (&o)[K::A][K::MW][K::DV / 8][4],
       }
   K::sync_compute();  // every thread read the values before any is cleared
 #pragma unroll
-  for (int i = 0; i < K::V; ++i) tile_zero_nonfinite<typename Spec::Elem, BN, DV, K::NTC>(vt + i * K::kVBytes, tid);
+  for (int i = 0; i < K::V; ++i) tile_zero_nonfinite<typename Spec::Elem, BN, DV, K::NTC>(vt + i * K::kVStride, tid);
   K::sync_compute();
 }
 
@@ -600,8 +624,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     if (!K::kWs || tid < K::NTC) {
 #pragma unroll
       for (int s = 0; s < S; ++s)
-        load_tile_async<BM, D, K::NTC, K::DIN>(s_base + s * K::kQBytes, ctx.q[s], ctx.q_ld[s],
-                                               m0, M, tid);
+#pragma unroll
+        for (int p = 0; p < K::NP; ++p)
+          load_tile_async<BM, D, K::NTC, K::DIN>(s_base + (s * K::NP + p) * K::kQBytes,
+                                                 ctx.q[s] + p * K::kPitchQK, ctx.q_ld[s], m0, M,
+                                                 tid);
     }
     cp_async_commit();
   };
@@ -634,10 +661,10 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     }
     return j;
   };
-  const u32 s_kv = s_base + S * K::kQBytes;
+  const u32 s_kv = s_base + K::kQAll;
   // generic pointer to a stage's staged tiles (the score code reads them as plain loads)
   auto staged_area = [&](int stg) {
-    return fg_smem + S * K::kQBytes + stg * K::kStageBytes + S * K::kKBytes + V * K::kVBytes;
+    return fg_smem + K::kQAll + stg * K::kStageBytes + K::kKAll + V * K::kVStride;
   };
   // K/V tiles by cp.async (unless `kv` is false: TMA brings them) and the staged tiles.
   auto issue_kv = [&](int j, int stage, bool kv = true) {
@@ -645,12 +672,19 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     if (kv) {
 #pragma unroll
       for (int s = 0; s < S; ++s)
-        load_tile_async<BN, D, K::NL, K::DIN>(st + s * K::kKBytes, ctx.k[s], ctx.k_ld[s], j * BN,
-                                              N, lt);
+#pragma unroll
+        for (int p = 0; p < K::NP; ++p)
+          load_tile_async<BN, D, K::NL, K::DIN>(st + (s * K::NP + p) * K::kKBytes,
+                                                ctx.k[s] + p * K::kPitchQK, ctx.k_ld[s], j * BN,
+                                                N, lt);
 #pragma unroll
       for (int i = 0; i < V; ++i)
-        load_tile_async<BN, DV, K::NL, K::DVIN>(st + S * K::kKBytes + i * K::kVBytes, ctx.v[i],
-                                                ctx.v_ld[i], j * BN, N, lt);
+#pragma unroll
+        for (int p = 0; p < K::NP; ++p)
+          load_tile_async<BN, DV, K::NL, K::DVIN>(st + K::kKAll + i * K::kVStride +
+                                                      p * K::kVBytes,
+                                                  ctx.v[i] + p * K::kPitchV, ctx.v_ld[i], j * BN,
+                                                  N, lt);
     }
     if constexpr (K::T > 0)
       issue_staged<K, 0>(staged_area(stage), ctx, m0, M, j * BN, N, lt);
@@ -721,7 +755,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #pragma unroll
           for (int o = 0; o < S + V; ++o) {
             const int C = o < S ? D : DV;
-            const u32 dst = st + (o < S ? o * K::kKBytes : S * K::kKBytes + (o - S) * K::kVBytes);
+            const u32 dst = st + (o < S ? o * K::kKBytes : K::kKAll + (o - S) * K::kVStride);
 #pragma unroll
             for (int pn = 0; pn < C / 64; ++pn)
               tma_load_5d(dst + pn * BN * 128, &params.tma[o], bar, ctx.tma_c[o][0] + 64 * pn,
@@ -786,11 +820,12 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #endif
   }
   const int wrow0 = warp * 16 * MW;  // first row of this warp inside the block
-  LdmAddr<BM, D> aq_lane[S];          // Q tile addresses (used when Q is re-read per tile)
+  constexpr int SQ = S * K::NP;        // Q tiles (pieces of each score's Q)
+  LdmAddr<BM, D> aq_lane[SQ];         // Q tile addresses (used when Q is re-read per tile)
 #pragma unroll
-  for (int s = 0; s < S; ++s)
+  for (int s = 0; s < SQ; ++s)
     aq_lane[s] = LdmAddr<BM, D>(s_base + s * K::kQBytes, lane_row_a(lane), lane_col_a(lane));
-  u32 qa[S][MW][K::kQK][4];
+  u32 qa[SQ][MW][K::kQK][4];
   int rm[MW][2];  // rows of this thread: [b][h] = m-block b, half h (clamped to M - 1)
   const int col_t = 2 * (lane & 3);
   float o[A][MW][ET8][4];
@@ -814,7 +849,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     }
     if constexpr (K::kQInRegs) {
 #pragma unroll
-      for (int s = 0; s < S; ++s)
+      for (int s = 0; s < SQ; ++s)
 #pragma unroll
         for (int b = 0; b < MW; ++b)
           load_a_frags<BM, D>(qa[s][b], s_base + s * K::kQBytes, wrow0 + b * 16, lane);
@@ -854,7 +889,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // stgt) on the scores c: the running maxima and row sums move on, the tile's weights go to
   // the P.V operands pa_out, and alpha / grew say how to rescale the accumulators (rescale).
   auto softmax_tile = [&](float (&c)[S][MW][NT8][4], int jt, int clst, int stgt,
-                          u32 (&pa_out)[G][MW][KB][4], float (&alpha)[G][MW][2],
+                          u32 (&pa_out)[G * K::NP][MW][KB][4], float (&alpha)[G][MW][2],
                           bool (&grew)[G][MW]) {
 #ifdef FG_COUNT_TILES
     ++counted;
@@ -925,7 +960,12 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           }
           lsum[g][b][h] = lsum[g][b][h] * alpha[g][b][h] + row_sum_partial(x[g][b], h);
         }
-        acc_to_a<typename Spec::Elem, KB>(pa_out[g][b], x[g][b]);
+        // P as pieces: each the rounding of what the ones before left
+#pragma unroll
+        for (int p = 0; p < K::NP; ++p) {
+          acc_to_a<typename Spec::Elem, KB>(pa_out[g * K::NP + p][b], x[g][b]);
+          if (p + 1 < K::NP) sub_a_frags<typename Spec::Elem, KB>(x[g][b], pa_out[g * K::NP + p][b]);
+        }
       }
   };
   // Accumulators need rescaling only where a running max grew; optionally skip the multiplies
@@ -941,7 +981,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             if (Spec::acc_group(a) == g) rescale_rows<kCareful>(o[a][b], alpha[g][b][0], alpha[g][b][1]);
         }
   };
-  u32 pa[G][MW][KB][4];
+  u32 pa[G * K::NP][MW][KB][4];
   float alpha[G][MW][2];
   bool grew[G][MW];
   // One key tile jt (class clst) from stage `stage`: scores, element code and online softmax,
@@ -966,8 +1006,15 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       for (int s = 0; s < S; ++s) {
 #pragma unroll
         for (int b = 0; b < MW; ++b) zero(c[s][b]);
-        const LdmAddr<BN, D> ak(st + s * K::kKBytes, lane_row_kt(lane), lane_col_kt(lane));
-        scores_mma<K, K::kQInRegs, K::kQK>(c[s], qa[s], aq_lane[s], ak, wrow0);
+        // pieces: the products of Q piece i and K piece j, i + j < NP, smallest first
+#pragma unroll
+        for (int t = K::NP * (K::NP + 1) / 2 - 1; t >= 0; --t) {
+          const int i = piece_pair_i(t), j = piece_pair_j(t);
+          const LdmAddr<BN, D> ak(st + (s * K::NP + j) * K::kKBytes, lane_row_kt(lane),
+                                  lane_col_kt(lane));
+          scores_mma<K, K::kQInRegs, K::kQK>(c[s], qa[s * K::NP + i], aq_lane[s * K::NP + i],
+                                             ak, wrow0);
+        }
       }
     }
     // ---- element code (score expressions, masks), online softmax per group and m-block ----
@@ -976,10 +1023,10 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     // ---- careful: inf or NaN in V contributes only where the weight is not 0 (masked keys,
     // and weights that underflowed, in any tile) ----
     if constexpr (kCareful) {
-      unsigned char* vt = fg_smem + (st - s_base) + S * K::kKBytes;
+      unsigned char* vt = fg_smem + (st - s_base) + K::kKAll;  // (piece 0 of each V_i)
       bool nf = false;
 #pragma unroll
-      for (int i = 0; i < V; ++i) nf |= tile_any_nonfinite<typename Spec::Elem, BN, DV, K::NTC>(vt + i * K::kVBytes, tid);
+      for (int i = 0; i < V; ++i) nf |= tile_any_nonfinite<typename Spec::Elem, BN, DV, K::NTC>(vt + i * K::kVStride, tid);
       if (K::sync_compute_or(nf)) add_nonfinite_values<K, Spec>(o, pa, vt, lane, tid);
     }
     // ---- O_a += P_g(a) . V_v(a) ----
@@ -990,7 +1037,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #pragma unroll
       for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
       wg_fence();
-      pv_wgmma<K, Spec, 0>(o, pa, st + S * K::kKBytes);
+      pv_wgmma<K, Spec, 0>(o, pa, st + K::kKAll);
       wg_commit();
       wg_wait<0>();
 #pragma unroll
@@ -1000,25 +1047,30 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #endif
     } else {
 #pragma unroll
-      for (int i = 0; i < V; ++i) {
-        const LdmAddr<BN, DV> av(st + S * K::kKBytes + i * K::kVBytes, lane_row_v(lane),
-                                 lane_col_v(lane));
+      for (int i = 0; i < V; ++i)
 #pragma unroll
-        for (int kb = 0; kb < KB; ++kb)
+        for (int vp = K::NP - 1; vp >= 0; --vp) {  // V piece vp times P pieces pp < NP - vp
+          const LdmAddr<BN, DV> av(st + K::kKAll + i * K::kVStride + vp * K::kVBytes,
+                                   lane_row_v(lane), lane_col_v(lane));
 #pragma unroll
-          for (int ep = 0; ep < DV / 16; ++ep) {
-            u32 vb[4];
-            ldmatrix_x4_trans(vb, av.at(kb * 16, ep * 16));
+          for (int kb = 0; kb < KB; ++kb)
 #pragma unroll
-            for (int a = 0; a < A; ++a)
-              if (Spec::acc_v(a) == i)
+            for (int ep = 0; ep < DV / 16; ++ep) {
+              u32 vb[4];
+              ldmatrix_x4_trans(vb, av.at(kb * 16, ep * 16));
 #pragma unroll
-                for (int b = 0; b < MW; ++b) {
-                  Spec::Elem::mma(o[a][b][2 * ep], pa[Spec::acc_group(a)][b][kb], vb[0], vb[1]);
-                  Spec::Elem::mma(o[a][b][2 * ep + 1], pa[Spec::acc_group(a)][b][kb], vb[2], vb[3]);
-                }
-          }
-      }
+              for (int a = 0; a < A; ++a)
+                if (Spec::acc_v(a) == i)
+#pragma unroll
+                  for (int pp = K::NP - 1 - vp; pp >= 0; --pp)
+#pragma unroll
+                    for (int b = 0; b < MW; ++b) {
+                      const u32 (&pf)[4] = pa[Spec::acc_group(a) * K::NP + pp][b][kb];
+                      Spec::Elem::mma(o[a][b][2 * ep], pf, vb[0], vb[1]);
+                      Spec::Elem::mma(o[a][b][2 * ep + 1], pf, vb[2], vb[3]);
+                    }
+            }
+        }
     }
   };
   int it_c = 0;  // warp-specialized: stages consumed, the last one of each item included

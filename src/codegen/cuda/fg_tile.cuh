@@ -378,6 +378,92 @@ FG_DEV void acc_to_a(u32 (&a)[KB][4], const float (&acc)[2 * KB][4]) {
   }
 }
 
+// The fragments acc_to_a rounded, back in f32, taken from acc: what the rounding left (the next
+// piece of a value split into pieces).
+template <class Elem, int KB>
+FG_DEV void sub_a_frags(float (&acc)[2 * KB][4], const u32 (&a)[KB][4]) {
+#pragma unroll
+  for (int kb = 0; kb < KB; ++kb)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      float (&t)[4] = acc[2 * kb + (r >> 1)];
+      t[2 * (r & 1)] -= Elem::to_f32(a[kb][r] & 0xffffu);
+      t[2 * (r & 1) + 1] -= Elem::to_f32(a[kb][r] >> 16);
+    }
+}
+
+// The products of operands split into NP pieces: the pairs (i, j) with i + j < NP, numbered by
+// diagonals (t = 0 is (0, 0), the largest; then (0, 1), (1, 0), (0, 2), ...).
+constexpr FG_DEV int piece_pair_diag(int t) {
+  int s = 0;
+  while ((s + 1) * (s + 2) / 2 <= t) ++s;
+  return s;
+}
+constexpr FG_DEV int piece_pair_i(int t) {
+  return t - piece_pair_diag(t) * (piece_pair_diag(t) + 1) / 2;
+}
+constexpr FG_DEV int piece_pair_j(int t) { return piece_pair_diag(t) - piece_pair_i(t); }
+
+// An operand of the tensor cores split into bf16 pieces (x = x_0 + x_1 + ... + x_{n-1}, each
+// piece x rounded to bf16 after the ones before are taken away): a kernel's f32 (or mixed
+// 16-bit) Q, K and V, written by the host's launch of fg::split_pieces before the kernel. The
+// source is a strided tensor of `rank` dims (innermost last, extents ext, strides sst in
+// elements; dtype 0 bf16, 1 f16, 2 f32, 3 f8e4m3, 4 f8e5m2); the destination is packed, each row of the innermost
+// dim as `pieces` runs of ext[rank - 1] elements (dst_st: its strides, the innermost run 1).
+// inf and NaN go whole into piece 0 (the others 0); a finite value whose rounding overflows
+// bf16 truncates instead.
+// An f8 value (e4m3: bias 7, no inf, S.1111.111 NaN; e5m2: the top byte of an f16).
+FG_DEV float f8_to_f32(unsigned char b, bool e4m3) {
+  if (!e4m3) return f16_to_f32((unsigned short)(b << 8));
+  const int e = (b >> 3) & 15, m = b & 7;
+  float v = (e == 15 && m == 7) ? __int_as_float(0x7fffffff)
+            : e == 0            ? ldexpf((float)m, -9)
+                                : ldexpf((float)(8 + m), e - 10);
+  return (b & 0x80) ? -v : v;
+}
+struct SplitArgs {
+  const void* src;
+  bf16raw* dst;
+  i64 dtype, rank, pieces, rows;  // rows: the product of the extents but the innermost
+  i64 ext[8], sst[8], dst_st[8];
+};
+FG_DEV void split_pieces(const SplitArgs& a) {
+  const int R = (int)a.rank, lane = threadIdx.x & 31;
+  const i64 cols = a.ext[R - 1];
+  const i64 warps = (i64)gridDim.x * (blockDim.x >> 5);
+  for (i64 row = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < a.rows;
+       row += warps) {
+    i64 so = 0, d0 = 0, rem = row;
+    for (int k = R - 2; k >= 0; --k) {
+      const i64 x = rem % a.ext[k];
+      rem /= a.ext[k];
+      so += x * a.sst[k];
+      d0 += x * a.dst_st[k];
+    }
+    for (i64 c = lane; c < cols; c += 32) {
+      const i64 at = so + c * a.sst[R - 1];
+      float x;
+      if (a.dtype == 2) x = static_cast<const float*>(a.src)[at];
+      else if (a.dtype == 1) x = f16_to_f32(static_cast<const unsigned short*>(a.src)[at]);
+      else if (a.dtype >= 3) x = f8_to_f32(static_cast<const unsigned char*>(a.src)[at], a.dtype == 3);
+      else x = bf16_to_f32(static_cast<const bf16raw*>(a.src)[at]);
+      for (int p = 0; p < (int)a.pieces; ++p) {
+        u32 bits = __float_as_uint(x);
+        bf16raw h;
+        if ((bits & 0x7f800000u) == 0x7f800000u) {
+          h = (bf16raw)((bits >> 16) | ((bits & 0x7fffffu) ? 0x40u : 0u));  // NaN stays NaN
+          x = 0.f;
+        } else {
+          h = f32_to_bf16(x);
+          if ((h & 0x7f80u) == 0x7f80u) h = (bf16raw)(bits >> 16);  // truncate: stays finite
+          x -= bf16_to_f32(h);
+        }
+        a.dst[d0 + p * cols + c] = h;
+      }
+    }
+  }
+}
+
 // Lane parts of the ldmatrix addresses: A operands / S = Q K^T's B operand (K as stored) /
 // P.V's B operand (V through ldmatrix.trans).
 FG_DEV int lane_row_a(int lane) { return lane & 15; }
