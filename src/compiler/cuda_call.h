@@ -161,6 +161,17 @@ void bind_element(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
                   DevicePtr scratch, const std::vector<int64_t>& extv, int64_t most_blocks,
                   CudaBoundKernel& bk);
 
+// A tensor-core kernel's parameter words (Params of emit_sm80.h) and geometry for buffers at
+// `ptrs` with `strides` (one per plan buffer): the variant and key split of the call
+// (choose_key_split for `sm_count` SMs), the split launches of operands in bf16 pieces, whose
+// pieces come first in the scratch at `scratch`, then a split key loop's partial states
+// (bk.scratch_bytes says how much it needs; bind with scratch 0 to size it). Needs no GPU
+// unless the launch has TMA operands (tests/cuda/element_emulation_test.cpp binds host memory).
+void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DevicePtr>& ptrs,
+               const std::vector<std::vector<int64_t>>& strides, DevicePtr err,
+               DevicePtr scratch, const std::vector<int64_t>& extv, int sm_count,
+               CudaBoundKernel& bk);
+
 // Checks the call against the device's limits (CallError), uploads the inputs in their declared
 // dtype and poisons the outputs.
 CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inputs,

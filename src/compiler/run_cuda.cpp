@@ -331,9 +331,8 @@ void bind_tma(const Sm80Launch& la, const std::vector<DevicePtr>& ptrs,
   bk.tma = true;
 }
 
-// A tensor-core kernel's parameters and geometry (Params of emit_sm80.h): the variant and key
-// split of the call (choose_key_split), its partial states in `scratch` (bk.scratch_bytes says
-// how much it needs; bind with scratch 0 to size it).
+}  // namespace
+
 void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DevicePtr>& ptrs,
                const std::vector<std::vector<int64_t>>& strides, DevicePtr err,
                DevicePtr scratch, const std::vector<int64_t>& extv, int sm_count,
@@ -341,7 +340,7 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
   const int NB = la.num_buffers, R = la.max_rank;
   const size_t ext0 = NB + NB * R, err_at = ext0 + la.num_dims;
   bk.params.assign(la.params_base_words(), 0);  // err_at + 4 words, then the TMA maps
-  for (int i = 0; i < NB; ++i) {
+  for (size_t i = 0; i < ptrs.size(); ++i) {  // the plan's buffers (split operands below)
     for (size_t j = 0; j < strides[i].size(); ++j) bk.params[NB + i * R + j] = strides[i][j];
     bk.params[i] = static_cast<int64_t>(ptrs[i]);
   }
@@ -445,6 +444,8 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
   bk.grid = sm80_grid(la, ks, m_tiles, P, sm_count);
   bk.block = {static_cast<unsigned>(ks.few ? 32 : 32 * la.warps), 1, 1};
 }
+
+namespace {
 
 // Every kernel's launch for buffers at `ptrs` (one per plan buffer) with `strides` (one list per
 // buffer; empty: packed in dim order), the error word at `err` and device scratch from

@@ -537,6 +537,79 @@ program f8s(q: f8e4m3[b, h, m, d], k: f8e5m2[b, n, h, d], v: bf16[b, h, n, e]) {
     }
 }
 
+// The host's binding of operands in pieces (bind_sm80, host pointers only): each split operand's
+// Params slot points into the scratch (q, k, v in order, 256-byte aligned, a row of pieces x its
+// innermost extent) with packed strides over the source buffer's dims; a split launch per
+// operand carries the source (its own strides: keys laid out [b, n, h, d]) and the pieces; the
+// partial states of a split key loop follow the pieces.
+TEST(Lower, OperandsInPiecesBindToTheScratch) {
+  Program p = parse_source(R"(
+program f32s(q: f32[b, h, m, d], k: f32[b, n, h, d], v: f16[b, h, n, e]) {
+  out o: f32[b, h, m, e] = sum(softmax(sum(q * k, d), n) * v, n)
+}
+)", "pieces.attn").at(0);
+  Compiled c = lowered(p, Target::cuda_sm80, {{"d", 40}, {"e", 24}});
+  ASSERT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::tensor_core);
+  const Sm80Launch& la = c.lowered.kernels[0].tensor_core.launch;
+  ASSERT_EQ(la.pieces, 3);
+  ASSERT_EQ(la.split.size(), 3u);
+  // dims in order of appearance: b h m d n e
+  const int64_t B = 2, H = 3, M = 1, D = 40, N = 4000, E = 24;
+  const std::vector<int64_t> extv = {B, H, M, D, N, E};
+  std::vector<DevicePtr> ptrs;
+  std::vector<std::vector<int64_t>> strides;
+  for (const PlanBuffer& b : c.plan.buffers) {
+    ptrs.push_back(0x100000 * (ptrs.size() + 1));
+    if (b.name == "k") strides.push_back({N * H * D, D, H * D, 1});  // [b, n, h, d]
+    else strides.emplace_back();  // (unused by the binding: filled below)
+  }
+  for (size_t i = 0; i < c.plan.buffers.size(); ++i)
+    if (strides[i].empty()) {
+      std::vector<int64_t> st(c.plan.buffers[i].dims.size());
+      int64_t acc = 1;
+      for (size_t j = st.size(); j-- > 0;) st[j] = acc, acc *= extv[c.plan.buffers[i].dims[j]];
+      strides[i] = st;
+    }
+  CudaBoundKernel sized, bk;
+  bind_sm80(la, p, ptrs, strides, 0x9000, 0, extv, 132, sized);
+  const DevicePtr scratch = 0x40000000;
+  bind_sm80(la, p, ptrs, strides, 0x9000, scratch, extv, 132, bk);
+  ASSERT_EQ(bk.splits.size(), 3u);
+  const int NB = la.num_buffers, R = la.max_rank;
+  int64_t at = 0;
+  const int64_t rows[] = {B * H * M, B * N * H, B * H * N};
+  const int64_t cols[] = {D, D, E};
+  const int64_t codes[] = {2, 2, 1};  // f32, f32, f16
+  for (int i = 0; i < 3; ++i) {
+    const Sm80Launch::SplitOperand& o = la.split[i];
+    SCOPED_TRACE(o.name);
+    EXPECT_EQ(bk.params[o.slot], static_cast<int64_t>(scratch) + at);
+    const int64_t row = 3 * cols[i];  // the pieces of a row, packed
+    EXPECT_EQ(bk.params[NB + o.slot * R + 3], 1);
+    EXPECT_EQ(bk.params[NB + o.slot * R + 2], row);
+    const CudaBoundKernel::Split& sp = bk.splits[i];
+    EXPECT_EQ(sp.args[0], static_cast<int64_t>(ptrs[o.buffer]));
+    EXPECT_EQ(sp.args[1], bk.params[o.slot]);
+    EXPECT_EQ(sp.args[2], codes[i]);
+    EXPECT_EQ(sp.args[3], 4);  // rank
+    EXPECT_EQ(sp.args[4], 3);  // pieces
+    EXPECT_EQ(sp.args[5], rows[i]);
+    for (int j = 0; j < 4; ++j) {
+      EXPECT_EQ(sp.args[6 + j], extv[o.dims[j]]);
+      EXPECT_EQ(sp.args[14 + j], strides[o.buffer][j]);
+      EXPECT_EQ(sp.args[22 + j], bk.params[NB + o.slot * R + j]);
+    }
+    EXPECT_GE(sp.grid.x, 1u);
+    at += (rows[i] * row * 2 + 255) / 256 * 256;
+  }
+  // one query row against 4000 keys: a split key loop, its partial states after the pieces
+  ASSERT_GT(bk.key_split, 1);
+  const size_t err_at = NB + NB * R + la.num_dims;
+  EXPECT_EQ(bk.params[err_at + 2], static_cast<int64_t>(scratch) + at);
+  EXPECT_GT(bk.scratch_bytes, at);
+  EXPECT_EQ(sized.scratch_bytes, bk.scratch_bytes);
+}
+
 TEST(Lower, AnElementKernelsArraysThreadsAndWorkspace) {
   Program p = parse_source(R"(
 program sig(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e]) {
