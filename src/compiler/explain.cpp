@@ -151,13 +151,17 @@ std::string cuda_text(const CudaShape& s) {
        << KeySplit::kWalkTiles * l.block_n
        << " keys a block): the blocks resident at once walk the row tiles x parallel indices, "
           "the next item's K/V loading under the last one's epilogue\n";
-  if (l.pieces > 1) {
-    os << "             operands as " << l.pieces << " bf16 pieces each (";
+  if (!l.split.empty()) {
+    os << "             operands as " << l.pieces << " bf16 piece" << (l.pieces > 1 ? "s" : "")
+       << " each (";
     for (size_t i = 0; i < l.split.size(); ++i)
       os << (i ? ", " : "") << l.split[i].name << " " << dtype_name(l.split[i].type);
     os << "; split on the device before the kernel): " << l.pieces * (l.pieces + 1) / 2
-       << " tensor-core products per product"
-       << (l.pieces == 3 ? ", f32 accuracy" : ", the 16-bit inputs exactly") << "\n";
+       << " tensor-core product" << (l.pieces > 1 ? "s" : "") << " per product"
+       << (l.pieces == 3   ? ", f32 accuracy"
+           : l.pieces == 2 ? ", 16 significant bits (f16's 11 held exactly)"
+                           : " (f8 held exactly in bf16)")
+       << "\n";
   }
   if (l.value_split > 1)
     os << "             value columns split in " << l.value_split << " chunks of "

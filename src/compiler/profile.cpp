@@ -418,6 +418,10 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
       kp.key_split = bk.key_split;
       if (la.warp_specialized && !bk.few) kp.kv_copies = bk.tma ? "TMA" : "cp.async";
       kp.walk = bk.walk;
+      if (!bk.splits.empty())
+        kp.note += std::string(kp.note.empty() ? "" : "; ") + "the time includes " +
+                   std::to_string(bk.splits.size()) + " launches of " + la.split_entry +
+                   " (Q, K and V into " + std::to_string(la.pieces) + " bf16 pieces)";
       if (bk.few || bk.key_split > 1)
         kp.note += std::string(kp.note.empty() ? "" : "; ") +
                    (bk.few ? "the few-rows kernel (16 rows per block)" : "the full kernel") +

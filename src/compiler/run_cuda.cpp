@@ -141,7 +141,8 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
     CudaLoadedKernel k{lk, mod.kernel(lk.entry), {}, nullptr, nullptr, {}};
     if (tc) {
       k.combine = mod.kernel(lk.tensor_core.launch.combine_entry);
-      if (lk.tensor_core.launch.pieces > 1) k.split = mod.kernel(lk.tensor_core.launch.split_entry);
+      if (!lk.tensor_core.launch.split.empty())
+        k.split = mod.kernel(lk.tensor_core.launch.split_entry);
       if (!lk.tensor_core.launch.tma.empty()) {
         NvrtcOptions cp = o;
         cp.options.push_back("-DFG_KV_CP_ASYNC");
@@ -823,6 +824,8 @@ void cuda_launch_device(const Program& p, const DeviceTensorMap& inputs,
     const PlanKernel& pk = L->plan.kernels[k.low.plan_kernel];
     for (int i : pk.reads) vector[i] = true;
     for (int i : pk.writes) vector[i] = true;
+    // operands in pieces: the split kernel reads them with any strides
+    for (const Sm80Launch::SplitOperand& o : k.low.tensor_core.launch.split) vector[o.buffer] = false;
   }
   if (err % 8 != 0 || err == 0)
     throw CallError("the error word must be 8 zeroed, 8-byte aligned int64 in device memory");

@@ -218,7 +218,7 @@ std::string LoweredCuda::str(const Plan& plan) const {
       if (tc.Dt != tc.D || tc.DVt != tc.DV)
         os << " (tiles padded to " << tc.Dt << " and " << tc.DVt << " columns)";
       os << "; operands " << dtype_name(tc.elem) << "\n";
-      if (la.pieces > 1) {
+      if (!la.split.empty()) {
         os << "  pieces: " << la.pieces << " bf16 pieces of";
         for (const Sm80Launch::SplitOperand& o : la.split)
           os << " " << o.name << " (" << dtype_name(o.type) << ", Params buffer " << o.slot << ")";

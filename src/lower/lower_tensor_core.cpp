@@ -261,7 +261,8 @@ class Lowering : public TensorCoreView {
     // element, so the element code and its latencies dominate: 16 rows per warp and 5 blocks
     // per SM (<= 102 registers) hide them better than 32 rows and 2 blocks (the A/B
     // measurements: bench/NOTES.md).
-    const bool small_heads = Dt_ + DVt_ <= 64 && Sn == 1 && A == 1;
+    // (not with operands in pieces: their tiles and fragments take pieces times the room)
+    const bool small_heads = Dt_ + DVt_ <= 64 && Sn == 1 && A == 1 && launch_.pieces == 1;
     // (pieces: the P operands of every piece live through P.V: 16 rows a warp)
     mw_ = (Sn == 1 && A == 1 && DVt_ <= 128 && Dt_ <= 128 && !small_heads &&
            launch_.pieces == 1) ? 2 : 1;

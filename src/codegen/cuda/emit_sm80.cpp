@@ -344,7 +344,7 @@ class Printer : public TensorCoreView {
       os << "  static constexpr int kHeadDimData = " << D_ << ", kValueDimData = "
          << (vsplit_ > 1 ? DVc_ : DV_) << ";  // padded to " << Dt_ << " and " << DVt_ << "\n";
     os << "  static constexpr bool kKeySplit = true;\n";
-    if (launch_.pieces > 1)
+    if (!launch_.split.empty())
       os << "  // Q, K and V as " << launch_.pieces << " bf16 pieces each (written by "
          << launch_.split_entry << ")\n  static constexpr int kPieces = " << launch_.pieces
          << ", kPiecePitchQK = " << D_ << ", kPiecePitchV = " << DV_ << ";\n";
@@ -630,7 +630,7 @@ class Printer : public TensorCoreView {
     os << "// Merges the partial states of a key loop split across blocks.\n"
        << "extern \"C\" __global__ void __launch_bounds__(128)\n" << launch_.combine_entry
        << P << " { fg::attn_combine_sm80<Spec>(p); }\n";
-    if (launch_.pieces > 1)
+    if (!launch_.split.empty())
       os << "\n// Q, K and V into bf16 pieces (Spec::kPieces), before the kernel.\n"
          << "extern \"C\" __global__ void __launch_bounds__(256)\n" << launch_.split_entry
          << "(const fg::SplitArgs a) { fg::split_pieces(a); }\n";

@@ -328,7 +328,11 @@ struct AttnSm80 {
   // Q stays in registers when the fragments that live across the key loop (Q, the accumulators,
   // the scores) fit a register budget; otherwise it is re-read from shared memory per tile
   // (wgmma reads it from shared memory).
-  static constexpr int kLiveRegs = S * NP * MW * D / 8 + A * MW * DV / 2 + S * MW * BN / 2;
+  // (operands in pieces: Q's fragments, D / 4 registers per m-block and piece, and the P
+  // pieces, G * NP * BN / 4, counted in full: the 16-bit count below is the measured tuning)
+  static constexpr int kLiveRegs =
+      NP == 1 ? S * MW * D / 8 + A * MW * DV / 2 + S * MW * BN / 2
+              : S * NP * MW * D / 4 + A * MW * DV / 2 + S * MW * BN / 2 + G * NP * MW * BN / 4;
   static constexpr bool kQInRegs = !kWgmma && kLiveRegs <= 160;
   static constexpr int kQK = kQInRegs ? D / 16 : 1;  // k16 blocks of Q held in registers
   static constexpr int kQBytes = SmemTile<BM, D>::kBytes;
