@@ -284,6 +284,17 @@ class Lowering : public TensorCoreView {
     // Operands in pieces take pieces times the shared memory: keys in tiles of 32 when tiles
     // of 64 leave no room for one block.
     if (launch_.pieces > 1 && smem_bytes({}) > budget_.per_block) launch_.block_n = 32;
+    // Pieces leave one block of 4 warps per SM: 8 warps a block (128 rows) where shared memory
+    // holds them and every tile splits evenly over 256 threads.
+    if (launch_.pieces > 1 && Dt_ * launch_.block_n / 8 % 256 == 0 &&
+        DVc_ * launch_.block_n / 8 % 256 == 0 && candidates_.empty()) {
+      launch_.warps = 8;
+      launch_.block_m = 16 * mw_ * 8;
+      if (smem_bytes({}) > budget_.per_block) {
+        launch_.warps = 4;
+        launch_.block_m = 16 * mw_ * 4;
+      }
+    }
     staged_ = fit_staged(launch_.min_blocks);
     // Small heads: staged tiles are worth more than a fifth block (bench/NOTES.md).
     if (small_heads && fit_staged(4).size() > staged_.size()) {

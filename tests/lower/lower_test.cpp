@@ -534,7 +534,15 @@ program f8s(q: f8e4m3[b, h, m, d], k: f8e5m2[b, n, h, d], v: bf16[b, h, n, e]) {
       EXPECT_EQ(la.smem_bytes, bytes);
       EXPECT_LE(la.smem_bytes, smem_budget(Target::cuda_sm90).per_block);
       EXPECT_EQ(la.few_block_n, la.block_n);
+      // blocks of 8 warps (128 rows) where shared memory holds them (bench/NOTES.md, session 15)
+      if (want > 1) EXPECT_EQ(la.warps, 8);
     }
+  // An A100's 163 KiB: f32 at d = 128 keeps blocks of 4 warps (8 would take 192 KiB).
+  Compiled a100 = lowered(ps[0], Target::cuda_sm80, {{"d", 128}, {"e", 128}});
+  const Sm80Launch& la = a100.lowered.kernels[0].tensor_core.launch;
+  EXPECT_EQ(la.warps, 4);
+  EXPECT_EQ(la.block_m, 64);
+  EXPECT_EQ(la.smem_bytes, 3 * (64 * 128 * 2 + 2 * (2 * 32 * 128 * 2)));
 }
 
 // The host's binding of operands in pieces (bind_sm80, host pointers only): each split operand's
