@@ -230,8 +230,11 @@ std::string LoweredCuda::str(const Plan& plan) const {
         os << "  score %" << s.node << " = " << plan.buffers[s.q_buffer].name << " . "
            << plan.buffers[s.k_buffer].name << " over " << p.dims[st.head_dim] << "\n";
       for (size_t g = 0; g < st.groups.size(); ++g) {
-        os << "  group " << g << ": running max %" << st.groups[g].max_node << " of %"
-           << st.groups[g].arg << ", row sums";
+        if (st.groups[g].max_node < 0)
+          os << "  group " << g << ": plain weights %" << st.groups[g].arg << " (no max), row sums";
+        else
+          os << "  group " << g << ": running max %" << st.groups[g].max_node << " of %"
+             << st.groups[g].arg << ", row sums";
         for (int s : st.groups[g].sums) os << " %" << s;
         os << (st.groups[g].sums.empty() ? " none\n" : "\n");
       }

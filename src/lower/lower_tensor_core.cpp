@@ -138,16 +138,54 @@ class Lowering : public TensorCoreView {
       if (a.op == Op::Min) fail("Min accumulator " + nt(a.node) + " (only softmax groups)");
       if (a.op == Op::Max) groups_.push_back({a.node, n.args[0], {}});
     }
-    if (groups_.empty()) fail("no online max (softmax) over the key dim");
-    if (groups_.size() > 2) fail(S(groups_.size()) + " softmax groups (at most 2)");
-    // Sums: row sums and P.V.
+    // Sums: row sums and P.V, of a softmax group (rescaled by its running max) or of a plain
+    // group (no max: the weights are score element code as they are, e.g. sigmoid(s)).
     std::set<int> explained;
+    // the plain group of weight w (made on first use)
+    auto plain_group = [&](int w) {
+      for (size_t i = 0; i < groups_.size(); ++i)
+        if (groups_[i].max_node < 0 && groups_[i].arg == w) return static_cast<int>(i);
+      groups_.push_back({-1, w, {}});
+      return static_cast<int>(groups_.size()) - 1;
+    };
+    auto head_dims_of = [&](int id) {
+      int hd = -1;
+      for (int d : N(id).dims)
+        if (dimset_contains(k_.elim, d)) hd = d;
+      return hd;
+    };
     for (const Accumulator& a : k_.accs) {
       if (a.op != Op::Sum) continue;
-      if (a.rescale_by.size() != 1)
-        fail("online sum " + nt(a.node) + " is not rescaled by exactly one running max");
       const Node& n = N(a.node);
       int x = n.args[0];
+      if (a.rescale_by.empty()) {
+        if (head_dims_of(x) < 0) {  // a row sum of weights
+          groups_[plain_group(x)].sums.push_back(a.node);
+          continue;
+        }
+        const Node& m = N(x);
+        if (m.op != Op::Mul) fail("sum " + nt(a.node) + " is neither w nor w * v");
+        int w = m.args[0], v = m.args[1];
+        if (head_dims_of(w) >= 0) std::swap(w, v);
+        if (head_dims_of(w) >= 0 || N(v).op != Op::Param)
+          fail("sum " + nt(a.node) + " is not weights times a value tensor");
+        const int vd = head_dims_of(v);
+        if (vdim_ >= 0 && vd != vdim_) fail("P.V accumulators over different value dims");
+        vdim_ = vd;
+        const int vb = operand_buffer(v, k_.red_dim, vdim_, "value");
+        int vi = -1;
+        for (size_t i = 0; i < vbufs_.size(); ++i)
+          if (vbufs_[i] == vb) vi = static_cast<int>(i);
+        if (vi < 0) {
+          vi = static_cast<int>(vbufs_.size());
+          vbufs_.push_back(vb);
+        }
+        pv_.push_back({a.node, plain_group(w), vi});
+        explained.insert({x, v});
+        continue;
+      }
+      if (a.rescale_by.size() != 1)
+        fail("online sum " + nt(a.node) + " is rescaled by more than one running max");
       // The group of the running max the sum is rescaled by, and its exp(x - safe(max)) factor
       // (the plan's Accumulator: fuse recognized the one-pass form).
       int g = -1;
@@ -186,7 +224,9 @@ class Lowering : public TensorCoreView {
       pv_.push_back({a.node, g, vi});
       explained.insert({x, e, N(e).args[0], v});
     }
-    if (pv_.empty()) fail("no P.V accumulator (sum of exp(x - max) * v over the key dim)");
+    if (groups_.empty()) fail("no reduction over the key dim of score element code");
+    if (groups_.size() > 2) fail(S(groups_.size()) + " groups (softmax or plain; at most 2)");
+    if (pv_.empty()) fail("no P.V accumulator (a sum over the key dim of weights times v)");
     if (pv_.size() > 4) fail(S(pv_.size()) + " P.V accumulators (at most 4)");
     if (vbufs_.size() > 2) fail(S(vbufs_.size()) + " value tensors (at most 2)");
     choose_pieces();

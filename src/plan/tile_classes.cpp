@@ -1,7 +1,8 @@
 // classify_tiles: finds, per kernel, the mask condition that kills every accumulator's
 // contribution where it is false (block sparsity). A max over R of where(c, s, -inf) gains
 // nothing where c is false, and an online sum of g * exp(x - safe(max(x))) with that x adds
-// exp(-inf) = 0 there; if every accumulator is of these forms with the same c, a tile on which
+// exp(-inf) = 0 there, and a plain sum of where(c, w, 0), or of it times anything (the strong
+// zero: 0 * inf = 0), adds 0 there; if every accumulator is of these forms with the same c, a tile on which
 // c is false everywhere can be skipped and a tile on which it is true everywhere can drop the
 // where. The emitter decides each tile at run time by interval arithmetic on c over the tile's
 // index ranges (codegen: emit_tile_class, emit_sm80 classify); a gather by plain dim indices
@@ -27,6 +28,17 @@ int kill_condition(const Program& p, int x) {
   return -1;
 }
 
+// The c of x = where(c, a, 0), or of a product with such a factor (0 * y = 0 for every y), or -1.
+int zero_condition(const Program& p, int x) {
+  const Node& n = p.nodes[x];
+  if (n.op == Op::Where && is_const(p, n.args[2], 0.0)) return n.args[0];
+  if (n.op == Op::Mul) {
+    const int a = zero_condition(p, n.args[0]);
+    return a >= 0 ? a : zero_condition(p, n.args[1]);
+  }
+  return -1;
+}
+
 }  // namespace
 
 void classify_tiles(Plan& plan) {
@@ -44,6 +56,8 @@ void classify_tiles(Plan& plan) {
                  std::all_of(a.rescale_by.begin(), a.rescale_by.end(),
                              [&](int m) { return m == a.rescale_by[0]; })) {
         c = kill_condition(p, p.nodes[a.rescale_by[0]].args[0]);  // one max, once or more
+      } else if (a.op == Op::Sum && a.rescale_by.empty()) {
+        c = zero_condition(p, p.nodes[a.node].args[0]);  // a plain sum
       }
       if (c < 0 || (mask >= 0 && c != mask)) {
         ok = false;

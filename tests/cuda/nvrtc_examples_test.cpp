@@ -501,12 +501,14 @@ std::string element_why(const Program& p, const Extents& sizes) {
 }
 
 TEST(CudaEmit, UnfitProgramsTakeTheElementPathAndSayWhy) {
-  // A plain sum over the key dim has no softmax group: not the attention template.
+  // A min over the key dim (groups are softmax maxima or plain sums): not the template.
   Program p = parse_source(
       "program f(q: bf16[m, d], k: bf16[n, d], v: bf16[n, e]) {\n"
-      "  out o: f32[m, e] = sum(sum(q * k, d) * v, n)\n}\n", "f.attn").at(0);
-  EXPECT_NE(element_why(p, {{"d", 64}, {"e", 64}}).find("does not fit the CUDA sm80 attention template"),
-            std::string::npos);
+      "  out o: f32[m, e] = sum(sum(q * k, d) * v, n)\n"
+      "  out lo: f32[m] = min(sum(q * k, d), n)\n}\n", "f.attn").at(0);
+  const std::string why = element_why(p, {{"d", 64}, {"e", 64}});
+  EXPECT_NE(why.find("does not fit the CUDA sm80 attention template"), std::string::npos) << why;
+  EXPECT_NE(why.find("Min accumulator"), std::string::npos) << why;
   // A per-row norm of q (a reduction before the key loop) has no place in the template.
   Program qn = parse_source(
       "program qn(q: bf16[m, d], k: bf16[n, d], v: bf16[n, e]) {\n"

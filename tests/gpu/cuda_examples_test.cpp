@@ -693,6 +693,70 @@ program f8s(q: f8e4m3[b, h, m, d], k: f8e5m2[b, n, h, d], v: f8e4m3[b, h, n, e])
   std::printf("pieces: %d calls; f32 worst error %.3g of the output's scale\n", ran, worst);
 }
 
+// Sums over keys without a softmax (plain groups: the weights are score element code as they
+// are, no running max): sigmoid weights under a causal mask with their row sums, relu-power
+// weights under GQA with keys [b, n, g, d], a softmax group beside a plain one, f32 inputs (in
+// bf16 pieces); odd head dims, a decode call (few rows, split key loop) and a long one. On the
+// tensor-core path, within 2^-6 of the output's scale for 16-bit inputs (verify's bf16
+// tolerance) and 2^-14 for f32.
+TEST(CudaBackend, PlainWeightsOnTheTensorCores) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  std::vector<Program> ps = parse_source(R"(
+program sig_causal(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  w = where(n <= m, sigmoid(sum(q * k, d) / sqrt(size(d)) - 2.0), 0.0)
+  out o: bf16[b, h, m, e] = sum(w * v, n)
+  out l: f32[b, h, m] = sum(w, n)
+}
+program relu2_gqa(q: bf16[b, g, r, m, d], k: bf16[b, n, g, d], v: bf16[b, n, g, e]) {
+  a = relu(sum(q * k, d) * 0.125)
+  out o: f32[b, g, r, m, e] = sum(a * a * v, n) / (1.0 + sum(a * a, n))
+}
+program soft_and_sig(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  out o: f32[b, h, m, e] = sum(softmax(s, n) * v, n) + 0.01 * sum(sigmoid(s) * v, n)
+}
+program sig32(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
+  out o: f32[b, h, m, e] = sum(sigmoid(sum(q * k, d) / sqrt(size(d))) * v, n)
+}
+)", "plain.attn");
+  struct Shape { int64_t m, n, d, e; };
+  for (const Program& p : ps)
+    for (const Shape& sh : {Shape{77, 130, 64, 64}, Shape{333, 700, 128, 128},
+                            Shape{50, 90, 40, 72}, Shape{1, 3001, 64, 64}}) {
+      Extents ext = {{"b", 2}, {"h", 3}, {"g", 2}, {"r", 2}, {"m", sh.m}, {"n", sh.n},
+                     {"d", sh.d}, {"e", sh.e}};
+      SCOPED_TRACE(p.name + " m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
+                   " d=" + std::to_string(sh.d) + " e=" + std::to_string(sh.e));
+      CompileOptions o;
+      o.target = Target::cuda_sm90;
+      o.sizes = ext;
+      Compiled c = compile_program(p, o, "lower");
+      ASSERT_EQ(c.lowered.kernels.size(), 1u);
+      ASSERT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::tensor_core)
+          << c.lowered.kernels[0].why;
+      int plain = 0;
+      for (const auto& g : c.lowered.kernels[0].tensor_core.launch.structure.groups)
+        plain += g.max_node < 0;
+      EXPECT_EQ(plain, 1);
+      TensorMap in = random_inputs(p, ext, 71 + sh.d);
+      TensorMap want = evaluate_reference_f64(p, in);
+      TensorMap got = run_cuda(p, in);
+      const int bits = p.params[0].type == DType::f32 ? 14 : 6;
+      for (const Output& out : p.outputs) {
+        const Tensor& w = want.at(out.name);
+        double scale = 0, err = 0;
+        for (int64_t i = 0; i < w.numel(); ++i) {
+          const double a = got.at(out.name).get(i), b = w.get(i);
+          ASSERT_TRUE(std::isfinite(a) && std::isfinite(b)) << out.name << "[" << i << "] " << a
+                                                            << " vs " << b;
+          scale = std::max(scale, std::abs(b));
+          err = std::max(err, std::abs(a - b));
+        }
+        EXPECT_LE(err, std::ldexp(scale, -bits)) << out.name << " scale " << scale;
+      }
+    }
+}
+
 // Flash-decoding: calls of few rows and long key loops split the loop across blocks and merge
 // the partial states (attn_combine_sm80); at most 16 rows run the few-rows kernel. Every example
 // (several groups, row outputs such as lse, masks with skipped tiles, staged tiles, GQA) at

@@ -545,6 +545,51 @@ program f8s(q: f8e4m3[b, h, m, d], k: f8e5m2[b, n, h, d], v: bf16[b, h, n, e]) {
   EXPECT_EQ(la.smem_bytes, 3 * (64 * 128 * 2 + 2 * (2 * 32 * 128 * 2)));
 }
 
+// Sums over keys without a softmax are plain groups (max_node -1): their weights are score
+// element code as they are; a softmax group beside one keeps its running max; a mask that zeroes
+// the weights classifies tiles as a softmax mask does.
+TEST(Lower, SumsWithoutASoftmaxArePlainGroups) {
+  std::vector<Program> ps = parse_source(R"(
+program sig(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  w = where(n <= m, sigmoid(sum(q * k, d)), 0.0)
+  out o: bf16[b, h, m, e] = sum(w * v, n)
+  out l: f32[b, h, m] = sum(w, n)
+}
+program both(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = sum(q * k, d)
+  out o: f32[b, h, m, e] = sum(softmax(s, n) * v, n) + sum(relu(s) * v, n)
+}
+)", "plain.attn");
+  Compiled c = lowered(ps[0], Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+  ASSERT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::tensor_core) << c.lowered.kernels[0].why;
+  const Program& p = c.plan.program;
+  const Sm80Structure& st = c.lowered.kernels[0].tensor_core.launch.structure;
+  ASSERT_EQ(st.groups.size(), 1u);
+  EXPECT_EQ(st.groups[0].max_node, -1);
+  EXPECT_EQ(p.nodes[st.groups[0].arg].op, Op::Where);
+  ASSERT_EQ(st.groups[0].sums.size(), 1u);
+  EXPECT_EQ(st.groups[0].sums[0], p.outputs[1].node);
+  ASSERT_EQ(st.pv.size(), 1u);
+  EXPECT_EQ(st.pv[0].group, 0);
+  EXPECT_EQ(st.pv[0].node, p.outputs[0].node);
+  // where(n <= m, w, 0) zeroes both sums above the diagonal: tiles are classified
+  const PlanKernel& k = c.plan.kernels[0];
+  ASSERT_GE(k.tiles.mask, 0);
+  EXPECT_EQ(p.nodes[k.tiles.mask].op, Op::Le);
+  EXPECT_TRUE(k.tiles.skip_empty);
+  EXPECT_FALSE(c.lowered.kernels[0].tensor_core.launch.persistent);  // masked: one block per item
+
+  c = lowered(ps[1], Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+  ASSERT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::tensor_core) << c.lowered.kernels[0].why;
+  const Sm80Structure& both = c.lowered.kernels[0].tensor_core.launch.structure;
+  ASSERT_EQ(both.groups.size(), 2u);
+  EXPECT_GE(both.groups[0].max_node, 0);  // the softmax group
+  EXPECT_EQ(both.groups[1].max_node, -1);
+  EXPECT_EQ(c.plan.program.nodes[both.groups[1].arg].op, Op::Relu);
+  ASSERT_EQ(both.pv.size(), 2u);
+  EXPECT_NE(both.pv[0].group, both.pv[1].group);
+}
+
 // The host's binding of operands in pieces (bind_sm80, host pointers only): each split operand's
 // Params slot points into the scratch (q, k, v in order, 256-byte aligned, a row of pieces x its
 // innermost extent) with packed strides over the source buffer's dims; a split launch per
@@ -625,12 +670,14 @@ program sig(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e]) {
   out o: f32[b, m, e] = sum(w * v, n)
 }
 )", "sig.attn").at(0);
-  Compiled c = lowered(p, Target::cuda_sm80, {{"d", 64}, {"e", 32}});
+  // (without the head extents: the tensor-core template, which takes these plain sigmoid
+  // weights, compiles them in)
+  Compiled c = lowered(p, Target::cuda_sm80, {});
   ASSERT_EQ(c.lowered.kernels.size(), 1u);
   const LoweredKernel& k = c.lowered.kernels[0];
   const PlanKernel& pk = c.plan.kernels[0];
   EXPECT_EQ(k.path, LoweredKernel::Path::element);
-  EXPECT_NE(k.why.find("no online max"), std::string::npos) << k.why;
+  EXPECT_NE(k.why.find("are not given"), std::string::npos) << k.why;
   EXPECT_EQ(k.element.threads, 256);  // arrays span key tiles and head dims
   EXPECT_EQ(k.element.smem_limit, smem_budget(Target::cuda_sm80).per_block);
   // q rows, k and v tiles, the scores, the output accumulator: each a plan value, in plan order.

@@ -344,6 +344,11 @@ class Printer : public TensorCoreView {
       os << "  static constexpr int kHeadDimData = " << D_ << ", kValueDimData = "
          << (vsplit_ > 1 ? DVc_ : DV_) << ";  // padded to " << Dt_ << " and " << DVt_ << "\n";
     os << "  static constexpr bool kKeySplit = true;\n";
+    int plain_groups = 0;
+    for (int g = 0; g < G; ++g) plain_groups |= (groups_[g].max_node < 0) << g;
+    if (plain_groups)
+      os << "  static constexpr int kPlainGroups = " << plain_groups
+         << ";  // groups of plain sums (no running max)\n";
     if (!launch_.split.empty())
       os << "  // Q, K and V as " << launch_.pieces << " bf16 pieces each (written by "
          << launch_.split_entry << ")\n  static constexpr int kPieces = " << launch_.pieces
@@ -453,6 +458,11 @@ class Printer : public TensorCoreView {
       cf = context(idx, noacc, k_.tiles.unmasked_full ? k_.tiles.mask : -1, &cf, true,
                    /*staged=*/true);
       std::string sc1 = "", sc2 = "";
+      if (groups_[g].max_node < 0) {  // a plain group's weights, as they are (kPlainGroups)
+        masked[g] = "((float)(" + em_.value(groups_[g].arg, cm) + "))";
+        plain[g] = "((float)(" + em_.value(groups_[g].arg, cf) + "))";
+        continue;
+      }
       masked[g] = scaled(groups_[g].arg, cm, &sc1);
       plain[g] = scaled(groups_[g].arg, cf, &sc2);
       scale[g] = sc1;
@@ -460,7 +470,9 @@ class Printer : public TensorCoreView {
     bd << "  template <int g>\n  static __device__ float score_scale(const Ctx& ctx) {\n"
           "    (void)ctx;\n";
     for (int g = 0; g < G; ++g)
-      bd << "    if (g == " << g << ") return fg::kLog2e" << scale[g] << ";\n";
+      bd << "    if (g == " << g << ") return "
+         << (groups_[g].max_node < 0 ? std::string("1.f") : "fg::kLog2e" + scale[g]) << ";"
+         << (groups_[g].max_node < 0 ? "  // (a plain group: unused)" : "") << "\n";
     bd << "    return fg::kLog2e;\n  }\n";
     bd << "  template <int g, bool kMasked>\n  static __device__ float score(const float (&c)["
        << Sn << "], int m, int n, const Ctx& ctx,\n                                 "

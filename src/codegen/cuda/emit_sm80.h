@@ -3,11 +3,13 @@
 // (see src/codegen/cuda/README.md for the plan -> Spec mapping). The decisions are made by
 // lower_tensor_core (lower/tensor_core.h), the printing by print_tensor_core (emit_sm80.cpp).
 //
-// What fits: one kernel with one streamed reduction dim; 1-2 score contractions of two bf16
-// parameters over one eliminated dim (the tensor-core Q.K^T); 1-2 online Max accumulators
-// (softmax groups) whose argument is element code over the scores; online Sum accumulators
-// that are either exp(x_g - safe(M_g)) (row sums) or exp(x_g - safe(M_g)) * v (P.V with a bf16
-// parameter v); epilogue values over (row, value dim) or (row). Anything else is a
+// What fits: one kernel with one streamed reduction dim; 1-2 score contractions of two float
+// parameters over one eliminated dim (the tensor-core Q.K^T; operands other than one 16-bit
+// type as bf16 pieces); 1-2 groups: online Max accumulators (softmax groups) whose argument is
+// element code over the scores, with online Sum accumulators that are either exp(x_g -
+// safe(M_g)) (row sums) or exp(x_g - safe(M_g)) * v (P.V with a parameter v), or plain groups:
+// Sum accumulators of weights w (element code over the scores) or w * v, with no max;
+// epilogue values over (row, value dim) or (row). Anything else is a
 // BackendError that says what did not fit (no silent fallback).
 // Head dims (the eliminated dims) and dtypes specialize the source; every other extent is a
 // run-time value in Params, so one compiled kernel serves every batch, head count and length.
@@ -35,7 +37,7 @@ namespace flashgen {
 // P.V accumulators (a group's exp(x - max) times a value tile).
 struct Sm80Structure {
   struct Score { int node, q_buffer, k_buffer; };
-  struct Group { int max_node, arg; std::vector<int> sums; };
+  struct Group { int max_node, arg; std::vector<int> sums; };  // max_node -1: plain sums of arg
   struct PV { int node, group, v_buffer; };
   std::vector<Score> scores;
   std::vector<Group> groups;

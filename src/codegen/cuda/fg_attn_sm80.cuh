@@ -45,7 +45,9 @@
 //     using Elem = fg::BF16;             // the 16-bit type of every Q, K and V (fg::BF16 or fg::F16;
 //                                        // P is rounded to it for P.V)
 //     static constexpr int kNumScores;   // S: score contractions c_s = Q_s . K_s^T (1..2)
-//     static constexpr int kNumGroups;   // G: softmax groups (each: running max, row sum) (1..2)
+//     static constexpr int kNumGroups;   // G: softmax groups (each: running max, row sum) or
+//                                        // plain groups (kPlainGroups: weights, row sum) (1..2)
+//     static constexpr int kPlainGroups; // optional (default 0): bit g makes group g plain
 //     static constexpr int kNumV;        // V: distinct value tensors loaded per key tile (1..2)
 //     static constexpr int kNumAcc;      // A: P.V accumulators (1..4)
 //     static constexpr int kHeadDim;     // D: width of every Q_s/K_s (32, 64, 96, 128)
@@ -262,6 +264,11 @@ FG_OPTIONAL_FLAG(TmaOf, kTma)
 // them through TileView (dg, dbase, dpitch).
 FG_OPTIONAL(DiagOf, kNumDiag, int, 0)
 
+// Optional Spec member kPlainGroups (default 0): bit g set makes group g plain: score<g> gives
+// weights as they are (no running max, no exp), summed into the row sums and multiplied into
+// the group's accumulators (sigmoid or relu weights); masked and out-of-range keys weigh 0.
+FG_OPTIONAL(PlainGroupsOf, kPlainGroups, int, 0)
+
 // Optional Spec members kPieces (default 1), kPiecePitchQK, kPiecePitchV: the operands held as
 // bf16 pieces (the Spec interface above).
 FG_OPTIONAL(PiecesOf, kPieces, int, 1)
@@ -307,6 +314,8 @@ struct AttnSm80 {
   // stage hold piece p; a product sums the piece products i + j < NP.
   static constexpr int NP = PiecesOf<Spec>::value;
   static constexpr int kPitchQK = PitchQKOf<Spec>::value, kPitchV = PitchVOf<Spec>::value;
+  // Group g of plain sums (kPlainGroups)
+  static constexpr __host__ __device__ bool plain(int g) { return (PlainGroupsOf<Spec>::value >> g) & 1; }
   static constexpr int DIN = HeadDataOf<Spec>::d, DVIN = HeadDataOf<Spec>::dv;  // columns held
   // Warp specialization: NWC compute warps (NTC threads) own the rows; NL threads load (the
   // producer warpgroup, or every thread of the block without it).
@@ -936,12 +945,13 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             for (int s = 0; s < S; ++s) cv[s] = c[s][b][t][i];
             const int n = n0 + t * 8 + col_t + (i & 1);
             const int nc = min(n, N - 1);
-            x[0][b][t][i] =
-                n < N ? Spec::template score<0, true>(cv, rm[b][i >> 1], nc, ctx, tv) : neg_inf();
+            // (keys past N: a logit of -inf, or a plain group's weight 0)
+            x[0][b][t][i] = n < N ? Spec::template score<0, true>(cv, rm[b][i >> 1], nc, ctx, tv)
+                                  : (K::plain(0) ? 0.f : neg_inf());
             if constexpr (G > 1)
               x[G - 1][b][t][i] =
                   n < N ? Spec::template score<G - 1, true>(cv, rm[b][i >> 1], nc, ctx, tv)
-                        : neg_inf();
+                        : (K::plain(G - 1) ? 0.f : neg_inf());
           }
     }
 #pragma unroll
@@ -951,6 +961,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         grew[g][b] = false;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
+          if (K::plain(g)) {  // the weights as they are: no max, nothing to rescale
+            alpha[g][b][h] = 1.f;
+            lsum[g][b][h] += row_sum_partial(x[g][b], h);
+            continue;
+          }
           // running max in score units; base-2 exponent = (x - max) * sc as one FFMA
           const float mnew = fmaxf(mrun[g][b][h], row_max(x[g][b], h));
           const float nbase = mnew == neg_inf() ? 0.f : -mnew * sc[g];
@@ -1264,7 +1279,8 @@ FG_DEV void attn_combine_sm80(const typename Spec::Params& params) {
     float w[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) {
-      w[g] = mx[g] == neg_inf() ? 0.f : ex2((row[g] - mx[g]) * sc[g]);
+      // (a plain group's partial sums add as they are)
+      w[g] = K::plain(g) ? 1.f : (mx[g] == neg_inf() ? 0.f : ex2((row[g] - mx[g]) * sc[g]));
       if (w[g] != 0.f) rs.l[g] += w[g] * row[G + g];
     }
 #pragma unroll
