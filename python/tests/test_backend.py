@@ -321,8 +321,11 @@ def test_cuda_inputs_need_what_the_cuda_backend_runs(monkeypatch):
         check_device(cuda, bf16, (64, 64))
     monkeypatch.setattr(flashgen, "cuda_available", lambda: True)
     check_device(cuda, bf16, (64, 64))
-    with pytest.raises(_Unsupported, match="element path.*bf16"):
-        check_device(cuda, flashgen.compile(sdpa_program("f32")), (64, 64))
+    f32 = flashgen.compile(sdpa_program("f32"))
+    check_device(cuda, f32, (64, 64))  # f32 operands take the tensor cores (as bf16 pieces) ...
+    with pytest.raises(_Unsupported, match="float32 attention"):  # ... PyTorch keeps f32 calls
+        check_device(cuda, f32, (64, 64), torch.float32)
+    check_device(torch.device("cpu"), f32, (16, 16), torch.float32)
     check_device(cuda, bf16, (16, 16))  # any head dim up to 256 takes the tensor cores
     with pytest.raises(_Unsupported, match="element path.*1 to 256"):
         check_device(cuda, bf16, (300, 64))

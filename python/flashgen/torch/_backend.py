@@ -716,12 +716,14 @@ def _program(m: _Match) -> str:
             "}\n")
 
 
-def check_device(device: torch.device, kernel, head_sizes: tuple) -> None:
+def check_device(device: torch.device, kernel, head_sizes: tuple, dtype=None) -> None:
     """Whether flashgen should run `kernel` where the inputs are: the CPU backend takes every
     program; on cuda:0 the backend replaces PyTorch's attention only where flashgen's kernel
-    takes the tensor-core path (bf16/f16 attention, head sizes up to 256: docs/python.md), which
-    kernel.cuda_paths says without a GPU. The element path runs every
-    program, but slower than PyTorch's fused kernels: such calls are left to PyTorch."""
+    takes the tensor-core path with 16-bit inputs (bf16/f16 attention, head sizes up to 256:
+    docs/python.md), which kernel.cuda_paths says without a GPU. The element path runs every
+    program, but slower than PyTorch's fused kernels, and float32 inputs (`dtype`) reach the
+    tensor cores as bf16 pieces at about the speed of PyTorch's float32 kernels: such calls are
+    left to PyTorch."""
     if device.type == "cpu":
         return
     if device.type != "cuda":
@@ -731,6 +733,10 @@ def check_device(device: torch.device, kernel, head_sizes: tuple) -> None:
                            "(flashgen.cuda_available() is false)")
     if device.index not in (None, 0):
         raise _Unsupported(f"inputs on {device}; flashgen's CUDA backend runs on cuda:0")
+    if dtype == torch.float32:
+        raise _Unsupported("float32 attention: flashgen runs it on the tensor cores as bf16 "
+                           "pieces at about the speed of PyTorch's float32 kernels (0.6x-1.2x: "
+                           "bench/RESULTS.md, session 15), so PyTorch keeps it")
     d, e = head_sizes
     if not (isinstance(d, int) and isinstance(e, int)):
         raise _Unsupported("symbolic head sizes (the CUDA backend specializes them)")
@@ -858,7 +864,7 @@ def replace_attention(gm: GraphModule) -> int:
             text = _program(m)
             kernel = flashgen.compile(text)
             q, v = _val(m.q), _val(m.v)
-            check_device(q.device, kernel, (_shape(q)[3], _shape(v)[3]))
+            check_device(q.device, kernel, (_shape(q)[3], _shape(v)[3]), q.dtype)
         except (_Unsupported, flashgen.Error) as e:
             _record_left_alone(kind, node, str(e), graph_no)
             continue
