@@ -159,6 +159,9 @@ class Lowering : public TensorCoreView {
       const Node& n = N(a.node);
       int x = n.args[0];
       if (a.rescale_by.empty()) {
+        // (the template sums weights in f32: integer sums, exact on the other paths, are not
+        // its to take)
+        if (!is_float(n.type)) fail("sum " + nt(a.node) + " is of " + dtype_name(n.type));
         if (head_dims_of(x) < 0) {  // a row sum of weights
           groups_[plain_group(x)].sums.push_back(a.node);
           continue;
@@ -552,9 +555,14 @@ class Lowering : public TensorCoreView {
   // products i + j < 3 drop only terms below 2^-24 of the product (f32 accuracy); f16 beside
   // bf16 2 pieces (3 products); f8 alone 1 (a conversion). Every Q, K and V buffer gets a split
   // operand: a Params slot after the plan's buffers that the host fills with its pieces.
+  // A plain group's weights are unbounded (softmax weights lie in [0, 1]): P rounded to f16 for
+  // P.V could overflow, so f16 operands beside a plain group go as 2 bf16 pieces (bf16 holds
+  // f32's range).
   void choose_pieces() {
+    bool plain = false;
+    for (const Group& g : groups_) plain = plain || g.max_node < 0;
     if (operand_types_.size() == 1 && (operand_types_.count(DType::bf16) ||
-                                       operand_types_.count(DType::f16))) {
+                                       (operand_types_.count(DType::f16) && !plain))) {
       out_.elem = *operand_types_.begin();
       return;
     }

@@ -559,6 +559,15 @@ program both(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
   s = sum(q * k, d)
   out o: f32[b, h, m, e] = sum(softmax(s, n) * v, n) + sum(relu(s) * v, n)
 }
+program half(q: f16[b, h, m, d], k: f16[b, h, n, d], v: f16[b, h, n, e]) {
+  r = relu(sum(q * k, d) * 30.0)
+  out o: f32[b, h, m, e] = sum(r * r * v, n)
+}
+program ints(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  w = where(n <= m, sigmoid(sum(q * k, d)), 0.0)
+  out o: f32[b, h, m, e] = sum(w * v, n)
+  out c: i64[b, h, m] = sum(where(n <= m, 16777217 + b + h, 0), n)
+}
 )", "plain.attn");
   Compiled c = lowered(ps[0], Target::cuda_sm90, {{"d", 64}, {"e", 64}});
   ASSERT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::tensor_core) << c.lowered.kernels[0].why;
@@ -588,6 +597,15 @@ program both(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
   EXPECT_EQ(c.plan.program.nodes[both.groups[1].arg].op, Op::Relu);
   ASSERT_EQ(both.pv.size(), 2u);
   EXPECT_NE(both.pv[0].group, both.pv[1].group);
+  // Unbounded weights beside f16 operands: bf16 pieces (P rounded to f16 could overflow).
+  c = lowered(ps[2], Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+  ASSERT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::tensor_core) << c.lowered.kernels[0].why;
+  EXPECT_EQ(c.lowered.kernels[0].tensor_core.launch.pieces, 2);
+  EXPECT_EQ(c.lowered.kernels[0].tensor_core.elem, DType::bf16);
+  // An integer sum stays exact on the element path.
+  c = lowered(ps[3], Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+  EXPECT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::element);
+  EXPECT_NE(c.lowered.kernels[0].why.find("is of i64"), std::string::npos) << c.lowered.kernels[0].why;
 }
 
 // The host's binding of operands in pieces (bind_sm80, host pointers only): each split operand's
