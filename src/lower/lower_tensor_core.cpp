@@ -103,6 +103,19 @@ class Lowering : public TensorCoreView {
     return buffer_of_param(n.param);
   }
 
+  // The index in vbufs_ of value operand v (value dim vd) of P.V accumulator acc, added on first
+  // use; every P.V accumulator has the same value dim.
+  int value_tensor(int acc, int v, int vd) {
+    if (vd < 0) fail("value of " + nt(acc) + " has no head dim");
+    if (vdim_ >= 0 && vd != vdim_) fail("P.V accumulators over different value dims");
+    vdim_ = vd;
+    const int vb = operand_buffer(v, k_.red_dim, vdim_, "value");
+    for (size_t i = 0; i < vbufs_.size(); ++i)
+      if (vbufs_[i] == vb) return static_cast<int>(i);
+    vbufs_.push_back(vb);
+    return static_cast<int>(vbufs_.size()) - 1;
+  }
+
   void analyse() {
     if (plan_.kernels.size() != 1)
       fail("the plan has " + S(plan_.kernels.size()) +
@@ -172,18 +185,7 @@ class Lowering : public TensorCoreView {
         if (head_dims_of(w) >= 0) std::swap(w, v);
         if (head_dims_of(w) >= 0 || N(v).op != Op::Param)
           fail("sum " + nt(a.node) + " is not weights times a value tensor");
-        const int vd = head_dims_of(v);
-        if (vdim_ >= 0 && vd != vdim_) fail("P.V accumulators over different value dims");
-        vdim_ = vd;
-        const int vb = operand_buffer(v, k_.red_dim, vdim_, "value");
-        int vi = -1;
-        for (size_t i = 0; i < vbufs_.size(); ++i)
-          if (vbufs_[i] == vb) vi = static_cast<int>(i);
-        if (vi < 0) {
-          vi = static_cast<int>(vbufs_.size());
-          vbufs_.push_back(vb);
-        }
-        pv_.push_back({a.node, plain_group(w), vi});
+        pv_.push_back({a.node, plain_group(w), value_tensor(a.node, v, head_dims_of(v))});
         explained.insert({x, v});
         continue;
       }
@@ -210,21 +212,7 @@ class Lowering : public TensorCoreView {
       int e = m.args[0], v = m.args[1];
       if (!online_exp(e)) std::swap(e, v);
       if (!online_exp(e)) fail("online sum " + nt(a.node) + " does not sum exp(x - max) * v");
-      int vd = -1;
-      for (int d : N(v).dims)
-        if (dimset_contains(k_.elim, d)) vd = d;
-      if (vd < 0) fail("value of " + nt(a.node) + " has no head dim");
-      if (vdim_ >= 0 && vd != vdim_) fail("P.V accumulators over different value dims");
-      vdim_ = vd;
-      int vb = operand_buffer(v, k_.red_dim, vdim_, "value");
-      int vi = -1;
-      for (size_t i = 0; i < vbufs_.size(); ++i)
-        if (vbufs_[i] == vb) vi = static_cast<int>(i);
-      if (vi < 0) {
-        vi = static_cast<int>(vbufs_.size());
-        vbufs_.push_back(vb);
-      }
-      pv_.push_back({a.node, g, vi});
+      pv_.push_back({a.node, g, value_tensor(a.node, v, head_dims_of(v))});
       explained.insert({x, e, N(e).args[0], v});
     }
     if (groups_.empty()) fail("no reduction over the key dim of score element code");
