@@ -13,7 +13,8 @@ namespace {
 class Gen {
  public:
   Gen(uint64_t seed, int index, const RandomProgramOptions& opt)
-      : rng_(seed), extra_(seed * 0x9e3779b97f4a7c15ull + 12345), index_(index), opt_(opt) {}
+      : rng_(seed), extra_(seed * 0x9e3779b97f4a7c15ull + 12345),
+        third_(seed * 0xbf58476d1ce4e5b9ull + 777), index_(index), opt_(opt) {}
 
   GeneratedProgram make() {
     const char* pool[] = {"b", "h", "g", "x", "y", "bat", "hd", "z", "w", "u1"};
@@ -38,6 +39,12 @@ class Gen {
     if (extra(0, 2) == 0) qkv = opt_.cuda_shaped ? "f16" : extra(0, 1) ? "bf16" : "f16";
     if (opt_.cuda_shaped && extra(0, 2) == 0) sizes_[D_] = extra(1, 100);
     if (opt_.cuda_shaped && extra(0, 2) == 0) sizes_[E_] = extra(1, 100);
+    // CUDA-shaped programs, from a third stream (the draws above stay as they were): f32 q/k/v
+    // a fifth of the time (bf16 pieces on the tensor cores), and a fourth of the time one more
+    // output of plain weights (sums over keys without a softmax).
+    const bool plain_out = opt_.cuda_shaped && third(0, 3) == 0;
+    const int plain_kind = third(0, 2);
+    if (opt_.cuda_shaped && third(0, 4) == 0) qkv = "f32";
 
     std::vector<std::string> kb;  // k/v may broadcast over some batch dims (GQA-like)
     for (auto& b : batch_)
@@ -106,6 +113,14 @@ class Gen {
                << K_ << ")\n";
       }
     }
+    if (plain_out) {  // weights that are score element code, no max: a plain group
+      const std::string w = plain_kind == 0   ? "sigmoid(s - 1.0)"
+                            : plain_kind == 1 ? "relu(s) * relu(s)"
+                                              : "where(" + K_ + " <= " + Q_ + ", sigmoid(s), 0.0)";
+      body << "  pw = " << w << "\n";
+      body << out("o" + std::to_string(nout++), outdims_o) << "sum(pw * v, " << K_ << ")\n";
+      if (third(0, 1)) body << out("o" + std::to_string(nout++), outdims_l) << "sum(pw, " << K_ << ")\n";
+    }
     std::ostringstream os;
     os << "program rnd" << index_ << "(";
     for (size_t i = 0; i < params_.size(); ++i) os << (i ? ", " : "") << params_[i];
@@ -114,7 +129,7 @@ class Gen {
   }
 
  private:
-  std::mt19937_64 rng_, extra_;
+  std::mt19937_64 rng_, extra_, third_;
   int index_;
   RandomProgramOptions opt_;
   std::vector<std::string> batch_;
@@ -125,6 +140,7 @@ class Gen {
 
   int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   int extra(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(extra_); }
+  int third(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(third_); }
   std::vector<std::string> with(std::vector<std::string> a, std::vector<std::string> b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;
