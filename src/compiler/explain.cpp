@@ -206,6 +206,9 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["stages"] = l.stages;
   j["tma"] = !l.tma.empty();
   j["pieces"] = l.pieces;
+  nlohmann::json split = nlohmann::json::array();
+  for (const Sm80Launch::SplitOperand& o : l.split) split.push_back(o.name);
+  j["split_operands"] = split;
   j["persistent"] = l.persistent;
   j["key_tile"] = l.block_n;
   j["smem_bytes"] = l.smem_bytes;

@@ -222,6 +222,26 @@ TEST(Explain, HopperKernelsNameTheirProducerWarpgroupAndStages) {
   EXPECT_EQ(j["kernels"][0]["cuda"]["warp_specialized"], false);
   EXPECT_EQ(j["kernels"][0]["cuda"]["stages"], 2);
   EXPECT_EQ(j["kernels"][0]["cuda"]["tma"], false);
+  EXPECT_EQ(j["kernels"][0]["cuda"]["pieces"], 1);
+  EXPECT_TRUE(j["kernels"][0]["cuda"]["split_operands"].empty());
+}
+
+// f32 operands: explain names the operands split into 3 bf16 pieces and the mma.sync products.
+TEST(Explain, F32OperandsAreSplitIntoBf16Pieces) {
+  Program p = parse_source(R"(
+program f32s(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
+  out o: f32[b, h, m, e] = sum(softmax(sum(q * k, d), n) * v, n)
+}
+)", "f32s.attn").at(0);
+  CompileOptions opt;
+  opt.target = Target::cuda_sm90;
+  opt.sizes = {{"d", 64}, {"e", 64}};
+  auto j = nlohmann::json::parse(explain_json(p, opt));
+  const auto& cuda = j["kernels"][0]["cuda"];
+  EXPECT_EQ(cuda["path"], "tensor_core");
+  EXPECT_EQ(cuda["products"], "mma.sync");
+  EXPECT_EQ(cuda["pieces"], 3);
+  EXPECT_EQ(cuda["split_operands"], nlohmann::json::array({"q", "k", "v"}));
 }
 
 TEST(Pipeline, DumpAfterEveryStage) {
