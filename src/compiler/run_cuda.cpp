@@ -367,22 +367,24 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
   // writes them from the buffer before the kernel runs. The partial states follow.
   int64_t at = 0;
   for (const Sm80Launch::SplitOperand& o : la.split) {
-    const int R = static_cast<int>(o.dims.size());
-    std::vector<int64_t> ext(R), dst(R);
+    const int rank = static_cast<int>(o.dims.size());
+    std::vector<int64_t> ext(rank), dst(rank);
     int64_t rows = 1;
-    for (int j = 0; j < R; ++j) ext[j] = extv[o.dims[j]];
-    for (int j = 0; j + 1 < R; ++j) rows *= ext[j];  // (the buffer exists: no overflow)
+    for (int j = 0; j < rank; ++j) ext[j] = extv[o.dims[j]];
+    for (int j = 0; j + 1 < rank; ++j) rows *= ext[j];  // (the buffer exists: no overflow)
     int64_t acc = 1;
-    for (int j = R; j-- > 0;) {
+    for (int j = rank; j-- > 0;) {
       dst[j] = acc;
-      acc *= j == R - 1 ? ext[j] * la.pieces : ext[j];
+      acc *= j == rank - 1 ? ext[j] * la.pieces : ext[j];
     }
     if (acc > (INT64_MAX / 4 - at) / 2)
       throw CallError("the bf16 pieces of input '" + o.name + "' overflow at these extents");
     bk.params[o.slot] = scratch ? static_cast<int64_t>(scratch) + at : 0;
-    for (int j = 0; j < R; ++j) bk.params[NB + o.slot * la.max_rank + j] = dst[j];
+    for (int j = 0; j < rank; ++j) bk.params[NB + o.slot * R + j] = dst[j];
     if (acc > 0) {
       CudaBoundKernel::Split sp;
+      // fg::SplitArgs (fg_tile.cuh): src, dst, dtype, rank, pieces, rows, then ext[8], the
+      // source's strides[8] and the pieces' strides[8]
       sp.args.assign(6 + 3 * 8, 0);
       sp.args[0] = static_cast<int64_t>(ptrs.at(o.buffer));
       sp.args[1] = bk.params[o.slot];
@@ -391,10 +393,10 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
                    : o.type == DType::f8e4m3 ? 3
                    : o.type == DType::f8e5m2 ? 4
                                              : 0;
-      sp.args[3] = R;
+      sp.args[3] = rank;
       sp.args[4] = la.pieces;
       sp.args[5] = rows;
-      for (int j = 0; j < R; ++j) {
+      for (int j = 0; j < rank; ++j) {
         sp.args[6 + j] = ext[j];
         sp.args[14 + j] = strides.at(o.buffer).at(j);
         sp.args[22 + j] = dst[j];

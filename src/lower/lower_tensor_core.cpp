@@ -316,7 +316,8 @@ class Lowering : public TensorCoreView {
     // of 64 leave no room for one block.
     if (launch_.pieces > 1 && smem_bytes({}) > budget_.per_block) launch_.block_n = 32;
     // Pieces leave one block of 4 warps per SM: 8 warps a block (128 rows) where shared memory
-    // holds them and every tile splits evenly over 256 threads.
+    // holds them and every K/V tile splits evenly over 256 threads (without staged gathers,
+    // whose tiles' split over the threads is not checked here).
     if (launch_.pieces > 1 && Dt_ * launch_.block_n / 8 % 256 == 0 &&
         DVc_ * launch_.block_n / 8 % 256 == 0 && candidates_.empty()) {
       launch_.warps = 8;

@@ -2,9 +2,9 @@
 // contribution where it is false (block sparsity). A max over R of where(c, s, -inf) gains
 // nothing where c is false, and an online sum of g * exp(x - safe(max(x))) with that x adds
 // exp(-inf) = 0 there, and a plain sum of where(c, w, 0), or of it times anything (the strong
-// zero: 0 * inf = 0), adds 0 there; if every accumulator is of these forms with the same c, a tile on which
-// c is false everywhere can be skipped and a tile on which it is true everywhere can drop the
-// where. The emitter decides each tile at run time by interval arithmetic on c over the tile's
+// zero: 0 * inf = 0), adds 0 there; if every accumulator is of these forms with the same c, a
+// tile on which c is false everywhere can be skipped and a tile on which it is true everywhere
+// can drop the where. The emitter decides each tile at run time by interval arithmetic on c over the tile's
 // index ranges (codegen: emit_tile_class, emit_sm80 classify); a gather by plain dim indices
 // over the row or the key dim (doc[m], doc[n]) is bounded by the min and max of the values the
 // tile reads, other data is "unknown", so `doc[m] == doc[n]` skips tiles between documents and
