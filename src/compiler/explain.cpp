@@ -169,7 +169,9 @@ std::string cuda_text(const CudaShape& s) {
        << "scores recomputed per chunk\n";
   if (s.split.split > 0)
     os << "             at these sizes (" << s.sm_count << " SMs): "
-       << (s.split.few ? "the few-rows kernel (one warp of 16 rows per block)" : "the full kernel")
+       << (s.split.few ? "the few-rows kernel (one warp of 16 rows per block, " +
+                             std::to_string(l.few_blocks_per_sm) + " resident per SM)"
+                       : std::string("the full kernel"))
        << (s.split.split > 1 ? ", the key loop split across " + std::to_string(s.split.split) +
                                    " blocks and merged (flash-decoding)"
                              : std::string(", no key split"))
@@ -213,6 +215,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["key_tile"] = l.block_n;
   j["smem_bytes"] = l.smem_bytes;
   j["min_blocks_per_sm"] = l.min_blocks;
+  j["few_rows_blocks_per_sm"] = l.few_blocks_per_sm;
   j["value_split"] = l.value_split;
   j["head_dims"] = nlohmann::json::object();
   for (const auto& [d, e] : l.head_dims) j["head_dims"][d] = e;

@@ -241,7 +241,9 @@ std::string LoweredCuda::str(const Plan& plan) const {
       for (const Sm80Structure::PV& a : st.pv)
         os << "  P.V %" << a.node << ": group " << a.group << " times "
            << plan.buffers[a.v_buffer].name << " over " << p.dims[st.value_dim] << "\n";
-      os << "  calls of at most 16 rows: " << la.few_entry << " (one warp of 16 rows per block); "
+      os << "  calls of at most 16 rows: " << la.few_entry << " (one warp of 16 rows per block, "
+         << la.few_blocks_per_sm << " per SM by " << la.few_smem_bytes
+         << " bytes of shared memory); "
          << "key loops split across blocks when the grid is small, merged by "
          << la.combine_entry << "\n";
       for (const Sm80Launch::GatherCheck& g : la.gather_checks)

@@ -341,6 +341,9 @@ class Lowering : public TensorCoreView {
     launch_.few_entry = k_.name + "_few";
     launch_.few_block_n = launch_.pieces > 1 ? launch_.block_n : 64;
     launch_.few_smem_bytes = smem_bytes(staged_, 16, launch_.few_block_n);
+    // One warp a block: shared memory alone bounds how many are resident (1 KiB reserved each).
+    launch_.few_blocks_per_sm =
+        std::max(1, std::min(32, budget_.per_sm / (launch_.few_smem_bytes + 1024)));
     launch_.combine_entry = k_.name + "_combine";
     launch_.part_row = 2 * static_cast<int>(groups_.size()) + A * static_cast<int>(DVc_);
     launch_.value_cols = static_cast<int>(DVc_);
@@ -729,12 +732,27 @@ KeySplit choose_key_split(const Sm80Launch& la, int64_t rows, int64_t par, int64
   const int64_t blocks = (rows + block_rows - 1) / block_rows * par;
   const int64_t block_n = k.few ? la.few_block_n : la.block_n;
   const int64_t tiles = (keys + block_n - 1) / block_n;
-  // Fill the GPU: a few-rows block is one warp, so it takes more of them (8 per SM) than the
-  // blocks per SM of the full kernel. Only a grid that would leave half of that idle is split,
-  // each chunk keeping at least 4 key tiles.
-  const int64_t want = static_cast<int64_t>(sm_count) * (k.few ? 8 : std::max(la.min_blocks, 2));
-  if (blocks > 0 && 2 * blocks <= want && tiles >= 8)
-    k.split = static_cast<int>(std::min<int64_t>({(want + blocks - 1) / blocks, tiles / 4, 64}));
+  if (k.few && blocks > 0) {
+    // The few-rows kernel's blocks all run the same number of key tiles, so they run in
+    // waves of the blocks resident at once (few_blocks_per_sm on every SM): the split with
+    // the fewest waves x (tiles a chunk + 1, the block's start and its share of the combine),
+    // the fewest blocks among equals; each chunk keeps at least 4 key tiles.
+    const int64_t slots = static_cast<int64_t>(sm_count) * la.few_blocks_per_sm;
+    int64_t best = 0;
+    for (int64_t s = 1; s <= std::max<int64_t>(1, std::min<int64_t>(tiles / 4, 64)); ++s) {
+      const int64_t cost = (s * blocks + slots - 1) / slots * ((tiles + s - 1) / s + 1);
+      if (best == 0 || cost < best) {
+        best = cost;
+        k.split = static_cast<int>(s);
+      }
+    }
+  } else {
+    // The full kernel: a grid that would leave half of the SMs' blocks (at least 2 each) idle
+    // is split to fill them, each chunk keeping at least 4 key tiles.
+    const int64_t want = static_cast<int64_t>(sm_count) * std::max(la.min_blocks, 2);
+    if (blocks > 0 && 2 * blocks <= want && tiles >= 8)
+      k.split = static_cast<int>(std::min<int64_t>({(want + blocks - 1) / blocks, tiles / 4, 64}));
+  }
   if (k.split < 1) k.split = 1;
   k.walk = la.persistent && !k.few && (tiles + k.split - 1) / k.split <= KeySplit::kWalkTiles;
   return k;

@@ -69,9 +69,11 @@ TensorCoreKernel lower_tensor_core(const Plan& plan, int kernel, Target target,
 // Flash-decoding, per call: whether a call of `rows` query rows, `par` parallel indices (the
 // grid's y extent before the split) and `keys` keys runs the few-rows variant (at most 16 rows:
 // Sm80Launch::few_entry), and across how many blocks each row tile's key loop is split (then
-// the combine kernel merges their partial states): a grid that would leave at least half of
-// `sm_count` SMs' blocks idle (8 one-warp blocks per SM for the few-rows kernel, else the
-// launch's blocks per SM, at least 2) is split to fill them, at least 4 key tiles a chunk.
+// the combine kernel merges their partial states): for the few-rows kernel the split that
+// takes the fewest waves of its resident blocks (Sm80Launch::few_blocks_per_sm on each of
+// `sm_count` SMs) times the tiles of a chunk; for the full kernel, a grid that would leave at
+// least half of the SMs' blocks (the launch's blocks per SM, at least 2) idle is split to fill
+// them; at least 4 key tiles a chunk either way.
 // And whether the blocks walk the work items (a persistent kernel, Sm80Launch::persistent, not
 // the few-rows one): when an item's key loop is short, at most kWalkTiles tiles, so that the
 // block's start and its epilogue are a large part of its time (the A/B by key-loop length:

@@ -275,7 +275,7 @@ TEST(Lower, PersistentGridsForShortKeyLoopsOfKernelsWhoseItemsComputeTheSameTile
   for (const Case& t : {Case{512, 512, walk_keys, false, 1, true},
                         Case{512, 512, walk_keys + 1, false, 1, false},
                         Case{4096, 128, 4096, false, 1, false},
-                        Case{1, 256, walk_keys, true, 2, false},
+                        Case{1, 256, walk_keys, true, 1, false},
                         Case{200, 1, 16 * walk_keys, false, 16, true},
                         Case{200, 1, 128 * walk_keys, false, 64, false}}) {
     const KeySplit ks = choose_key_split(la, t.rows, t.par, t.keys, 132);
@@ -291,6 +291,30 @@ TEST(Lower, PersistentGridsForShortKeyLoopsOfKernelsWhoseItemsComputeTheSameTile
   EXPECT_EQ(std::vector<unsigned>({small.x, small.y, small.z}), std::vector<unsigned>({15, 1, 1}));
   const Dim3 grid = sm80_grid(la, KeySplit{}, 32, 70000, 132);
   EXPECT_EQ(std::vector<unsigned>({grid.x, grid.y, grid.z}), std::vector<unsigned>({32, 65535, 2}));
+}
+
+// The few-rows kernel (one warp a block) is resident as often as shared memory allows, and a
+// decode call's key split fills whole waves of those blocks: b8 h32 (256 blocks) on 132 SMs x 3
+// takes 3 chunks (768 blocks, 2 waves: 5 chunks would take 4 waves of shorter chunks), one b1
+// h32 row 12; a grid of at least a wave of blocks is not split.
+TEST(Lower, DecodeSplitsFillWholeWavesOfTheFewRowsKernel) {
+  const Extents hd = {{"d", 128}, {"e", 128}};
+  const Compiled c = lowered(testing::example_program("vanilla"), Target::cuda_sm90, hd);
+  const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+  const SmemBudget b = smem_budget(Target::cuda_sm90);
+  EXPECT_EQ(la.few_block_n, 64);
+  EXPECT_EQ(la.few_blocks_per_sm, b.per_sm / (la.few_smem_bytes + 1024));
+  ASSERT_EQ(la.few_blocks_per_sm, 3);  // 4 KiB of Q, 2 stages of 64 keys of K and V
+  EXPECT_EQ(choose_key_split(la, 1, 8 * 32, 16384, 132).split, 3);
+  EXPECT_EQ(choose_key_split(la, 4, 8 * 32, 16384, 132).split, 3);
+  EXPECT_EQ(choose_key_split(la, 1, 32, 65536, 132).split, 12);
+  EXPECT_EQ(choose_key_split(la, 1, 132 * 3, 65536, 132).split, 1);
+  EXPECT_EQ(choose_key_split(la, 1, 8, 64 * 7, 132).split, 1);  // under 8 tiles: no split
+  const Compiled c64 = lowered(testing::example_program("vanilla"), Target::cuda_sm90,
+                               {{"d", 64}, {"e", 64}});
+  const Sm80Launch& l64 = c64.lowered.kernels.at(0).tensor_core.launch;
+  EXPECT_EQ(l64.few_blocks_per_sm, 6);
+  EXPECT_EQ(choose_key_split(l64, 1, 32 * 16, 4096, 132).split, 3);  // 1536 blocks, 2 waves
 }
 
 // A call's tensor maps (tma_map_shapes): extents and byte strides in the map's dim order, boxes
