@@ -1,6 +1,7 @@
 // Interval arithmetic of mask expressions, emitted as code: see interval_code.h.
 #include "codegen/interval_code.h"
 
+#include <cmath>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -98,7 +99,8 @@ std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarge
     const bool boolean = n.type == DType::boolean;
     const bool integer = is_integer(n.type);
     std::string L = boolean ? "0.0" : "NAN", H = boolean ? "1.0" : "NAN";
-    bool round_sum = false;  // a float sum: widen by one rounding error
+    bool round_sum = false;     // a float sum or product: widen by one rounding error
+    bool inexact_div = false;   // a float quotient: the GPU's approximate division (2 ulp)
     if (auto leaf = t.leaf(id)) {
       std::tie(L, H) = *leaf;
     } else switch (n.op) {
@@ -113,6 +115,71 @@ std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarge
                    (n.type == DType::i64 && (is_integer(from) || from == DType::boolean))) {
           L = lo(a(0)); H = hi(a(0));
         }  // to narrower floats, float to integer, i64 to i32: unknown
+        break;
+      }
+      case Op::Mul: {  // the extremes of the corner products (inf * 0 = NaN: unknown)
+        const std::string p[4] = {"(" + lo(a(0)) + " * " + lo(a(1)) + ")",
+                                  "(" + lo(a(0)) + " * " + hi(a(1)) + ")",
+                                  "(" + hi(a(0)) + " * " + lo(a(1)) + ")",
+                                  "(" + hi(a(0)) + " * " + hi(a(1)) + ")"};
+        L = imin(imin(p[0], p[1]), imin(p[2], p[3]));
+        H = imax(imax(p[0], p[1]), imax(p[2], p[3]));
+        round_sum = true;
+        break;
+      }
+      case Op::Div: {  // a divisor interval that holds 0 (or a NaN bound) is unknown
+        const std::string ok = "(" + lo(a(1)) + " > 0.0 || " + hi(a(1)) + " < 0.0)";
+        const std::string q[4] = {"(" + lo(a(0)) + " / " + lo(a(1)) + ")",
+                                  "(" + lo(a(0)) + " / " + hi(a(1)) + ")",
+                                  "(" + hi(a(0)) + " / " + lo(a(1)) + ")",
+                                  "(" + hi(a(0)) + " / " + hi(a(1)) + ")"};
+        L = "(" + ok + " ? " + imin(imin(q[0], q[1]), imin(q[2], q[3])) + " : NAN)";
+        H = "(" + ok + " ? " + imax(imax(q[0], q[1]), imax(q[2], q[3])) + " : NAN)";
+        round_sum = true;
+        // By a constant power of two: a product by its exact reciprocal (as NVVM and GCC
+        // compile it), exact where the type holds the result; else the approximate division.
+        const Node& b = p.nodes[a(1)];
+        int e2 = 0;
+        inexact_div = !(b.op == Op::Const && std::isfinite(b.value) && b.value != 0 &&
+                        std::frexp(std::fabs(b.value), &e2) == 0.5);
+        break;
+      }
+      case Op::Floor: L = "floor(" + lo(a(0)) + ")"; H = "floor(" + hi(a(0)) + ")"; break;
+      case Op::Ceil: L = "ceil(" + lo(a(0)) + ")"; H = "ceil(" + hi(a(0)) + ")"; break;
+      case Op::Relu:
+        L = imax(lo(a(0)), "0.0");
+        H = imax(hi(a(0)), "0.0");
+        break;
+      case Op::Abs:  // [0 if the interval holds 0, else the smaller magnitude; the larger]
+        L = "(" + lo(a(0)) + " >= 0.0 ? " + lo(a(0)) + " : (" + hi(a(0)) + " <= 0.0 ? -" +
+            hi(a(0)) + " : (" + lo(a(0)) + " == " + lo(a(0)) + " && " + hi(a(0)) + " == " +
+            hi(a(0)) + " ? 0.0 : NAN)))";
+        H = imax("-" + lo(a(0)), hi(a(0)));
+        break;
+      case Op::Mod: {
+        // Floor modulo of integers (the sign of the divisor). By one divisor b: with one
+        // quotient floor(x / b) over [lo, hi] (checked in doubles, exact for |x| < 2^30 and
+        // |b| < 2^20), [lo - b q, hi - b q]; else [0, b - 1] for b > 0, [b + 1, 0] for b < 0.
+        // A divisor interval of one sign: [0, hi(b) - 1] or [lo(b) + 1, 0]; else unknown.
+        const std::string x0 = lo(a(0)), x1 = hi(a(0)), b0 = lo(a(1)), b1 = hi(a(1));
+        const std::string small = "(fabs(" + x0 + ") < 1073741824.0 && fabs(" + x1 +
+                                  ") < 1073741824.0 && fabs(" + b0 + ") < 1048576.0)";
+        const std::string one = "(" + b0 + " == " + b1 + " && " + b0 + " != 0.0 && " + small +
+                                " && floor(" + x0 + " / " + b0 + ") == floor(" + x1 + " / " +
+                                b0 + "))";
+        const std::string q = "floor(" + x0 + " / " + b0 + ") * " + b0;
+        L = "(" + one + " ? " + x0 + " - " + q + " : (" + b0 + " >= 1.0 ? 0.0 : (" + b1 +
+            " <= -1.0 ? " + b0 + " + 1.0 : NAN)))";
+        H = "(" + one + " ? " + x1 + " - " + q + " : (" + b0 + " >= 1.0 ? " + b1 +
+            " - 1.0 : (" + b1 + " <= -1.0 ? 0.0 : NAN)))";
+        break;
+      }
+      case Op::Where: {  // the branch the condition decides, else the hull of both
+        const std::string c0 = lo(a(0)), c1 = hi(a(0));
+        L = "(" + c0 + " == 1.0 ? " + lo(a(1)) + " : (" + c1 + " == 0.0 ? " + lo(a(2)) + " : " +
+            imin(lo(a(1)), lo(a(2))) + "))";
+        H = "(" + c0 + " == 1.0 ? " + hi(a(1)) + " : (" + c1 + " == 0.0 ? " + hi(a(2)) + " : " +
+            imax(hi(a(1)), hi(a(2))) + "))";
         break;
       }
       case Op::Maximum: L = imax(lo(a(0)), lo(a(1))); H = imax(hi(a(0)), hi(a(1))); break;
@@ -168,11 +235,19 @@ std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarge
     if (round_sum && rel == 0) {
       L = H = "NAN";
     } else if (round_sum) {
-      // Finite sums only (inf - inf is NaN): widened outward by one rounding error.
+      // Finite values only (inf - inf is NaN): widened outward by one rounding error of the
+      // type (a bound the type holds exactly stays: a sum, product or quotient by a power of two
+      // that exact is computed exactly, fused or not), other quotients by the approximate
+      // division's error (fast math on the GPU: 2 ulp, plus the rounding) whether exact or not.
       os << t.indent << "const double " << l << "r = " << L << ", " << h << "r = " << H << ";\n";
+      const double ulps = inexact_div ? 3 : 1;
       auto widen = [&](const std::string& v, const char* sign) {
-        return "(" + v + " - " + v + " == 0.0 ? " + v + " " + sign + " (" + v + " < 0 ? -" + v +
-               " : " + v + ") * " + num(rel) + " " + sign + " " + num(tiny) + " : NAN)";
+        const std::string w = v + " " + sign + " (" + v + " < 0 ? -" + v + " : " + v + ") * " +
+                              num(rel * ulps) + " " + sign + " " + num(tiny);
+        const std::string exact = n.type == DType::f32 ? "(double)(float)" + v + " == " + v
+                                                       : std::string("false");
+        return "(" + v + " - " + v + " == 0.0 ? " +
+               (inexact_div ? w : "(" + exact + " ? " + v + " : " + w + ")") + " : NAN)";
       };
       L = widen(l + "r", "-");
       H = widen(h + "r", "+");

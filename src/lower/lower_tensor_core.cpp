@@ -514,7 +514,7 @@ class Lowering : public TensorCoreView {
 
   // Shared memory of the launch with staged tiles `st` (the layout of fg::AttnSm80: Q tiles,
   // then `stages` stages of K, V and the staged tiles rounded up to 1 KiB, the values per
-  // diagonal (one copy, or one per stage when warp-specialized), and the warp-specialized
+  // diagonal (one copy, or two when warp-specialized: fg::AttnSm80::kDiagCopies), and the warp-specialized
   // ring's 128 bytes of mbarriers and tile indices; the generated source static_asserts that
   // both agree).
   int smem_bytes(const std::vector<Staged>& staged, int block_m = 0, int block_n = 0,
@@ -529,7 +529,7 @@ class Lowering : public TensorCoreView {
     return static_cast<int>(
         np * Sn * BM * Dt_ * 2 +
         stages * (np * (Sn * BN * Dt_ * 2 + vbufs_.size() * BN * DVc_ * 2) + st) +
-        (ws ? stages : 1) * diag + (ws ? 128 : 0));
+        (ws && stages > 1 ? 2 : 1) * diag + (ws ? 128 : 0));
   }
   // The bf16 pieces a value of type t needs to be held exactly (0: not a float operand): 8
   // significant bits each, so f8 and bf16 1, f16 (11 bits) 2, f32 (24) 3.

@@ -467,7 +467,7 @@ program rows(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], tabl
     EXPECT_EQ(tc.launch.diagonal.size(), 2u);
     EXPECT_NE(c.lowered.str(c.plan).find("per diagonal: "), std::string::npos);
     // the shared memory the template lays out: two diagonals of block_m + block_n - 1 floats
-    // (rounded up to 4) after the stages (one copy per stage when warp-specialized), in the
+    // (rounded up to 4) after the stages (two copies when warp-specialized), in the
     // full and the few-rows kernels -- against the same kernel shape whose two values read m
     // alone (no diagonals)
     Compiled rows = lowered(ps[3], t, {{"d", 64}, {"e", 64}});
@@ -477,13 +477,22 @@ program rows(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], tabl
     ASSERT_EQ(lr.block_n, tc.launch.block_n);
     ASSERT_EQ(lr.stages, tc.launch.stages);
     ASSERT_EQ(lr.warp_specialized, tc.launch.warp_specialized);
-    const int copies = tc.launch.warp_specialized ? tc.launch.stages : 1;
+    const int copies = tc.launch.warp_specialized ? 2 : 1;
     const int pitch = (tc.launch.block_m + tc.launch.block_n - 1 + 3) / 4 * 4;
     const int few_pitch = (16 + tc.launch.few_block_n - 1 + 3) / 4 * 4;
     EXPECT_EQ(tc.launch.smem_bytes - lr.smem_bytes, copies * 2 * pitch * 4);
     EXPECT_EQ(tc.launch.few_smem_bytes - lr.few_smem_bytes, 2 * few_pitch * 4);
     Compiled none = lowered(ps[1], t, {{"d", 64}, {"e", 64}});
     EXPECT_TRUE(none.lowered.kernels.at(0).tensor_core.diagonal.empty());
+    // at d = 128 two copies of one diagonal (bench/programs/rel_bias.attn) leave room for the
+    // third stage of K and V that the kernel without it has (one copy per stage would not:
+    // 229504 + 3 x 1 KiB > 227 KiB)
+    Program rb = parse_file(testing::source_path("bench/programs/rel_bias.attn")).at(0);
+    Compiled c128 = lowered(rb, t, {{"d", 128}, {"e", 128}, {"r", 129}});
+    Compiled causal128 = lowered(testing::example_program("causal"), t, {{"d", 128}, {"e", 128}});
+    const Sm80Launch& l128 = c128.lowered.kernels.at(0).tensor_core.launch;
+    EXPECT_EQ(c128.lowered.kernels.at(0).tensor_core.diagonal.size(), 1u);
+    EXPECT_EQ(l128.stages, causal128.lowered.kernels.at(0).tensor_core.launch.stages);
     Compiled mixed = lowered(ps[2], t, {{"d", 64}, {"e", 64}});
     EXPECT_TRUE(mixed.lowered.kernels.at(0).tensor_core.diagonal.empty());
   }

@@ -316,6 +316,36 @@ const std::vector<ExampleMask>& example_masks() {
   return masks;
 }
 
+const std::vector<IndexMask>& arithmetic_index_masks() {
+  static const std::vector<IndexMask> masks = {
+      {"abs(n - m) <= 40", [](int64_t m, int64_t n) { return std::abs(n - m) <= 40; }, true},
+      {"n * 2 <= m", [](int64_t m, int64_t n) { return n * 2 <= m; }, true},
+      {"relu(n - m) == 0", [](int64_t m, int64_t n) { return n <= m; }, true},
+      {"floor(f32(m) / 64.0) == floor(f32(n) / 64.0)",
+       [](int64_t m, int64_t n) { return m / 64 == n / 64; }, true},
+      {"n % 4096 <= m % 4096", [](int64_t m, int64_t n) { return n <= m; }, true},
+      {"n % 100 < 50 and n <= m",
+       [](int64_t m, int64_t n) { return n % 100 < 50 && n <= m; }, false},
+      {"where(m < 100, n <= m, n < 50)",
+       [](int64_t m, int64_t n) { return m < 100 ? n <= m : n < 50; }, true},
+      {"abs(f32(n) * 0.5 - f32(m) * 0.5) < 30.0",
+       [](int64_t m, int64_t n) { return std::abs(n - m) < 60; }, true},
+      {"floor(f32(m) / 48.0) == floor(f32(n) / 48.0)",
+       [](int64_t m, int64_t n) { return m / 48 == n / 48; }, false},
+  };
+  return masks;
+}
+
+Program index_mask_program(const IndexMask& c, const std::string& type) {
+  const std::string T = type;
+  return parse_source("program t(q: " + T + "[h, m, d], k: " + T + "[h, n, d], v: " + T +
+                          "[h, n, e]) {\n  s = where(" + c.mask +
+                          ", sum(q * k, d) / sqrt(size(d)), -inf)\n  out o: " + T +
+                          "[h, m, e] = sum(softmax(s, n) * v, n)\n}\n",
+                      "index_mask.attn")
+      .at(0);
+}
+
 Tensor document_ids(int64_t t) {
   const int64_t lengths[] = {70, 130, 33, 200, 67, 1, 90};
   Tensor doc(DType::i32, {t});

@@ -82,6 +82,17 @@ struct ExampleMask {
   std::function<bool(int64_t, int64_t, const Tensor&)> kept;
 };
 const std::vector<ExampleMask>& example_masks();
+// Index masks through arithmetic the interval rules bound (codegen/interval_code.cpp): the mask
+// text (over m and n), the same mask written out independently, and whether the rules decide
+// every tile exactly (else soundly: a quotient by 48, a modulo with several quotients a tile).
+struct IndexMask {
+  std::string mask;
+  std::function<bool(int64_t, int64_t)> kept;
+  bool exact;
+};
+const std::vector<IndexMask>& arithmetic_index_masks();
+// program t(q: T[h, m, d], k: T[h, n, d], v: T[h, n, e]): softmax attention under `mask`.
+Program index_mask_program(const IndexMask& c, const std::string& type);
 // Sorted, consecutive document ids with ragged lengths (tiles straddle document edges).
 Tensor document_ids(int64_t t);
 

@@ -110,6 +110,38 @@ program lens(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e], len: i32[b]) {
             "");
 }
 
+// Index masks through any arithmetic the interval rules know (abs, products, relu, floor of a
+// quotient, floor modulo, a where between two conditions, scaled f32 differences): the kernel
+// skips and unmasks exactly the tiles the host counts; a quotient by 48 (inexact in f32: its
+// bounds are widened by the GPU's approximate division) skips a subset of them. Every answer is
+// the reference's.
+TEST(ProfileTiles, IndexMasksThroughArithmeticSkipTheDeadTiles) {
+  const int64_t M = 300, N = 280;
+  for (const testing::IndexMask& c : testing::arithmetic_index_masks()) {
+    SCOPED_TRACE(c.mask);
+    Program p = testing::index_mask_program(c, "f32");
+    Extents sizes = {{"h", 2}, {"m", M}, {"n", N}, {"d", 4}, {"e", 4}};
+    ProfileReport r = profile(p, sizes, fast_cpu(1));
+    ASSERT_EQ(r.kernels.size(), 1u);
+    const KernelProfile& k = r.kernels[0];
+    const testing::HostTileCounts want = testing::host_tile_counts(
+        c.kept, 2, M, N, k.row_tile, k.key_tile, /*full_needs_whole_tile=*/false);
+    ASSERT_GT(want.skipped, 0);
+    if (c.exact) {
+      EXPECT_EQ(k.tiles.computed, want.computed);
+      EXPECT_EQ(k.tiles.skipped, want.skipped);
+      EXPECT_EQ(k.tiles.full, want.full);
+    } else {  // sound: never skips a live tile nor unmasks a partial one
+      EXPECT_GT(k.tiles.skipped, 0);
+      EXPECT_LE(k.tiles.skipped, want.skipped);
+      EXPECT_LE(k.tiles.full, want.full);
+      EXPECT_EQ(k.tiles.computed + k.tiles.skipped, want.computed + want.skipped);
+    }
+    TensorMap in = random_inputs(p, sizes, 11);
+    EXPECT_EQ(testing::element_mismatch(p, run_cpu(p, in), evaluate_reference(p, in)), "");
+  }
+}
+
 TEST(Profile, WorkRatesAndRooflineAreConsistent) {
   Program p = testing::example_program("vanilla");
   Extents sizes = testing::example_extents(p, 200, 300, 32, 32, 2);

@@ -360,15 +360,17 @@ struct AttnSm80 {
   static constexpr int kVStride = NP * kVBytes;   // from V_i's tiles to V_{i+1}'s
   static constexpr int kStageBytes = kKAll + V * kVStride + kStagedBytes;
   // The diagonal values follow the stages: one copy, whose writes and reads the loop's barriers
-  // order, or, warp-specialized, one per stage (the producer fills them ahead).
+  // order, or, warp-specialized, two (the producer fills tile i's copy i % 2 once the compute
+  // warps are done with tile i - 2: a third stage costs no more than two copies).
   static constexpr int ND = DiagOf<Spec>::value;
   static constexpr int kDiagPitch = (BM + BN - 1 + 3) / 4 * 4;
   static constexpr int kDiagBytes = ND * kDiagPitch * 4;
+  static constexpr int kDiagCopies = kWs && kStages > 1 ? 2 : 1;
   static constexpr int kQAll = NP * S * kQBytes;  // the Q tiles, before the stages
   static constexpr int kDiagOff = kQAll + kStages * kStageBytes;
   // Warp-specialized: the ring's mbarriers (full[kStages], empty[kStages]) and each stage's tile
   // index and class (two ints) at the end.
-  static constexpr int kRingOff = kDiagOff + (kWs ? kStages : 1) * kDiagBytes;
+  static constexpr int kRingOff = kDiagOff + kDiagCopies * kDiagBytes;
   static constexpr int kSmemBytes = kRingOff + (kWs ? 128 : 0);
   // floats per row of a split block's partial state: G running maxima, G row sums, A x DV
   static constexpr int kPartRow = 2 * G + A * DV;
@@ -704,14 +706,15 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   };
 
   // The diagonal values of tile jt at the deltas of its rows and keys inside M x N (0 at the
-  // others, which only rows and keys past the ends read), by the loading threads: before the
-  // barrier of landed(), or before the producer publishes stage stg.
-  auto diag_area = [&](int stg) {
-    return reinterpret_cast<float*>(fg_smem + K::kDiagOff + (K::kWs ? stg : 0) * K::kDiagBytes);
+  // others, which only rows and keys past the ends read), by the loading threads into copy
+  // `copy` (K::kDiagCopies): before the barrier of landed(), or before the producer publishes
+  // the tile's stage.
+  auto diag_area = [&](int copy) {
+    return reinterpret_cast<float*>(fg_smem + K::kDiagOff + copy * K::kDiagBytes);
   };
-  auto fill_diagonals = [&](int jt, int stg) {
+  auto fill_diagonals = [&](int jt, int copy) {
     if constexpr (K::ND > 0) {
-      float* const da = diag_area(stg);
+      float* const da = diag_area(copy);
       const int n0 = jt * BN, n1 = min(n0 + BN, N);
       const int base = n0 - (m0 + BM - 1), lo = n0 - (m1 - 1), hi = n1 - 1 - m0;
       for (int t = lt; t < BM + BN - 1; t += K::NL) {
@@ -725,7 +728,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       }
     } else {
       (void)jt;
-      (void)stg;
+      (void)copy;
     }
   };
 
@@ -805,16 +808,25 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             issue_kv(jp, stg, !tma);
           }
           cp_async_commit();
-          if (!done) fill_diagonals(jp, stg);
-          if (lt == 0) {
-            ring_tile[2 * stg] = done ? -1 : jp;
-            ring_tile[2 * stg + 1] = cls_next;
-          }
           if (pending) {
             cp_async_wait<1>();
             fence_proxy_async();
             mbar_arrive(ring + 8 * ((it - 1) % K::kStages));
             pending = false;
+          }
+          if constexpr (K::ND > 0) {
+            if (!done) {
+              // the diagonal copy of tile it - 2: free once the compute warps are done with it
+              // (with two stages, the wait for this stage above was that wait)
+              if (K::kDiagCopies < K::kStages && it >= 2)
+                mbar_wait(ring + 8 * (K::kStages + (it - 2) % K::kStages),
+                          ((it - 2) / K::kStages) & 1);
+              fill_diagonals(jp, it % K::kDiagCopies);
+            }
+          }
+          if (lt == 0) {
+            ring_tile[2 * stg] = done ? -1 : jp;
+            ring_tile[2 * stg + 1] = cls_next;
           }
           if (done) break;
           pending = true;
@@ -899,9 +911,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   constexpr bool kCareful = false;
 #endif
   // Element code and online softmax of key tile jt (classified clst, its staged tiles in stage
-  // stgt) on the scores c: the running maxima and row sums move on, the tile's weights go to
+  // stgt, its diagonal values in copy dcopy) on the scores c: the running maxima and row sums move on, the tile's weights go to
   // the P.V operands pa_out, and alpha / grew say how to rescale the accumulators (rescale).
-  auto softmax_tile = [&](float (&c)[S][MW][NT8][4], int jt, int clst, int stgt,
+  auto softmax_tile = [&](float (&c)[S][MW][NT8][4], int jt, int clst, int stgt, int dcopy,
                           u32 (&pa_out)[G * K::NP][MW][KB][4], float (&alpha)[G][MW][2],
                           bool (&grew)[G][MW]) {
 #ifdef FG_COUNT_TILES
@@ -912,7 +924,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     TileView tv;
     tv.m0 = m0;
     tv.n0 = n0;
-    tv.dg = diag_area(stgt);
+    tv.dg = diag_area(dcopy);
     tv.dbase = n0 - (m0 + BM - 1);
     tv.dpitch = K::kDiagPitch;
 #pragma unroll
@@ -1005,7 +1017,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   bool grew[G][MW];
   // One key tile jt (class clst) from stage `stage`: scores, element code and online softmax,
   // the rescale, P.V.
-  auto compute_tile = [&](int jt, int clst, int stage) {
+  auto compute_tile = [&](int jt, int clst, int stage, int dcopy) {
     const u32 st = s_kv + stage * K::kStageBytes;
     // ---- scores ----
     float c[S][MW][NT8][4];
@@ -1037,7 +1049,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       }
     }
     // ---- element code (score expressions, masks), online softmax per group and m-block ----
-    softmax_tile(c, jt, clst, stage, pa, alpha, grew);
+    softmax_tile(c, jt, clst, stage, dcopy, pa, alpha, grew);
     rescale(alpha, grew);
     // ---- careful: inf or NaN in V contributes only where the weight is not 0 (masked keys,
     // and weights that underflowed, in any tile) ----
@@ -1112,7 +1124,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         jt = __shfl_sync(0xffffffffu, jt, 0);
         clst = __shfl_sync(0xffffffffu, clst, 0);
         if (jt >= 0) {
-          compute_tile(jt, clst, stg);
+          compute_tile(jt, clst, stg, it_c % K::kDiagCopies);
           // (careful: the zeros add_nonfinite_values stored come before the stage's next TMA
           // copy)
           if constexpr (kCareful && K::kTma) fence_proxy_async();
@@ -1135,7 +1147,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         cp_async_commit();
         fill_diagonals(j, 0);
         landed();
-        compute_tile(j, cls, stage);
+        compute_tile(j, cls, stage, 0);
         __syncthreads();  // the stage is refilled by the next iteration's prefetch
         j = jn;
         cls = cls_n;
