@@ -5,12 +5,16 @@
 // Soundness: a bound pair [l, h] promises every element's value lies in it and is not NaN; NaN
 // bounds mean "unknown, maybe NaN" and decide nothing (every comparison with them is false,
 // maximum/minimum propagate them). Integer nodes whose bounds leave their type's range (the
-// reference wraps i32) or ±2^53 (where doubles stop being exact) become unknown; float sums are
-// widened by one rounding error of their type; casts to f32 round their bounds like the
-// values, casts to narrower floats are unknown.
+// reference wraps i32) or ±2^53 (where doubles stop being exact) become unknown; float sums and
+// products are widened by one rounding error of their type unless the type holds the bound
+// exactly, quotients (but by a constant power of two) by the GPU's approximate division; casts
+// to f32 round their bounds like the values, casts to narrower floats are unknown. Rules:
+// + - * /, neg, floor, ceil, abs, relu, maximum, minimum, clamp, % of integers, casts,
+// comparisons, and/or/not, where; other operations (transcendentals, pow) are unknown.
 // Used by codegen/cpu.cpp and codegen/cuda/emit_sm80.cpp; shown by tests/cpu/
 // cpu_examples_test.cpp (masked examples; DataMasksMatchTheReference;
-// TileClassesHoldOnHardData: i64 ids above 2^53, i32 wrap, rounding casts, NaN, inf - inf).
+// TileClassesHoldOnHardData: i64 ids above 2^53, i32 wrap, rounding casts, NaN, inf - inf) and
+// tests/tools/profile_test.cpp (IndexMasksThroughArithmeticSkipTheDeadTiles: tile counts).
 #pragma once
 
 #include <functional>
