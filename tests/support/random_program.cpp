@@ -14,7 +14,8 @@ class Gen {
  public:
   Gen(uint64_t seed, int index, const RandomProgramOptions& opt)
       : rng_(seed), extra_(seed * 0x9e3779b97f4a7c15ull + 12345),
-        third_(seed * 0xbf58476d1ce4e5b9ull + 777), index_(index), opt_(opt) {}
+        third_(seed * 0xbf58476d1ce4e5b9ull + 777), fourth_(seed * 0x94d049bb133111ebull + 4242),
+        index_(index), opt_(opt) {}
 
   GeneratedProgram make() {
     const char* pool[] = {"b", "h", "g", "x", "y", "bat", "hd", "z", "w", "u1"};
@@ -129,7 +130,7 @@ class Gen {
   }
 
  private:
-  std::mt19937_64 rng_, extra_, third_;
+  std::mt19937_64 rng_, extra_, third_, fourth_;
   int index_;
   RandomProgramOptions opt_;
   std::vector<std::string> batch_;
@@ -141,6 +142,7 @@ class Gen {
   int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   int extra(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(extra_); }
   int third(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(third_); }
+  int fourth(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(fourth_); }
   std::vector<std::string> with(std::vector<std::string> a, std::vector<std::string> b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;
@@ -163,7 +165,33 @@ class Gen {
     for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + dims[i];
     return s + "] = ";
   }
+  // A mask over the row and key indices; a third of the index masks (a fourth stream: the first
+  // stream's draws stay as they were) become index arithmetic that the interval rules bound
+  // (codegen/interval_code.cpp): windows by abs, slopes by products, blocks by floor of a
+  // quotient, relu, floor modulo, where between conditions, scaled f32 differences.
   std::string mask() {
+    const std::string m = index_mask();
+    if (m.find("doc[") != std::string::npos || fourth(0, 2) != 0) return m;
+    const std::string w = std::to_string(fourth(0, 20));
+    switch (fourth(0, 6)) {
+      case 0: return "abs(" + K_ + " - " + Q_ + ") <= " + w;
+      case 1: return K_ + " * " + std::to_string(fourth(2, 3)) + " <= " + Q_ + " + " + w;
+      case 2: {
+        const char* b[] = {"4.0", "8.0", "16.0", "5.0", "7.0"};
+        const std::string B = b[fourth(0, 4)];
+        return "floor(f32(" + Q_ + ") / " + B + ") == floor(f32(" + K_ + ") / " + B + ")";
+      }
+      case 3: return "relu(" + K_ + " - " + Q_ + ") <= " + w;
+      case 4: return "where(" + Q_ + " < " + w + ", " + K_ + " <= " + Q_ + ", " + K_ + " < " +
+                     std::to_string(fourth(1, 30)) + ")";
+      case 5: {
+        const std::string P = std::to_string(fourth(0, 1) ? 64 : fourth(2, 9));
+        return K_ + " % " + P + " <= " + Q_ + " % " + P;
+      }
+      default: return "abs(f32(" + K_ + ") * 0.5 - f32(" + Q_ + ") * 0.5) < " + w + ".5";
+    }
+  }
+  std::string index_mask() {
     switch (pick(0, 6)) {
       case 0: return K_ + " <= " + Q_;
       case 1: return Q_ + " - " + K_ + " <= " + std::to_string(pick(0, 20)) + " and " + K_ +
