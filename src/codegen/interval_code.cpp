@@ -25,14 +25,18 @@ std::string imin(const std::string& x, const std::string& y) {
          x + " : " + y + "))";
 }
 
-// One rounding error of a float type, relative and absolute (the smallest subnormal), for
-// widening the bounds of a sum computed in that type; 0 for types without a bound rule.
-std::pair<double, double> rounding(DType t) {
+// A float type's rounding error, relative and absolute (the smallest subnormal), its largest
+// finite value and its smallest normal one, for widening the bounds of a sum, product or
+// quotient computed in that type; rel 0 for types without a bound rule.
+struct FloatType {
+  double rel = 0, tiny = 0, max = 0, min_normal = 0;
+};
+FloatType float_type(DType t) {
   switch (t) {
-    case DType::f32: return {0x1p-23, 0x1p-149};
-    case DType::bf16: return {0x1p-7, 0x1p-133};
-    case DType::f16: return {0x1p-10, 0x1p-24};
-    default: return {0, 0};
+    case DType::f32: return {0x1p-23, 0x1p-149, 3.4028234663852886e38, 0x1p-126};
+    case DType::bf16: return {0x1p-7, 0x1p-133, 3.3895313892515355e38, 0x1p-126};
+    case DType::f16: return {0x1p-10, 0x1p-24, 65504.0, 0x1p-14};
+    default: return {};
   }
 }
 
@@ -128,7 +132,9 @@ std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarge
         break;
       }
       case Op::Div: {  // a divisor interval that holds 0 (or a NaN bound) is unknown
-        const std::string ok = "(" + lo(a(1)) + " > 0.0 || " + hi(a(1)) + " < 0.0)";
+        // (and one below 2^126: the GPU's approximate division returns 0 past it)
+        const std::string ok = "((" + lo(a(1)) + " > 0.0 || " + hi(a(1)) + " < 0.0) && fabs(" +
+                               lo(a(1)) + ") < 0x1p126 && fabs(" + hi(a(1)) + ") < 0x1p126)";
         const std::string q[4] = {"(" + lo(a(0)) + " / " + lo(a(1)) + ")",
                                   "(" + lo(a(0)) + " / " + hi(a(1)) + ")",
                                   "(" + hi(a(0)) + " / " + lo(a(1)) + ")",
@@ -231,26 +237,38 @@ std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarge
          << " = " << l << "ok ? " << h << "r : NAN; (void)" << l << "; (void)" << h << ";\n";
       continue;
     }
-    auto [rel, tiny] = rounding(n.type);
-    if (round_sum && rel == 0) {
+    const FloatType ft = float_type(n.type);
+    if (round_sum && ft.rel == 0) {
       L = H = "NAN";
     } else if (round_sum) {
-      // Finite values only (inf - inf is NaN): widened outward by one rounding error of the
-      // type (a bound the type holds exactly stays: a sum, product or quotient by a power of two
-      // that exact is computed exactly, fused or not), other quotients by the approximate
-      // division's error (fast math on the GPU: 2 ulp, plus the rounding) whether exact or not.
+      // Bounds the type holds as finite values only (past its largest one the value may be
+      // inf, and inf - inf NaN: unknown), widened outward by one rounding error of the type
+      // (a normal bound the type holds exactly stays: a sum, product or quotient by a power of
+      // two that exact is computed exactly, fused or not), other quotients by the approximate
+      // division's error (fast math on the GPU: 2 ulp, plus the rounding) whether exact or not;
+      // a subnormal bound reaches 0 (fast math flushes subnormals); past the largest finite
+      // value after widening, +-inf.
       os << t.indent << "const double " << l << "r = " << L << ", " << h << "r = " << H << ";\n";
       const double ulps = inexact_div ? 3 : 1;
-      auto widen = [&](const std::string& v, const char* sign) {
-        const std::string w = v + " " + sign + " (" + v + " < 0 ? -" + v + " : " + v + ") * " +
-                              num(rel * ulps) + " " + sign + " " + num(tiny);
-        const std::string exact = n.type == DType::f32 ? "(double)(float)" + v + " == " + v
-                                                       : std::string("false");
-        return "(" + v + " - " + v + " == 0.0 ? " +
-               (inexact_div ? w : "(" + exact + " ? " + v + " : " + w + ")") + " : NAN)";
+      auto widen = [&](const std::string& v, bool up) {
+        const std::string sign = up ? " + " : " - ";
+        const std::string w = "(" + v + sign + "(" + v + " < 0 ? -" + v + " : " + v + ") * " +
+                              num(ft.rel * ulps) + sign + num(ft.tiny) + ")";
+        const std::string cap = up ? "(" + w + " <= " + num(ft.max) + " ? " + w + " : INFINITY)"
+                                   : "(" + w + " >= " + num(-ft.max) + " ? " + w + " : -INFINITY)";
+        const std::string sub = up ? "((" + v + " > 0.0 ? " + v + " : 0.0) + " +
+                                         num(ft.tiny * (ulps + 1)) + ")"
+                                   : "((" + v + " < 0.0 ? " + v + " : 0.0) - " +
+                                         num(ft.tiny * (ulps + 1)) + ")";
+        const std::string exact = n.type == DType::f32 && !inexact_div
+                                      ? "(double)(float)" + v + " == " + v
+                                      : std::string("false");
+        return "(fabs(" + v + ") <= " + num(ft.max) + " ? (" + v + " != 0.0 && fabs(" + v +
+               ") < " + num(ft.min_normal) + " ? " + sub + " : (" + exact + " ? " + v + " : " +
+               cap + ")) : NAN)";
       };
-      L = widen(l + "r", "-");
-      H = widen(h + "r", "+");
+      L = widen(l + "r", false);
+      H = widen(h + "r", true);
     }
     os << t.indent << "const double " << l << " = " << L << ", " << h << " = " << H << "; (void)"
        << l << "; (void)" << h << ";\n";

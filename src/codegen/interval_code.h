@@ -7,8 +7,11 @@
 // maximum/minimum propagate them). Integer nodes whose bounds leave their type's range (the
 // reference wraps i32) or ±2^53 (where doubles stop being exact) become unknown; float sums and
 // products are widened by one rounding error of their type unless the type holds the bound
-// exactly, quotients (but by a constant power of two) by the GPU's approximate division; casts
-// to f32 round their bounds like the values, casts to narrower floats are unknown. Rules:
+// exactly, quotients (but by a constant power of two) by the GPU's approximate division, bounds
+// past the type's largest value are unknown and subnormal ones reach 0 (flushed by fast math);
+// casts to f32 round their bounds like the values, casts to narrower floats are unknown.
+// Not modelled: an integer promoted to f32 without a cast node past 2^24 (the element code
+// rounds it, the bounds do not). Rules:
 // + - * /, neg, floor, ceil, abs, relu, maximum, minimum, clamp, % of integers, casts,
 // comparisons, and/or/not, where; other operations (transcendentals, pow) are unknown.
 // Used by codegen/cpu.cpp and codegen/cuda/emit_sm80.cpp; shown by tests/cpu/

@@ -341,9 +341,11 @@ class Lowering : public TensorCoreView {
     launch_.few_entry = k_.name + "_few";
     launch_.few_block_n = launch_.pieces > 1 ? launch_.block_n : 64;
     launch_.few_smem_bytes = smem_bytes(staged_, 16, launch_.few_block_n);
-    // One warp a block: shared memory alone bounds how many are resident (1 KiB reserved each).
+    // One warp a block: shared memory (1 KiB reserved each) and the register file bound how
+    // many are resident; the few-rows entry has no minimum-blocks bound, so at up to 255
+    // registers a thread 65536 registers hold 8 one-warp blocks.
     launch_.few_blocks_per_sm =
-        std::max(1, std::min(32, budget_.per_sm / (launch_.few_smem_bytes + 1024)));
+        std::max(1, std::min(8, budget_.per_sm / (launch_.few_smem_bytes + 1024)));
     launch_.combine_entry = k_.name + "_combine";
     launch_.part_row = 2 * static_cast<int>(groups_.size()) + A * static_cast<int>(DVc_);
     launch_.value_cols = static_cast<int>(DVc_);
@@ -737,7 +739,7 @@ KeySplit choose_key_split(const Sm80Launch& la, int64_t rows, int64_t par, int64
     // waves of the blocks resident at once (few_blocks_per_sm on every SM): the split with
     // the fewest waves x (tiles a chunk + 1, the block's start and its share of the combine),
     // the fewest blocks among equals; each chunk keeps at least 4 key tiles.
-    const int64_t slots = static_cast<int64_t>(sm_count) * la.few_blocks_per_sm;
+    const int64_t slots = std::max<int64_t>(1, static_cast<int64_t>(sm_count) * la.few_blocks_per_sm);
     int64_t best = 0;
     for (int64_t s = 1; s <= std::max<int64_t>(1, std::min<int64_t>(tiles / 4, 64)); ++s) {
       const int64_t cost = (s * blocks + slots - 1) / slots * ((tiles + s - 1) / s + 1);

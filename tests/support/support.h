@@ -84,7 +84,8 @@ struct ExampleMask {
 const std::vector<ExampleMask>& example_masks();
 // Index masks through arithmetic the interval rules bound (codegen/interval_code.cpp): the mask
 // text (over m and n), the same mask written out independently, and whether the rules decide
-// every tile exactly (else soundly: a quotient by 48, a modulo with several quotients a tile).
+// every tile exactly (else soundly: a quotient by 48, a modulo with several quotients a tile,
+// products that overflow f32).
 struct IndexMask {
   std::string mask;
   std::function<bool(int64_t, int64_t)> kept;

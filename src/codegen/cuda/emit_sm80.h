@@ -116,7 +116,7 @@ struct Sm80Launch {
   std::string few_entry, combine_entry;
   int few_smem_bytes = 0, part_row = 0;
   int few_block_n = 64;         // the few-rows kernel's keys per tile
-  int few_blocks_per_sm = 1;    // few-rows blocks resident per SM (shared memory bounds them)
+  int few_blocks_per_sm = 1;    // few-rows blocks resident per SM (shared memory, at most 8)
   int value_cols = 0;           // value columns per block (the padded chunk: kValueDim)
   int num_buffers = 0, max_rank = 1, num_dims = 0;  // num_buffers: the plan's, then `split`'s
   // Params = { const void* buf[num_buffers]; i64 st[num_buffers][max_rank];
