@@ -118,7 +118,11 @@ std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarge
         } else if ((n.type == DType::f32 && from == DType::boolean) ||
                    (n.type == DType::i64 && (is_integer(from) || from == DType::boolean))) {
           L = lo(a(0)); H = hi(a(0));
-        }  // to narrower floats, float to integer, i64 to i32: unknown
+        } else if (is_integer(n.type) && is_float(from)) {
+          // float to integer truncates toward zero (monotone); the integer branch below makes
+          // bounds past the type unknown
+          L = "trunc(" + lo(a(0)) + ")"; H = "trunc(" + hi(a(0)) + ")";
+        }  // to narrower floats, i64 to i32: unknown
         break;
       }
       case Op::Mul: {  // the extremes of the corner products (inf * 0 = NaN: unknown)
@@ -148,6 +152,36 @@ std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarge
         int e2 = 0;
         inexact_div = !(b.op == Op::Const && std::isfinite(b.value) && b.value != 0 &&
                         std::frexp(std::fabs(b.value), &e2) == 0.5);
+        break;
+      }
+      // Monotone functions: the function of each bound, widened for fast math's approximations
+      // (relative errors below 2^-10 for tanh.approx, far below for ex2/lg2/rsqrt/sqrt.approx)
+      // and outside its domain (a negative sqrt or log argument: NaN) unknown.
+      case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2: case Op::Sqrt: case Op::Tanh:
+      case Op::Sigmoid: case Op::Rsqrt: {
+        const std::string x0 = lo(a(0)), x1 = hi(a(0));
+        auto f = [&](const std::string& x) {
+          switch (n.op) {
+            case Op::Exp: return "exp(" + x + ")";
+            case Op::Exp2: return "exp2(" + x + ")";
+            case Op::Log: return "log(" + x + ")";
+            case Op::Log2: return "log2(" + x + ")";
+            case Op::Sqrt: return "sqrt(" + x + ")";
+            case Op::Tanh: return "tanh(" + x + ")";
+            case Op::Sigmoid: return "(1.0 / (1.0 + exp(-" + x + ")))";
+            default: return "(1.0 / sqrt(" + x + "))";  // rsqrt: decreasing
+          }
+        };
+        const bool down = n.op == Op::Rsqrt;
+        const std::string domain =
+            n.op == Op::Log || n.op == Op::Log2 || n.op == Op::Sqrt ? "(" + x0 + " >= 0.0)"
+            : down                                                  ? "(" + x0 + " > 0.0)"
+                                                                    : "(" + x0 + " == " + x0 + ")";
+        const std::string fl = f(down ? x1 : x0), fh = f(down ? x0 : x1);
+        L = "(" + domain + " && " + x1 + " == " + x1 + " ? " + fl + " - fabs(" + fl +
+            ") * 0x1p-10 - 0x1p-20 : NAN)";
+        H = "(" + domain + " && " + x1 + " == " + x1 + " ? " + fh + " + fabs(" + fh +
+            ") * 0x1p-10 + 0x1p-20 : NAN)";
         break;
       }
       case Op::Floor: L = "floor(" + lo(a(0)) + ")"; H = "floor(" + hi(a(0)) + ")"; break;

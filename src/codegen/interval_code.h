@@ -12,8 +12,10 @@
 // casts to f32 round their bounds like the values, casts to narrower floats are unknown.
 // Not modelled: an integer promoted to f32 without a cast node past 2^24 (the element code
 // rounds it, the bounds do not). Rules:
-// + - * /, neg, floor, ceil, abs, relu, maximum, minimum, clamp, % of integers, casts,
-// comparisons, and/or/not, where; other operations (transcendentals, pow) are unknown.
+// + - * /, neg, floor, ceil, abs, relu, maximum, minimum, clamp, % of integers, casts (float to
+// integer truncates), comparisons, and/or/not, where, and the monotone functions exp, exp2,
+// log, log2, sqrt, rsqrt, tanh, sigmoid (widened by 2^-10 relative for fast math's
+// approximations); sin, cos, pow and casts to narrower floats are unknown.
 // Used by codegen/cpu.cpp and codegen/cuda/emit_sm80.cpp; shown by tests/cpu/
 // cpu_examples_test.cpp (masked examples; DataMasksMatchTheReference;
 // TileClassesHoldOnHardData: i64 ids above 2^53, i32 wrap, rounding casts, NaN, inf - inf) and
