@@ -155,8 +155,11 @@ std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarge
         break;
       }
       // Monotone functions: the function of each bound, widened for fast math's approximations
-      // (relative errors below 2^-10 for tanh.approx, far below for ex2/lg2/rsqrt/sqrt.approx)
-      // and outside its domain (a negative sqrt or log argument: NaN) unknown.
+      // (tanh.approx's relative error is below 2^-10, __logf's absolute one near 1 below
+      // 2^-21: the 2^-20 term covers it), an upper bound past f32's largest value +inf (expf
+      // overflows), and outside the domain (a negative sqrt or log argument: NaN) unknown. A
+      // subnormal argument is 0 under fast math (flushed): log's lower bound is then -inf and
+      // rsqrt's unknown.
       case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2: case Op::Sqrt: case Op::Tanh:
       case Op::Sigmoid: case Op::Rsqrt: {
         const std::string x0 = lo(a(0)), x1 = hi(a(0));
@@ -172,16 +175,18 @@ std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarge
             default: return "(1.0 / sqrt(" + x + "))";  // rsqrt: decreasing
           }
         };
-        const bool down = n.op == Op::Rsqrt;
+        const bool down = n.op == Op::Rsqrt, logs = n.op == Op::Log || n.op == Op::Log2;
         const std::string domain =
-            n.op == Op::Log || n.op == Op::Log2 || n.op == Op::Sqrt ? "(" + x0 + " >= 0.0)"
-            : down                                                  ? "(" + x0 + " > 0.0)"
-                                                                    : "(" + x0 + " == " + x0 + ")";
-        const std::string fl = f(down ? x1 : x0), fh = f(down ? x0 : x1);
+            logs || n.op == Op::Sqrt ? "(" + x0 + " >= 0.0)"
+            : down                   ? "(" + x0 + " >= 0x1p-126)"
+                                     : "(" + x0 + " == " + x0 + ")";
+        const std::string flushed = logs ? "(" + x0 + " < 0x1p-126 ? 0.0 : " + x0 + ")" : x0;
+        const std::string fl = f(down ? x1 : flushed), fh = f(down ? x0 : x1);
+        const std::string hw = "(" + fh + " + fabs(" + fh + ") * 0x1p-10 + 0x1p-20)";
         L = "(" + domain + " && " + x1 + " == " + x1 + " ? " + fl + " - fabs(" + fl +
             ") * 0x1p-10 - 0x1p-20 : NAN)";
-        H = "(" + domain + " && " + x1 + " == " + x1 + " ? " + fh + " + fabs(" + fh +
-            ") * 0x1p-10 + 0x1p-20 : NAN)";
+        H = "(" + domain + " && " + x1 + " == " + x1 + " ? (" + hw + " <= 3.4028234663852886e38 ? " +
+            hw + " : INFINITY) : NAN)";
         break;
       }
       case Op::Floor: L = "floor(" + lo(a(0)) + ")"; H = "floor(" + hi(a(0)) + ")"; break;
