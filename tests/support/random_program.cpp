@@ -168,12 +168,15 @@ class Gen {
   // A mask over the row and key indices; a third of the index masks (a fourth stream: the first
   // stream's draws stay as they were) become index arithmetic that the interval rules bound
   // (codegen/interval_code.cpp): windows by abs, slopes by products, blocks by floor of a
-  // quotient, relu, floor modulo, where between conditions, scaled f32 differences.
+  // quotient, relu, floor modulo, where between conditions, scaled f32 differences, sqrt and
+  // exp of index differences (thresholds off the exact edges).
   std::string mask() {
     const std::string m = index_mask();
     if (m.find("doc[") != std::string::npos || fourth(0, 2) != 0) return m;
     const std::string w = std::to_string(fourth(0, 20));
-    switch (fourth(0, 6)) {
+    switch (fourth(0, 8)) {
+      case 7: return "sqrt(f32(abs(" + K_ + " - " + Q_ + "))) <= " + w + ".5";
+      case 8: return "exp(f32(" + Q_ + " - " + K_ + ") * 0.1) >= 0.99 or " + K_ + " < " + w;
       case 0: return "abs(" + K_ + " - " + Q_ + ") <= " + w;
       case 1: return K_ + " * " + std::to_string(fourth(2, 3)) + " <= " + Q_ + " + " + w;
       case 2: {
