@@ -1,6 +1,7 @@
 // Interval arithmetic of mask expressions, emitted as code: see interval_code.h.
 #include "codegen/interval_code.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <sstream>
@@ -90,6 +91,74 @@ std::string data_value_bounds(const Program& p, int node, const std::string& val
          (integer ? " && " + r + "v <= 9007199254740992.0 && " + r + "v >= -9007199254740992.0"
                   : std::string()) +
          " ? " + r + "v : NAN, " + r + "hi = " + r + "lo;\n";
+}
+
+namespace {
+// The operations emit_interval_bounds has a rule for (leaves apart).
+bool has_rule(const Program& p, const Node& n) {
+  switch (n.op) {
+    case Op::Add: case Op::Sub: case Op::Neg: case Op::Mul: case Op::Div: case Op::Floor:
+    case Op::Ceil: case Op::Relu: case Op::Abs: case Op::Mod: case Op::Where: case Op::Maximum:
+    case Op::Minimum: case Op::Clamp: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
+    case Op::Eq: case Op::Ne: case Op::And: case Op::Or: case Op::Not: case Op::Exp:
+    case Op::Exp2: case Op::Log: case Op::Log2: case Op::Sqrt: case Op::Tanh: case Op::Sigmoid:
+    case Op::Rsqrt:
+      return true;
+    case Op::Cast: {
+      const DType from = p.nodes[n.args[0]].type;
+      return (n.type == DType::f32) || (n.type == DType::i64 && !is_float(from)) ||
+             (is_integer(n.type) && is_float(from));
+    }
+    default: return false;
+  }
+}
+// The nodes under `id` that leave it unknown (empty: bounded), for a value; for a condition,
+// whether some tile can be decided at all.
+void unknown_parts(const Program& p, int id, const std::set<int>& ranged, std::vector<int>& out) {
+  const Node& n = p.nodes[id];
+  switch (n.op) {
+    case Op::Const:
+      if (is_float(n.type) && n.type != DType::f32) out.push_back(id);
+      return;
+    case Op::Size: case Op::Index: return;
+    case Op::Gather:
+      if (!ranged.count(id)) out.push_back(id);
+      return;
+    case Op::And: case Op::Or: {  // either side decides
+      std::vector<int> a, b;
+      unknown_parts(p, n.args[0], ranged, a);
+      unknown_parts(p, n.args[1], ranged, b);
+      if (!a.empty() && !b.empty()) {
+        out.insert(out.end(), a.begin(), a.end());
+        out.insert(out.end(), b.begin(), b.end());
+      }
+      return;
+    }
+    case Op::Where: {  // both branches (the hull), or the condition and one branch
+      std::vector<int> c, a, b;
+      unknown_parts(p, n.args[0], ranged, c);
+      unknown_parts(p, n.args[1], ranged, a);
+      unknown_parts(p, n.args[2], ranged, b);
+      if ((a.empty() && b.empty()) || (c.empty() && (a.empty() || b.empty()))) return;
+      for (const auto* v : {&c, &a, &b}) out.insert(out.end(), v->begin(), v->end());
+      return;
+    }
+    default: break;
+  }
+  if (!has_rule(p, n)) {
+    out.push_back(id);
+    return;
+  }
+  for (int a : n.args) unknown_parts(p, a, ranged, out);
+}
+}  // namespace
+
+std::vector<int> interval_undecided(const Program& p, int mask, const std::set<int>& ranged) {
+  std::vector<int> out;
+  unknown_parts(p, mask, ranged, out);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarget& t) {

@@ -24,6 +24,7 @@
 
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,6 +58,13 @@ std::vector<DataRange> data_range_gathers(const Program& p, int mask, int row_di
 // `value` of its one value: that value, or NaN (unknown) for a NaN or an integer past 2^53.
 std::string data_value_bounds(const Program& p, int node, const std::string& value,
                               const std::string& indent, const std::string& note);
+
+// Whether the rules can ever decide a tile of `mask` (empty or full), given the gathers the
+// target bounds by their data (`ranged`, from data_range_gathers): the nodes that keep it
+// undecided (operations without a rule, data read elsewhere: keep[m, n], or a non-f32 float
+// constant) if none of its parts decides; empty if the mask can be decided. An `and` is decided
+// (false) by either side, an `or` (true) by either side, a `where` by its condition and a branch.
+std::vector<int> interval_undecided(const Program& p, int mask, const std::set<int>& ranged);
 
 std::string interval_lo(int node);  // "l<ID>"
 std::string interval_hi(int node);  // "h<ID>"

@@ -109,13 +109,30 @@ CudaShape cuda_shape(const Plan& plan, const LoweredKernel& lk, const Extents& s
   return s;
 }
 
+std::vector<DataRange> mask_data(const Plan& plan, const PlanKernel& k) {
+  if (k.tiles.mask < 0) return {};
+  auto grid = [&k](int d) {
+    return d != k.row_dim && std::find(k.grid.begin(), k.grid.end(), d) != k.grid.end();
+  };
+  return data_range_gathers(plan.program, k.tiles.mask, k.row_dim, k.red_dim, grid);
+}
+
+// The parts of the mask that keep the interval rules from ever deciding a tile (node text);
+// empty when some tile can be decided.
+std::vector<std::string> mask_undecided(const Plan& plan, const PlanKernel& k) {
+  std::vector<std::string> out;
+  if (k.tiles.mask < 0) return out;
+  std::set<int> ranged;
+  for (const DataRange& r : mask_data(plan, k)) ranged.insert(r.node);
+  for (int id : interval_undecided(plan.program, k.tiles.mask, ranged))
+    out.push_back(node_text(plan.program, id));
+  return out;
+}
+
 // The mask's gathers that the tile classifiers bound by the data a tile reads (node text).
 std::vector<std::string> data_bounded(const Plan& plan, const PlanKernel& k) {
   std::vector<std::string> out;
-  if (k.tiles.mask < 0) return out;
-  auto grid = [&k](int d) { return std::find(k.grid.begin(), k.grid.end(), d) != k.grid.end(); };
-  for (const DataRange& r :
-       data_range_gathers(plan.program, k.tiles.mask, k.row_dim, k.red_dim, grid))
+  for (const DataRange& r : mask_data(plan, k))
     out.push_back(node_text(plan.program, r.node) +
                   (r.over < 0 ? std::string(" (one value per tile: read at grid indices only)")
                               : " (per tile of " + plan.program.dims[r.over] + ")"));
@@ -262,7 +279,14 @@ std::string explain(const Program& prog, const CompileOptions& opt) {
     os << "  writes:    " << join(plan.writes(static_cast<int>(i))) << "\n";
     os << "  ops:\n";
     for (const auto& o : ops_of(plan, k)) os << "    " << o << "\n";
-    if (k.tiles.mask >= 0) {
+    const std::vector<std::string> undecided = mask_undecided(plan, k);
+    if (k.tiles.mask >= 0 && !undecided.empty()) {
+      os << "  tiles:     mask " << node_text(p, k.tiles.mask)
+         << "\n             every tile computed with the mask: the interval rules bound no "
+            "part of it that decides a tile (";
+      for (size_t u = 0; u < undecided.size(); ++u) os << (u ? "; " : "") << undecided[u];
+      os << ")\n";
+    } else if (k.tiles.mask >= 0) {
       os << "  tiles:     mask " << node_text(p, k.tiles.mask)
          << "\n             empty tiles skipped, full tiles unmasked (decided per tile by "
             "interval arithmetic)\n";
@@ -313,6 +337,7 @@ std::string explain_json(const Program& prog, const CompileOptions& opt) {
     kj["mask"] = k.tiles.mask >= 0 ? nlohmann::json(node_text(p, k.tiles.mask))
                                    : nlohmann::json(nullptr);
     kj["mask_data_bounded_per_tile"] = data_bounded(plan, k);
+    kj["mask_undecided_by"] = mask_undecided(plan, k);
     KernelCost kc = kernel_cost(plan, k, opt.sizes);
     if (kc.known) {
       kj["flops"] = kc.flops;

@@ -148,6 +148,45 @@ TEST(Explain, TextNamesGridLoopAndMask) {
   EXPECT_NE(text.find("empty tiles skipped"), std::string::npos) << text;
 }
 
+// A mask the interval rules can never decide (a boolean tensor over rows and keys, a sine of
+// the positions) is named as such, not as skipping tiles; one side of an `and` or `where` that
+// the rules bound is enough to decide tiles. JSON: `mask_undecided_by`.
+TEST(Explain, MasksTheIntervalRulesCannotDecideSaySo) {
+  std::vector<Program> ps = parse_source(R"(
+program keep2d(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], keep: bool[m, n]) {
+  s = where(keep[m, n], sum(q * k, d), -inf)
+  out o: bf16[h, m, e] = sum(softmax(s, n) * v, n)
+}
+program sine(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e]) {
+  s = where(sin(f32(n - m)) > 0.0, sum(q * k, d), -inf)
+  out o: bf16[h, m, e] = sum(softmax(s, n) * v, n)
+}
+program keepcausal(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], keep: bool[m, n]) {
+  s = where(keep[m, n] and n <= m, sum(q * k, d), -inf)
+  out o: bf16[h, m, e] = sum(softmax(s, n) * v, n)
+}
+program switch(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], keep: bool[m, n]) {
+  s = where(where(m < 10, keep[m, n], n <= m), sum(q * k, d), -inf)
+  out o: bf16[h, m, e] = sum(softmax(s, n) * v, n)
+}
+)", "t.attn");
+  const std::vector<std::vector<std::string>> ops = {{"gather"}, {"sin"}, {}, {}};
+  for (size_t i = 0; i < ps.size(); ++i) {
+    SCOPED_TRACE(ps[i].name);
+    const nlohmann::json j = nlohmann::json::parse(explain_json(ps[i], {}));
+    const nlohmann::json& k = j["kernels"][0];
+    ASSERT_FALSE(k["mask"].is_null());
+    const auto undecided = k["mask_undecided_by"].get<std::vector<std::string>>();
+    ASSERT_EQ(undecided.size(), ops[i].size());
+    for (size_t u = 0; u < undecided.size(); ++u)
+      EXPECT_NE(undecided[u].find(" = " + ops[i][u] + " "), std::string::npos) << undecided[u];
+    const std::string text = explain(ps[i], {});
+    EXPECT_EQ(text.find("empty tiles skipped") != std::string::npos, ops[i].empty()) << text;
+    EXPECT_EQ(text.find("every tile computed with the mask") != std::string::npos,
+              !ops[i].empty()) << text;
+  }
+}
+
 // A mask over per-batch data (len[b]) names its one value per tile, in text and JSON, for every
 // target.
 TEST(Explain, PerBatchMaskDataIsOneValuePerTile) {
