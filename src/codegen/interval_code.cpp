@@ -94,24 +94,187 @@ std::string data_value_bounds(const Program& p, int node, const std::string& val
 }
 
 namespace {
-// The operations emit_interval_bounds has a rule for (leaves apart).
-bool has_rule(const Program& p, const Node& n) {
+
+// The rule of one operation over its arguments' bounds (l<ID>, h<ID>), or nullopt where there is
+// none (data, sin, cos, pow, casts to narrower floats): the one place that says which
+// operations the interval arithmetic bounds (emit_interval_bounds, interval_undecided).
+struct NodeRule {
+  std::string L, H;
+  bool round_sum = false;    // a float sum or product: widen by one rounding error
+  bool inexact_div = false;  // a float quotient: the GPU's approximate division (2 ulp)
+};
+std::optional<NodeRule> node_rule(const Program& p, int id) {
+  const Node& n = p.nodes[id];
+  auto a = [&](int i) { return n.args[i]; };
+  auto lo = interval_lo;
+  auto hi = interval_hi;
+  NodeRule r;
+  std::string& L = r.L;
+  std::string& H = r.H;
+  bool& round_sum = r.round_sum;
+  bool& inexact_div = r.inexact_div;
   switch (n.op) {
-    case Op::Add: case Op::Sub: case Op::Neg: case Op::Mul: case Op::Div: case Op::Floor:
-    case Op::Ceil: case Op::Relu: case Op::Abs: case Op::Mod: case Op::Where: case Op::Maximum:
-    case Op::Minimum: case Op::Clamp: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
-    case Op::Eq: case Op::Ne: case Op::And: case Op::Or: case Op::Not: case Op::Exp:
-    case Op::Exp2: case Op::Log: case Op::Log2: case Op::Sqrt: case Op::Tanh: case Op::Sigmoid:
-    case Op::Rsqrt:
-      return true;
-    case Op::Cast: {
-      const DType from = p.nodes[n.args[0]].type;
-      return (n.type == DType::f32) || (n.type == DType::i64 && !is_float(from)) ||
-             (is_integer(n.type) && is_float(from));
+    case Op::Add: L = lo(a(0)) + " + " + lo(a(1)); H = hi(a(0)) + " + " + hi(a(1)); round_sum = true; break;
+    case Op::Sub: L = lo(a(0)) + " - " + hi(a(1)); H = hi(a(0)) + " - " + lo(a(1)); round_sum = true; break;
+    case Op::Neg: L = "-" + hi(a(0)); H = "-" + lo(a(0)); break;
+    case Op::Cast: {  // to f32: rounded like the values (monotone); to i64 from an integer: same
+      const DType from = p.nodes[a(0)].type;
+      if (n.type == DType::f32 && from != DType::boolean) {
+        L = "(double)(float)" + lo(a(0)); H = "(double)(float)" + hi(a(0));
+      } else if ((n.type == DType::f32 && from == DType::boolean) ||
+                 (n.type == DType::i64 && (is_integer(from) || from == DType::boolean))) {
+        L = lo(a(0)); H = hi(a(0));
+      } else if (is_integer(n.type) && is_float(from)) {
+        // float to integer truncates toward zero (monotone); the integer branch below makes
+        // bounds past the type unknown
+        L = "trunc(" + lo(a(0)) + ")"; H = "trunc(" + hi(a(0)) + ")";
+      } else {
+        return std::nullopt;  // to narrower floats, i64 to i32: unknown
+      }
+      break;
     }
-    default: return false;
+    case Op::Mul: {  // the extremes of the corner products (inf * 0 = NaN: unknown)
+      const std::string p[4] = {"(" + lo(a(0)) + " * " + lo(a(1)) + ")",
+                                "(" + lo(a(0)) + " * " + hi(a(1)) + ")",
+                                "(" + hi(a(0)) + " * " + lo(a(1)) + ")",
+                                "(" + hi(a(0)) + " * " + hi(a(1)) + ")"};
+      L = imin(imin(p[0], p[1]), imin(p[2], p[3]));
+      H = imax(imax(p[0], p[1]), imax(p[2], p[3]));
+      round_sum = true;
+      break;
+    }
+    case Op::Div: {  // a divisor interval that holds 0 (or a NaN bound) is unknown
+      // (and one below 2^126: the GPU's approximate division returns 0 past it)
+      const std::string ok = "((" + lo(a(1)) + " > 0.0 || " + hi(a(1)) + " < 0.0) && fabs(" +
+                             lo(a(1)) + ") < 0x1p126 && fabs(" + hi(a(1)) + ") < 0x1p126)";
+      const std::string q[4] = {"(" + lo(a(0)) + " / " + lo(a(1)) + ")",
+                                "(" + lo(a(0)) + " / " + hi(a(1)) + ")",
+                                "(" + hi(a(0)) + " / " + lo(a(1)) + ")",
+                                "(" + hi(a(0)) + " / " + hi(a(1)) + ")"};
+      L = "(" + ok + " ? " + imin(imin(q[0], q[1]), imin(q[2], q[3])) + " : NAN)";
+      H = "(" + ok + " ? " + imax(imax(q[0], q[1]), imax(q[2], q[3])) + " : NAN)";
+      round_sum = true;
+      // By a constant power of two: a product by its exact reciprocal (as NVVM and GCC
+      // compile it), exact where the type holds the result; else the approximate division.
+      const Node& b = p.nodes[a(1)];
+      int e2 = 0;
+      inexact_div = !(b.op == Op::Const && std::isfinite(b.value) && b.value != 0 &&
+                      std::frexp(std::fabs(b.value), &e2) == 0.5);
+      break;
+    }
+    // Monotone functions: the function of each bound, widened for fast math's approximations
+    // (tanh.approx's relative error is below 2^-10, __logf's absolute one near 1 below
+    // 2^-21: the 2^-20 term covers it), an upper bound past f32's largest value +inf (expf
+    // overflows), and outside the domain (a negative sqrt or log argument: NaN) unknown. A
+    // subnormal argument is 0 under fast math (flushed): log's lower bound is then -inf and
+    // rsqrt's unknown.
+    case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2: case Op::Sqrt: case Op::Tanh:
+    case Op::Sigmoid: case Op::Rsqrt: {
+      const std::string x0 = lo(a(0)), x1 = hi(a(0));
+      auto f = [&](const std::string& x) {
+        switch (n.op) {
+          case Op::Exp: return "exp(" + x + ")";
+          case Op::Exp2: return "exp2(" + x + ")";
+          case Op::Log: return "log(" + x + ")";
+          case Op::Log2: return "log2(" + x + ")";
+          case Op::Sqrt: return "sqrt(" + x + ")";
+          case Op::Tanh: return "tanh(" + x + ")";
+          case Op::Sigmoid: return "(1.0 / (1.0 + exp(-" + x + ")))";
+          default: return "(1.0 / sqrt(" + x + "))";  // rsqrt: decreasing
+        }
+      };
+      const bool down = n.op == Op::Rsqrt, logs = n.op == Op::Log || n.op == Op::Log2;
+      const std::string domain =
+          logs || n.op == Op::Sqrt ? "(" + x0 + " >= 0.0)"
+          : down                   ? "(" + x0 + " >= 0x1p-126)"
+                                   : "(" + x0 + " == " + x0 + ")";
+      const std::string flushed = logs ? "(" + x0 + " < 0x1p-126 ? 0.0 : " + x0 + ")" : x0;
+      const std::string fl = f(down ? x1 : flushed), fh = f(down ? x0 : x1);
+      const std::string hw = "(" + fh + " + fabs(" + fh + ") * 0x1p-10 + 0x1p-20)";
+      L = "(" + domain + " && " + x1 + " == " + x1 + " ? " + fl + " - fabs(" + fl +
+          ") * 0x1p-10 - 0x1p-20 : NAN)";
+      H = "(" + domain + " && " + x1 + " == " + x1 + " ? (" + hw + " <= 3.4028234663852886e38 ? " +
+          hw + " : INFINITY) : NAN)";
+      break;
+    }
+    case Op::Floor: L = "floor(" + lo(a(0)) + ")"; H = "floor(" + hi(a(0)) + ")"; break;
+    case Op::Ceil: L = "ceil(" + lo(a(0)) + ")"; H = "ceil(" + hi(a(0)) + ")"; break;
+    case Op::Relu:
+      L = imax(lo(a(0)), "0.0");
+      H = imax(hi(a(0)), "0.0");
+      break;
+    case Op::Abs:  // [0 if the interval holds 0, else the smaller magnitude; the larger]
+      L = "(" + lo(a(0)) + " >= 0.0 ? " + lo(a(0)) + " : (" + hi(a(0)) + " <= 0.0 ? -" +
+          hi(a(0)) + " : (" + lo(a(0)) + " == " + lo(a(0)) + " && " + hi(a(0)) + " == " +
+          hi(a(0)) + " ? 0.0 : NAN)))";
+      H = imax("-" + lo(a(0)), hi(a(0)));
+      break;
+    case Op::Mod: {
+      // Floor modulo of integers (the sign of the divisor). By one divisor b: with one
+      // quotient floor(x / b) over [lo, hi] (checked in doubles, exact for |x| < 2^30 and
+      // |b| < 2^20), [lo - b q, hi - b q]; else [0, b - 1] for b > 0, [b + 1, 0] for b < 0.
+      // A divisor interval of one sign: [0, hi(b) - 1] or [lo(b) + 1, 0]; else unknown.
+      const std::string x0 = lo(a(0)), x1 = hi(a(0)), b0 = lo(a(1)), b1 = hi(a(1));
+      const std::string small = "(fabs(" + x0 + ") < 1073741824.0 && fabs(" + x1 +
+                                ") < 1073741824.0 && fabs(" + b0 + ") < 1048576.0)";
+      const std::string one = "(" + b0 + " == " + b1 + " && " + b0 + " != 0.0 && " + small +
+                              " && floor(" + x0 + " / " + b0 + ") == floor(" + x1 + " / " +
+                              b0 + "))";
+      const std::string q = "floor(" + x0 + " / " + b0 + ") * " + b0;
+      L = "(" + one + " ? " + x0 + " - " + q + " : (" + b0 + " >= 1.0 ? 0.0 : (" + b1 +
+          " <= -1.0 ? " + b0 + " + 1.0 : NAN)))";
+      H = "(" + one + " ? " + x1 + " - " + q + " : (" + b0 + " >= 1.0 ? " + b1 +
+          " - 1.0 : (" + b1 + " <= -1.0 ? 0.0 : NAN)))";
+      break;
+    }
+    case Op::Where: {  // the branch the condition decides, else the hull of both
+      const std::string c0 = lo(a(0)), c1 = hi(a(0));
+      L = "(" + c0 + " == 1.0 ? " + lo(a(1)) + " : (" + c1 + " == 0.0 ? " + lo(a(2)) + " : " +
+          imin(lo(a(1)), lo(a(2))) + "))";
+      H = "(" + c0 + " == 1.0 ? " + hi(a(1)) + " : (" + c1 + " == 0.0 ? " + hi(a(2)) + " : " +
+          imax(hi(a(1)), hi(a(2))) + "))";
+      break;
+    }
+    case Op::Maximum: L = imax(lo(a(0)), lo(a(1))); H = imax(hi(a(0)), hi(a(1))); break;
+    case Op::Minimum: L = imin(lo(a(0)), lo(a(1))); H = imin(hi(a(0)), hi(a(1))); break;
+    case Op::Clamp: {  // x < lo ? lo : (x > hi ? hi : x): the value is lo, hi or x
+      // If lo <= hi everywhere (h(lo) <= l(hi)): [min(max(l(x), l(lo)), l(hi)), min(max(h(x),
+      // h(lo)), h(hi))]; otherwise lo can exceed hi: [min(l(lo), l(hi)), max(h(lo), min(h(x), h(hi)))].
+      const std::string ordered = "(" + hi(a(1)) + " <= " + lo(a(2)) + ")";
+      L = "(" + ordered + " ? " + imin(imax(lo(a(0)), lo(a(1))), lo(a(2))) + " : " +
+          imin(lo(a(1)), lo(a(2))) + ")";
+      H = "(" + ordered + " ? " + imin(imax(hi(a(0)), hi(a(1))), hi(a(2))) + " : " +
+          imax(hi(a(1)), imin(hi(a(0)), hi(a(2)))) + ")";
+      break;
+    }
+    case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: {
+      // x < y: true if hi(x) < lo(y), false if lo(x) >= hi(y) (both false on NaN bounds).
+      int x = a(0), y = a(1);
+      bool strict = n.op == Op::Lt || n.op == Op::Gt;
+      if (n.op == Op::Gt || n.op == Op::Ge) std::swap(x, y);
+      std::string tr = strict ? hi(x) + " < " + lo(y) : hi(x) + " <= " + lo(y);
+      std::string fa = strict ? lo(x) + " >= " + hi(y) : lo(x) + " > " + hi(y);
+      L = "((" + tr + ") ? 1.0 : 0.0)";
+      H = "((" + fa + ") ? 0.0 : 1.0)";
+      break;
+    }
+    case Op::Eq: case Op::Ne: {
+      std::string tr = "(" + lo(a(0)) + " == " + hi(a(0)) + " && " + lo(a(1)) + " == " +
+                       hi(a(1)) + " && " + lo(a(0)) + " == " + lo(a(1)) + ")";
+      std::string fa = "(" + hi(a(0)) + " < " + lo(a(1)) + " || " + hi(a(1)) + " < " +
+                       lo(a(0)) + ")";
+      if (n.op == Op::Eq) { L = "(" + tr + " ? 1.0 : 0.0)"; H = "(" + fa + " ? 0.0 : 1.0)"; }
+      else { L = "(" + fa + " ? 1.0 : 0.0)"; H = "(" + tr + " ? 0.0 : 1.0)"; }
+      break;
+    }
+    case Op::And: L = imin(lo(a(0)), lo(a(1))); H = imin(hi(a(0)), hi(a(1))); break;
+    case Op::Or: L = imax(lo(a(0)), lo(a(1))); H = imax(hi(a(0)), hi(a(1))); break;
+    case Op::Not: L = "1.0 - " + hi(a(0)); H = "1.0 - " + lo(a(0)); break;
+    default: return std::nullopt;  // data (gathers, parameters), sin, ...: unknown
   }
+  return r;
 }
+
 // The nodes under `id` that leave it unknown (empty: bounded), for a value; for a condition,
 // whether some tile can be decided at all.
 void unknown_parts(const Program& p, int id, const std::set<int>& ranged, std::vector<int>& out) {
@@ -145,7 +308,7 @@ void unknown_parts(const Program& p, int id, const std::set<int>& ranged, std::v
     }
     default: break;
   }
-  if (!has_rule(p, n)) {
+  if (!node_rule(p, id)) {
     out.push_back(id);
     return;
   }
@@ -168,7 +331,6 @@ std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarge
   std::ostringstream os;
   for (int id : nodes) {
     const Node& n = p.nodes[id];
-    auto a = [&](int i) { return n.args[i]; };
     const bool boolean = n.type == DType::boolean;
     const bool integer = is_integer(n.type);
     std::string L = boolean ? "0.0" : "NAN", H = boolean ? "1.0" : "NAN";
@@ -176,162 +338,11 @@ std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarge
     bool inexact_div = false;   // a float quotient: the GPU's approximate division (2 ulp)
     if (auto leaf = t.leaf(id)) {
       std::tie(L, H) = *leaf;
-    } else switch (n.op) {
-      case Op::Add: L = lo(a(0)) + " + " + lo(a(1)); H = hi(a(0)) + " + " + hi(a(1)); round_sum = true; break;
-      case Op::Sub: L = lo(a(0)) + " - " + hi(a(1)); H = hi(a(0)) + " - " + lo(a(1)); round_sum = true; break;
-      case Op::Neg: L = "-" + hi(a(0)); H = "-" + lo(a(0)); break;
-      case Op::Cast: {  // to f32: rounded like the values (monotone); to i64 from an integer: same
-        const DType from = p.nodes[a(0)].type;
-        if (n.type == DType::f32 && from != DType::boolean) {
-          L = "(double)(float)" + lo(a(0)); H = "(double)(float)" + hi(a(0));
-        } else if ((n.type == DType::f32 && from == DType::boolean) ||
-                   (n.type == DType::i64 && (is_integer(from) || from == DType::boolean))) {
-          L = lo(a(0)); H = hi(a(0));
-        } else if (is_integer(n.type) && is_float(from)) {
-          // float to integer truncates toward zero (monotone); the integer branch below makes
-          // bounds past the type unknown
-          L = "trunc(" + lo(a(0)) + ")"; H = "trunc(" + hi(a(0)) + ")";
-        }  // to narrower floats, i64 to i32: unknown
-        break;
-      }
-      case Op::Mul: {  // the extremes of the corner products (inf * 0 = NaN: unknown)
-        const std::string p[4] = {"(" + lo(a(0)) + " * " + lo(a(1)) + ")",
-                                  "(" + lo(a(0)) + " * " + hi(a(1)) + ")",
-                                  "(" + hi(a(0)) + " * " + lo(a(1)) + ")",
-                                  "(" + hi(a(0)) + " * " + hi(a(1)) + ")"};
-        L = imin(imin(p[0], p[1]), imin(p[2], p[3]));
-        H = imax(imax(p[0], p[1]), imax(p[2], p[3]));
-        round_sum = true;
-        break;
-      }
-      case Op::Div: {  // a divisor interval that holds 0 (or a NaN bound) is unknown
-        // (and one below 2^126: the GPU's approximate division returns 0 past it)
-        const std::string ok = "((" + lo(a(1)) + " > 0.0 || " + hi(a(1)) + " < 0.0) && fabs(" +
-                               lo(a(1)) + ") < 0x1p126 && fabs(" + hi(a(1)) + ") < 0x1p126)";
-        const std::string q[4] = {"(" + lo(a(0)) + " / " + lo(a(1)) + ")",
-                                  "(" + lo(a(0)) + " / " + hi(a(1)) + ")",
-                                  "(" + hi(a(0)) + " / " + lo(a(1)) + ")",
-                                  "(" + hi(a(0)) + " / " + hi(a(1)) + ")"};
-        L = "(" + ok + " ? " + imin(imin(q[0], q[1]), imin(q[2], q[3])) + " : NAN)";
-        H = "(" + ok + " ? " + imax(imax(q[0], q[1]), imax(q[2], q[3])) + " : NAN)";
-        round_sum = true;
-        // By a constant power of two: a product by its exact reciprocal (as NVVM and GCC
-        // compile it), exact where the type holds the result; else the approximate division.
-        const Node& b = p.nodes[a(1)];
-        int e2 = 0;
-        inexact_div = !(b.op == Op::Const && std::isfinite(b.value) && b.value != 0 &&
-                        std::frexp(std::fabs(b.value), &e2) == 0.5);
-        break;
-      }
-      // Monotone functions: the function of each bound, widened for fast math's approximations
-      // (tanh.approx's relative error is below 2^-10, __logf's absolute one near 1 below
-      // 2^-21: the 2^-20 term covers it), an upper bound past f32's largest value +inf (expf
-      // overflows), and outside the domain (a negative sqrt or log argument: NaN) unknown. A
-      // subnormal argument is 0 under fast math (flushed): log's lower bound is then -inf and
-      // rsqrt's unknown.
-      case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2: case Op::Sqrt: case Op::Tanh:
-      case Op::Sigmoid: case Op::Rsqrt: {
-        const std::string x0 = lo(a(0)), x1 = hi(a(0));
-        auto f = [&](const std::string& x) {
-          switch (n.op) {
-            case Op::Exp: return "exp(" + x + ")";
-            case Op::Exp2: return "exp2(" + x + ")";
-            case Op::Log: return "log(" + x + ")";
-            case Op::Log2: return "log2(" + x + ")";
-            case Op::Sqrt: return "sqrt(" + x + ")";
-            case Op::Tanh: return "tanh(" + x + ")";
-            case Op::Sigmoid: return "(1.0 / (1.0 + exp(-" + x + ")))";
-            default: return "(1.0 / sqrt(" + x + "))";  // rsqrt: decreasing
-          }
-        };
-        const bool down = n.op == Op::Rsqrt, logs = n.op == Op::Log || n.op == Op::Log2;
-        const std::string domain =
-            logs || n.op == Op::Sqrt ? "(" + x0 + " >= 0.0)"
-            : down                   ? "(" + x0 + " >= 0x1p-126)"
-                                     : "(" + x0 + " == " + x0 + ")";
-        const std::string flushed = logs ? "(" + x0 + " < 0x1p-126 ? 0.0 : " + x0 + ")" : x0;
-        const std::string fl = f(down ? x1 : flushed), fh = f(down ? x0 : x1);
-        const std::string hw = "(" + fh + " + fabs(" + fh + ") * 0x1p-10 + 0x1p-20)";
-        L = "(" + domain + " && " + x1 + " == " + x1 + " ? " + fl + " - fabs(" + fl +
-            ") * 0x1p-10 - 0x1p-20 : NAN)";
-        H = "(" + domain + " && " + x1 + " == " + x1 + " ? (" + hw + " <= 3.4028234663852886e38 ? " +
-            hw + " : INFINITY) : NAN)";
-        break;
-      }
-      case Op::Floor: L = "floor(" + lo(a(0)) + ")"; H = "floor(" + hi(a(0)) + ")"; break;
-      case Op::Ceil: L = "ceil(" + lo(a(0)) + ")"; H = "ceil(" + hi(a(0)) + ")"; break;
-      case Op::Relu:
-        L = imax(lo(a(0)), "0.0");
-        H = imax(hi(a(0)), "0.0");
-        break;
-      case Op::Abs:  // [0 if the interval holds 0, else the smaller magnitude; the larger]
-        L = "(" + lo(a(0)) + " >= 0.0 ? " + lo(a(0)) + " : (" + hi(a(0)) + " <= 0.0 ? -" +
-            hi(a(0)) + " : (" + lo(a(0)) + " == " + lo(a(0)) + " && " + hi(a(0)) + " == " +
-            hi(a(0)) + " ? 0.0 : NAN)))";
-        H = imax("-" + lo(a(0)), hi(a(0)));
-        break;
-      case Op::Mod: {
-        // Floor modulo of integers (the sign of the divisor). By one divisor b: with one
-        // quotient floor(x / b) over [lo, hi] (checked in doubles, exact for |x| < 2^30 and
-        // |b| < 2^20), [lo - b q, hi - b q]; else [0, b - 1] for b > 0, [b + 1, 0] for b < 0.
-        // A divisor interval of one sign: [0, hi(b) - 1] or [lo(b) + 1, 0]; else unknown.
-        const std::string x0 = lo(a(0)), x1 = hi(a(0)), b0 = lo(a(1)), b1 = hi(a(1));
-        const std::string small = "(fabs(" + x0 + ") < 1073741824.0 && fabs(" + x1 +
-                                  ") < 1073741824.0 && fabs(" + b0 + ") < 1048576.0)";
-        const std::string one = "(" + b0 + " == " + b1 + " && " + b0 + " != 0.0 && " + small +
-                                " && floor(" + x0 + " / " + b0 + ") == floor(" + x1 + " / " +
-                                b0 + "))";
-        const std::string q = "floor(" + x0 + " / " + b0 + ") * " + b0;
-        L = "(" + one + " ? " + x0 + " - " + q + " : (" + b0 + " >= 1.0 ? 0.0 : (" + b1 +
-            " <= -1.0 ? " + b0 + " + 1.0 : NAN)))";
-        H = "(" + one + " ? " + x1 + " - " + q + " : (" + b0 + " >= 1.0 ? " + b1 +
-            " - 1.0 : (" + b1 + " <= -1.0 ? 0.0 : NAN)))";
-        break;
-      }
-      case Op::Where: {  // the branch the condition decides, else the hull of both
-        const std::string c0 = lo(a(0)), c1 = hi(a(0));
-        L = "(" + c0 + " == 1.0 ? " + lo(a(1)) + " : (" + c1 + " == 0.0 ? " + lo(a(2)) + " : " +
-            imin(lo(a(1)), lo(a(2))) + "))";
-        H = "(" + c0 + " == 1.0 ? " + hi(a(1)) + " : (" + c1 + " == 0.0 ? " + hi(a(2)) + " : " +
-            imax(hi(a(1)), hi(a(2))) + "))";
-        break;
-      }
-      case Op::Maximum: L = imax(lo(a(0)), lo(a(1))); H = imax(hi(a(0)), hi(a(1))); break;
-      case Op::Minimum: L = imin(lo(a(0)), lo(a(1))); H = imin(hi(a(0)), hi(a(1))); break;
-      case Op::Clamp: {  // x < lo ? lo : (x > hi ? hi : x): the value is lo, hi or x
-        // If lo <= hi everywhere (h(lo) <= l(hi)): [min(max(l(x), l(lo)), l(hi)), min(max(h(x),
-        // h(lo)), h(hi))]; otherwise lo can exceed hi: [min(l(lo), l(hi)), max(h(lo), min(h(x), h(hi)))].
-        const std::string ordered = "(" + hi(a(1)) + " <= " + lo(a(2)) + ")";
-        L = "(" + ordered + " ? " + imin(imax(lo(a(0)), lo(a(1))), lo(a(2))) + " : " +
-            imin(lo(a(1)), lo(a(2))) + ")";
-        H = "(" + ordered + " ? " + imin(imax(hi(a(0)), hi(a(1))), hi(a(2))) + " : " +
-            imax(hi(a(1)), imin(hi(a(0)), hi(a(2)))) + ")";
-        break;
-      }
-      case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: {
-        // x < y: true if hi(x) < lo(y), false if lo(x) >= hi(y) (both false on NaN bounds).
-        int x = a(0), y = a(1);
-        bool strict = n.op == Op::Lt || n.op == Op::Gt;
-        if (n.op == Op::Gt || n.op == Op::Ge) std::swap(x, y);
-        std::string tr = strict ? hi(x) + " < " + lo(y) : hi(x) + " <= " + lo(y);
-        std::string fa = strict ? lo(x) + " >= " + hi(y) : lo(x) + " > " + hi(y);
-        L = "((" + tr + ") ? 1.0 : 0.0)";
-        H = "((" + fa + ") ? 0.0 : 1.0)";
-        break;
-      }
-      case Op::Eq: case Op::Ne: {
-        std::string tr = "(" + lo(a(0)) + " == " + hi(a(0)) + " && " + lo(a(1)) + " == " +
-                         hi(a(1)) + " && " + lo(a(0)) + " == " + lo(a(1)) + ")";
-        std::string fa = "(" + hi(a(0)) + " < " + lo(a(1)) + " || " + hi(a(1)) + " < " +
-                         lo(a(0)) + ")";
-        if (n.op == Op::Eq) { L = "(" + tr + " ? 1.0 : 0.0)"; H = "(" + fa + " ? 0.0 : 1.0)"; }
-        else { L = "(" + fa + " ? 1.0 : 0.0)"; H = "(" + tr + " ? 0.0 : 1.0)"; }
-        break;
-      }
-      case Op::And: L = imin(lo(a(0)), lo(a(1))); H = imin(hi(a(0)), hi(a(1))); break;
-      case Op::Or: L = imax(lo(a(0)), lo(a(1))); H = imax(hi(a(0)), hi(a(1))); break;
-      case Op::Not: L = "1.0 - " + hi(a(0)); H = "1.0 - " + lo(a(0)); break;
-      default: break;  // data (gathers, parameters), products, ...: unknown
+    } else if (std::optional<NodeRule> r = node_rule(p, id)) {
+      L = r->L;
+      H = r->H;
+      round_sum = r->round_sum;
+      inexact_div = r->inexact_div;
     }
     const std::string l = lo(id), h = hi(id);
     if (integer) {
