@@ -163,6 +163,10 @@ std::string cuda_text(const CudaShape& s) {
      << (l.min_blocks == 1 ? " block" : " blocks") << " per SM";
   for (const auto& [d, e] : l.head_dims) os << ", " << d << " = " << e;
   os << "\n";
+  if (l.pipelined)
+    os << "             each compute warpgroup issues the next tile's scores with this tile's "
+          "P.V and runs the next softmax under it"
+       << (l.ping_pong ? "; the two warpgroups take turns at the tensor cores" : "") << "\n";
   if (l.persistent)
     os << "             persistent grid for short key loops (at most "
        << KeySplit::kWalkTiles * l.block_n
@@ -229,6 +233,8 @@ nlohmann::json cuda_json(const CudaShape& s) {
   for (const Sm80Launch::SplitOperand& o : l.split) split.push_back(o.name);
   j["split_operands"] = split;
   j["persistent"] = l.persistent;
+  j["pipelined"] = l.pipelined;
+  j["ping_pong"] = l.ping_pong;
   j["key_tile"] = l.block_n;
   j["smem_bytes"] = l.smem_bytes;
   j["min_blocks_per_sm"] = l.min_blocks;

@@ -201,7 +201,8 @@ std::string LoweredCuda::str(const Plan& plan) const {
          << la.min_blocks << " blocks per SM at least\n";
       if (la.warp_specialized)
         os << "  warp specialized: " << la.warps - la.producer_warps << " compute warps, a producer warpgroup, "
-           << la.stages << " stages\n";
+           << la.stages << " stages"
+           << (la.pipelined ? la.ping_pong ? "; pipelined, ping-pong" : "; pipelined" : "") << "\n";
       if (!la.tma.empty()) {
         os << "  tma:";
         for (size_t i = 0; i < la.tma.size(); ++i) {

@@ -620,12 +620,20 @@ class Lowering : public TensorCoreView {
                smem_bytes(staged_, 0, 0, launch_.stages + 1, true) <= budget_.per_block)
           ++launch_.stages;
         choose_tma();
+        choose_pipelining();
         return;
       }
     }
     launch_.block_m = saved_bm;
     launch_.block_n = saved_bn;
     DVc_ = saved_dvc;
+  }
+
+  // The pipelined compute loop (Sm80Launch::pipelined, ping_pong): while a warpgroup's P.V runs,
+  // its next scores are live beside the accumulators and the P operands.
+  void choose_pipelining() {
+    launch_.pipelined = false;
+    launch_.ping_pong = false;
   }
 
   // The producer warpgroup's K and V tiles by TMA (Sm80Launch::tma): every operand whose

@@ -358,6 +358,9 @@ class Printer : public TensorCoreView {
       os << "  static constexpr bool kWarpSpecialized = true;\n  static constexpr int kStages = "
          << launch_.stages << ";\n";
     if (launch_.persistent) os << "  static constexpr bool kPersistent = true;\n";
+    if (launch_.pipelined)
+      os << "  static constexpr bool kPipelined = true, kPingPong = "
+         << (launch_.ping_pong ? "true" : "false") << ";\n";
     // K/V by TMA; the build for calls whose tensors no map describes (FG_KV_CP_ASYNC) by cp.async
     if (NTMA > 0)
       os << "#ifdef FG_KV_CP_ASYNC\n  static constexpr bool kTma = false;\n#else\n"

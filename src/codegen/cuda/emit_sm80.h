@@ -67,6 +67,11 @@ struct Sm80Launch {
   // A per-call choice (choose_key_split: short key loops). With a tile mask the items' work
   // differs, and the hardware's block scheduler balances it.
   bool persistent = false;
+  // Warp-specialized: each compute warpgroup issues the next tile's scores with this tile's
+  // P.V and runs the next softmax while P.V is on the tensor cores (kPipelined); with
+  // ping_pong the two warpgroups also take turns at issuing their products (kPingPong), so
+  // one's softmax runs under the other's products. Lowering's choose_pipelining says when.
+  bool pipelined = false, ping_pong = false;
   // Warp-specialized: the K tiles (one per score, in order) and the V tiles (one per distinct
   // value tensor) come by TMA bulk tensor copies, one 5-dim tensor map per operand in Params,
   // its dims innermost first: the operand's column dim (head or value dim; stride 1), the key

@@ -258,6 +258,13 @@ FG_OPTIONAL(StagesOf, kStages, int, 2)
 // K/V tiles by TMA through the maps in Params, one thread issuing a tile's copies.
 FG_OPTIONAL_FLAG(TmaOf, kTma)
 
+// Optional Spec member kPipelined (default false; warp-specialized wgmma Specs): each compute
+// warpgroup issues the next tile's scores and this tile's P.V together and runs the next
+// tile's softmax while P.V is on the tensor cores; with kPingPong too, the two warpgroups take
+// turns at issuing (one hand-off per tile), so one's softmax runs under the other's products.
+FG_OPTIONAL_FLAG(PipelinedOf, kPipelined)
+FG_OPTIONAL_FLAG(PingPongOf, kPingPong)
+
 // Optional Spec member kNumDiag (default 0): values of the score code that depend on the row
 // and key only through n - m, computed once per tile for each of its BM + BN - 1 deltas by
 // Spec::diagonals(ctx, delta, float* d, pitch) (value t to d[t * pitch]); the score code reads
@@ -333,6 +340,8 @@ struct AttnSm80 {
 #endif
   // Registers per thread after setmaxnreg: the producer gives up what the compute warps take
   // (a block of 3 warpgroups: 128 * kProducerRegs + 256 * kComputeRegs <= 64 Ki).
+  static constexpr bool kPipe = kWgmma && kWs && PipelinedOf<Spec>::value;
+  static constexpr bool kPingPong = kPipe && PingPongOf<Spec>::value;
   static constexpr int kProducerRegs = 56, kComputeRegs = 224;
   // Q stays in registers when the fragments that live across the key loop (Q, the accumulators,
   // the scores) fit a register budget; otherwise it is re-read from shared memory per tile
@@ -914,7 +923,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // stgt, its diagonal values in copy dcopy) on the scores c: the running maxima and row sums move on, the tile's weights go to
   // the P.V operands pa_out, and alpha / grew say how to rescale the accumulators (rescale).
   auto softmax_tile = [&](float (&c)[S][MW][NT8][4], int jt, int clst, int stgt, int dcopy,
-                          u32 (&pa_out)[G * K::NP][MW][KB][4], float (&alpha)[G][MW][2],
+                          float (&x)[G][MW][NT8][4], float (&alpha)[G][MW][2],
                           bool (&grew)[G][MW]) {
 #ifdef FG_COUNT_TILES
     ++counted;
@@ -929,7 +938,6 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     tv.dpitch = K::kDiagPitch;
 #pragma unroll
     for (int t = 0; t < K::T; ++t) tv.p[t] = staged_area(stgt) + K::staged_off(t);
-    float x[G][MW][NT8][4];
     if (clst == kTileFull && n0 + BN <= N) {
 #pragma unroll
       for (int b = 0; b < MW; ++b)
@@ -991,13 +999,20 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           }
           lsum[g][b][h] = lsum[g][b][h] * alpha[g][b][h] + row_sum_partial(x[g][b], h);
         }
-        // P as pieces: each the rounding of what the ones before left
+      }
+  };
+  // The weights x as the P.V operands (as pieces: each the rounding of what the ones before
+  // left; x is consumed).
+  auto to_operands = [&](float (&x)[G][MW][NT8][4], u32 (&pa_out)[G * K::NP][MW][KB][4]) {
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+#pragma unroll
+      for (int b = 0; b < MW; ++b)
 #pragma unroll
         for (int p = 0; p < K::NP; ++p) {
           acc_to_a<typename Spec::Elem, KB>(pa_out[g * K::NP + p][b], x[g][b]);
           if (p + 1 < K::NP) sub_a_frags<typename Spec::Elem, KB>(x[g][b], pa_out[g * K::NP + p][b]);
         }
-      }
   };
   // Accumulators need rescaling only where a running max grew; optionally skip the multiplies
   // when no row of the warp changed (warp-uniform branch).
@@ -1015,6 +1030,38 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   u32 pa[G * K::NP][MW][KB][4];
   float alpha[G][MW][2];
   bool grew[G][MW];
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  // wgmma, asynchronous until wg_wait: the scores of the tile in `stage` into c (one commit
+  // group), O_a += P_g(a) . V_v(a) of the tile in `stage` (another); fences for the compiler.
+  auto issue_scores = [&](float (&c)[S][MW][NT8][4], int stage) {
+    wg_fence();  // (c is written by wgmma only: no fence of it before)
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+      scores_wgmma<K>(c[s][0], s_base + s * K::kQBytes, s_kv + stage * K::kStageBytes + s * K::kKBytes,
+                      warp / 4);
+    wg_commit();
+  };
+  auto scores_landed = [&](float (&c)[S][MW][NT8][4]) {
+#pragma unroll
+    for (int s = 0; s < S; ++s) fence_acc(c[s][0]);
+  };
+  auto pv_fence = [&] {
+#pragma unroll
+    for (int a = 0; a < A; ++a) fence_acc(o[a][0]);
+#pragma unroll
+    for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
+  };
+  auto issue_pv = [&](int stage) {
+    if constexpr (K::kWgmma) {
+      pv_fence();  // the rescale and the operands, then wgmma
+      wg_fence();
+      pv_wgmma<K, Spec, 0>(o, pa, s_kv + stage * K::kStageBytes + K::kKAll);
+      wg_commit();
+    } else {
+      (void)stage;
+    }
+  };
+#endif
   // One key tile jt (class clst) from stage `stage`: scores, element code and online softmax,
   // the rescale, P.V.
   auto compute_tile = [&](int jt, int clst, int stage, int dcopy) {
@@ -1023,14 +1070,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     float c[S][MW][NT8][4];
     if constexpr (K::kWgmma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-      wg_fence();  // (c is written by wgmma only: no fence of it before)
-#pragma unroll
-      for (int s = 0; s < S; ++s)
-        scores_wgmma<K>(c[s][0], s_base + s * K::kQBytes, st + s * K::kKBytes, warp / 4);
-      wg_commit();
+      issue_scores(c, stage);
       wg_wait<0>();
-#pragma unroll
-      for (int s = 0; s < S; ++s) fence_acc(c[s][0]);
+      scores_landed(c);
 #endif
     } else {
 #pragma unroll
@@ -1049,7 +1091,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       }
     }
     // ---- element code (score expressions, masks), online softmax per group and m-block ----
-    softmax_tile(c, jt, clst, stage, dcopy, pa, alpha, grew);
+    {
+      float x[G][MW][NT8][4];
+      softmax_tile(c, jt, clst, stage, dcopy, x, alpha, grew);
+      to_operands(x, pa);
+    }
     rescale(alpha, grew);
     // ---- careful: inf or NaN in V contributes only where the weight is not 0 (masked keys,
     // and weights that underflowed, in any tile) ----
@@ -1063,18 +1109,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     // ---- O_a += P_g(a) . V_v(a) ----
     if constexpr (K::kWgmma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#pragma unroll
-      for (int a = 0; a < A; ++a) fence_acc(o[a][0]);  // the rescale, then wgmma
-#pragma unroll
-      for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
-      wg_fence();
-      pv_wgmma<K, Spec, 0>(o, pa, st + K::kKAll);
-      wg_commit();
+      issue_pv(stage);
       wg_wait<0>();
-#pragma unroll
-      for (int a = 0; a < A; ++a) fence_acc(o[a][0]);
-#pragma unroll
-      for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
+      pv_fence();
 #endif
     } else {
 #pragma unroll
@@ -1107,7 +1144,91 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   int it_c = 0;  // warp-specialized: stages consumed, the last one of each item included
   for (;;) {  // the block's items (one unless it walks)
     start_item();
-    if constexpr (K::kWs) {
+    if constexpr (K::kPipe) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+      // ---- the compute warpgroups, pipelined: the scores of the next stage's tile and P.V of
+      // this one go to the tensor cores together, the next softmax runs while P.V does (the
+      // rescale and the new operands wait for it). The scores of the stage of no tile are
+      // computed and not read (a branch around wgmma would make ptxas serialize them all). A
+      // warp releases a stage once its P.V is done. Ping-pong: warpgroup wg issues at named
+      // barrier 2 + wg, and hands the turn to the other (one hand-off per tile; warpgroup 1
+      // gives warpgroup 0 the first turn of each item, warpgroup 0 takes the last hand-off). --
+      const int wg = warp / 4;
+      auto turn_take = [&] {
+        if constexpr (K::kPingPong) {
+          if (wg == 0) bar_sync<2, K::NTC>(); else bar_sync<3, K::NTC>();
+        }
+      };
+      auto turn_give = [&] {
+        if constexpr (K::kPingPong) {
+          if (wg == 0) bar_arrive<3, K::NTC>(); else bar_arrive<2, K::NTC>();
+        }
+      };
+      auto stage_tile = [&](int it, int& jt, int& clst) {
+        const int stg = it % K::kStages;
+        mbar_wait(ring + 8 * stg, (it / K::kStages) & 1);
+        jt = clst = 0;
+        if (lane == 0) {
+          jt = ring_tile[2 * stg];
+          clst = ring_tile[2 * stg + 1];
+        }
+        jt = __shfl_sync(0xffffffffu, jt, 0);
+        clst = __shfl_sync(0xffffffffu, clst, 0);
+      };
+      auto release = [&](int it) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(ring + 8 * (K::kStages + it % K::kStages));
+      };
+      if (K::kPingPong && wg == 1) bar_arrive<2, K::NTC>();
+      int jt, clst;
+      stage_tile(it_c, jt, clst);
+      // The scores c and the weights x share registers (softmax_tile reads an element's scores
+      // before it writes its weights), fresh each tile: the previous scores are not live into
+      // the next wgmma, whose accumulator operands are read-write.
+      constexpr int SG = S > G ? S : G;
+      {
+        float cx[SG][MW][NT8][4];
+        auto& c = *reinterpret_cast<float (*)[S][MW][NT8][4]>(&cx);
+        auto& x = *reinterpret_cast<float (*)[G][MW][NT8][4]>(&cx);
+        turn_take();
+        issue_scores(c, it_c % K::kStages);
+        turn_give();
+        wg_wait<0>();
+        scores_landed(c);
+        if (jt >= 0) {
+          softmax_tile(c, jt, clst, it_c % K::kStages, it_c % K::kDiagCopies, x, alpha, grew);
+          to_operands(x, pa);
+        }
+      }
+      while (jt >= 0) {
+        float cx[SG][MW][NT8][4];
+        auto& c = *reinterpret_cast<float (*)[S][MW][NT8][4]>(&cx);
+        auto& x = *reinterpret_cast<float (*)[G][MW][NT8][4]>(&cx);
+        int jn, cls_n;
+        stage_tile(it_c + 1, jn, cls_n);
+        const int sn = (it_c + 1) % K::kStages;
+        turn_take();
+        issue_scores(c, sn);
+        issue_pv(it_c % K::kStages);
+        turn_give();
+        wg_wait<1>();  // the scores (P.V still running)
+        scores_landed(c);
+        if (jn >= 0) softmax_tile(c, jn, cls_n, sn, (it_c + 1) % K::kDiagCopies, x, alpha, grew);
+        wg_wait<0>();
+        pv_fence();
+        release(it_c);
+        ++it_c;
+        if (jn >= 0) {
+          rescale(alpha, grew);
+          to_operands(x, pa);
+        }
+        jt = jn;
+      }
+      release(it_c);  // the stage of no tile (reused)
+      ++it_c;
+      if (K::kPingPong && wg == 0) bar_sync<2, K::NTC>();
+#endif
+    } else if constexpr (K::kWs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
       // ---- the compute warps: each stage as the producer publishes it, until the one of no
       // tile; a warp done with a stage releases it ----

@@ -94,7 +94,12 @@ template <int ID, int N>
 FG_DEV void bar_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
 }
-// ... and learn whether p held for any of them.
+// Arrives at barrier ID without waiting (the N counts the threads that sync and arrive).
+template <int ID, int N>
+FG_DEV void bar_arrive() {
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
+// ... and learn whether p held for any of them (bar_sync).
 template <int ID, int N>
 FG_DEV bool bar_sync_or(bool p) {
   u32 r;
