@@ -194,8 +194,9 @@ std::string LoweredCuda::str(const Plan& plan) const {
         os << "; persistent: min(that, SMs * " << la.min_blocks
            << ") blocks, each walking the items x + y*z in steps of the grid";
       os << "\n  products: "
-         << (la.wgmma ? "wgmma (sm_90a), two warpgroups of 64 rows; the careful build by mma.sync"
-                      : "mma.sync m16n8k16")
+         << (la.wgmma ? "wgmma (sm_90a) m64n" + std::to_string(la.wgmma_n) +
+                            "k16, two warpgroups of 64 rows; the careful build by mma.sync"
+                      : std::string("mma.sync m16n8k16"))
          << "\n  block: " << la.warps << " warps, " << la.rows_per_warp << " rows per warp, "
          << la.block_n << " keys per tile, " << la.smem_bytes << " bytes of shared memory, "
          << la.min_blocks << " blocks per SM at least\n";

@@ -517,7 +517,7 @@ class Lowering : public TensorCoreView {
   // Shared memory of the launch with staged tiles `st` (the layout of fg::AttnSm80: Q tiles,
   // then `stages` stages of K, V and the staged tiles rounded up to 1 KiB, the values per
   // diagonal (one copy, or two when warp-specialized: fg::AttnSm80::kDiagCopies), and the warp-specialized
-  // ring's 128 bytes of mbarriers and tile indices; the generated source static_asserts that
+  // ring's 256 bytes of mbarriers, tile indices and range slots; the generated source static_asserts that
   // both agree).
   int smem_bytes(const std::vector<Staged>& staged, int block_m = 0, int block_n = 0,
                  int stages = 2, bool ws = false) const {
@@ -531,7 +531,7 @@ class Lowering : public TensorCoreView {
     return static_cast<int>(
         np * Sn * BM * Dt_ * 2 +
         stages * (np * (Sn * BN * Dt_ * 2 + vbufs_.size() * BN * DVc_ * 2) + st) +
-        (ws && stages > 1 ? 2 : 1) * diag + (ws ? 128 : 0));
+        (ws && stages > 1 ? 2 : 1) * diag + (ws ? 256 : 0));
   }
   // The bf16 pieces a value of type t needs to be held exactly (0: not a float operand): 8
   // significant bits each, so f8 and bf16 1, f16 (11 bits) 2, f32 (24) 3.
@@ -620,6 +620,7 @@ class Lowering : public TensorCoreView {
                smem_bytes(staged_, 0, 0, launch_.stages + 1, true) <= budget_.per_block)
           ++launch_.stages;
         choose_tma();
+        choose_wgmma_n();
         choose_pipelining();
         return;
       }
@@ -628,6 +629,9 @@ class Lowering : public TensorCoreView {
     launch_.block_n = saved_bn;
     DVc_ = saved_dvc;
   }
+
+  // The columns of one wgmma instruction (Sm80Launch::wgmma_n).
+  void choose_wgmma_n() { launch_.wgmma_n = 64; }
 
   // The pipelined compute loop (Sm80Launch::pipelined, ping_pong): while a warpgroup's P.V runs,
   // its next scores are live beside the accumulators and the P operands.

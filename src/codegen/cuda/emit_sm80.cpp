@@ -235,7 +235,7 @@ class Printer : public TensorCoreView {
     const std::string T = range_type(n.param);
     return "fg::warp_range<" + T + ">([&](int i) { return (" + T + ")G" +
            S(buffer_of_param(n.param)) + "(ctx" + args + "); }, " + i0 + ", " + i1 + ", " + out +
-           "lo, " + out + "hi);";
+           "lo, " + out + "hi, ctx.rg);";
   }
 
   std::string classify_code() const {
@@ -354,6 +354,8 @@ class Printer : public TensorCoreView {
          << launch_.split_entry << ")\n  static constexpr int kPieces = " << launch_.pieces
          << ", kPiecePitchQK = " << D_ << ", kPiecePitchV = " << DV_ << ";\n";
     if (launch_.wgmma) os << "  static constexpr bool kWgmma = true;\n";
+    if (launch_.wgmma && launch_.wgmma_n != 64)
+      os << "  static constexpr int kWgmmaN = " << launch_.wgmma_n << ";\n";
     if (launch_.warp_specialized)
       os << "  static constexpr bool kWarpSpecialized = true;\n  static constexpr int kStages = "
          << launch_.stages << ";\n";

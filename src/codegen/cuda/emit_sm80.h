@@ -53,6 +53,9 @@ struct Sm80Launch {
   // fg_sm90.cuh), the element code and softmax as on the mma.sync path (its careful build runs
   // the same shape with mma.sync).
   bool wgmma = false;
+  // The columns of one wgmma instruction (kWgmmaN: 64, or 128 where the key tile and the value
+  // columns are multiples of it).
+  int wgmma_n = 64;
   // Hopper, with wgmma: the last `producer_warps` (4) of `warps` are a producer warpgroup that
   // fills a ring of `stages` K/V stages guarded by mbarriers (fg_attn_sm80.cuh,
   // kWarpSpecialized); the warps before it compute. Without it, all warps load and compute,

@@ -192,6 +192,7 @@ struct CtxBase {
   i64 k_ld[S];
   const bf16raw* v[V];
   i64 v_ld[V];
+  RangeGroup rg;  // who computes the data ranges of classify and block_rows (fg::warp_range)
 };
 
 // An optional member `M` of the Spec: NAME<Spec>::value, DEFAULT when the Spec has none.
@@ -257,6 +258,11 @@ FG_OPTIONAL(StagesOf, kStages, int, 2)
 // Optional Spec member kTma (default false; warp-specialized Specs only): the producer copies
 // K/V tiles by TMA through the maps in Params, one thread issuing a tile's copies.
 FG_OPTIONAL_FLAG(TmaOf, kTma)
+
+// Optional Spec member kWgmmaN (default 64; with kWgmma): the columns of one wgmma instruction,
+// 64 or 128 (Q.K^T over BN keys and P.V over the value columns in steps of that many where they
+// divide; the A operand is read from shared memory once per instruction).
+FG_OPTIONAL(WgmmaNOf, kWgmmaN, int, 64)
 
 // Optional Spec member kPipelined (default false; warp-specialized wgmma Specs): each compute
 // warpgroup issues the next tile's scores and this tile's P.V together and runs the next
@@ -340,6 +346,7 @@ struct AttnSm80 {
 #endif
   // Registers per thread after setmaxnreg: the producer gives up what the compute warps take
   // (a block of 3 warpgroups: 128 * kProducerRegs + 256 * kComputeRegs <= 64 Ki).
+  static constexpr int kWgmmaN = WgmmaNOf<Spec>::value;
   static constexpr bool kPipe = kWgmma && kWs && PipelinedOf<Spec>::value;
   static constexpr bool kPingPong = kPipe && PingPongOf<Spec>::value;
   static constexpr int kProducerRegs = 56, kComputeRegs = 224;
@@ -378,9 +385,10 @@ struct AttnSm80 {
   static constexpr int kQAll = NP * S * kQBytes;  // the Q tiles, before the stages
   static constexpr int kDiagOff = kQAll + kStages * kStageBytes;
   // Warp-specialized: the ring's mbarriers (full[kStages], empty[kStages]) and each stage's tile
-  // index and class (two ints) at the end.
+  // index and class (two ints) at the end, then from kRingOff + 128 the producer's RangeGroup
+  // slots (2 x 4 warps x 16 bytes).
   static constexpr int kRingOff = kDiagOff + kDiagCopies * kDiagBytes;
-  static constexpr int kSmemBytes = kRingOff + (kWs ? 128 : 0);
+  static constexpr int kSmemBytes = kRingOff + (kWs ? 256 : 0);
   // floats per row of a split block's partial state: G running maxima, G row sums, A x DV
   static constexpr int kPartRow = 2 * G + A * DV;
   static_assert(S >= 1 && S <= 2 && G >= 1 && G <= 2 && V >= 1 && V <= 2 && A >= 1 && A <= 4,
@@ -395,6 +403,7 @@ struct AttnSm80 {
                 "wgmma: warpgroups of 64 rows, 64-column panels");
   static_assert(!kWs || (WgmmaOf<Spec>::value && NW == 12), "warp specialization: two compute "
                 "warpgroups of wgmma and a producer warpgroup");
+  static_assert(kWgmmaN == 64 || kWgmmaN == 128, "wgmma instructions of 64 or 128 columns");
   static_assert(kStages >= 2 && kStages <= 4 && (kWs || kStages == 2), "stages");
   static_assert(NP >= 1 && NP <= 3 && (NP == 1 || (!WgmmaOf<Spec>::value && Elem::kBF16 &&
                                                    kPitchQK >= DIN && kPitchV >= DVIN)),
@@ -421,8 +430,13 @@ struct AttnSm80 {
 // swizzled shared tiles (64-column panels: the 128-byte swizzle of wgmma's descriptors).
 template <class K, int n>
 FG_DEV void qk_step(float (&c)[K::BN / 8][4], u64 dq, u32 kt, int scale_d) {
-  mma_64x64x16_ss<typename K::Elem, 8 * n>(c, dq, desc_sw128(kt + n * 64 * 128), scale_d);
-  if constexpr (64 * (n + 1) < K::BN) qk_step<K, n + 1>(c, dq, kt, scale_d);
+  if constexpr (K::kWgmmaN == 128 && 64 * (n + 2) <= K::BN) {
+    mma_64x128x16_ss<typename K::Elem, 8 * n>(c, dq, desc_sw128(kt + n * 64 * 128), scale_d);
+    if constexpr (64 * (n + 2) < K::BN) qk_step<K, n + 2>(c, dq, kt, scale_d);
+  } else {
+    mma_64x64x16_ss<typename K::Elem, 8 * n>(c, dq, desc_sw128(kt + n * 64 * 128), scale_d);
+    if constexpr (64 * (n + 1) < K::BN) qk_step<K, n + 1>(c, dq, kt, scale_d);
+  }
 }
 template <class K>
 FG_DEV void scores_wgmma(float (&c)[K::BN / 8][4], u32 q_tile, u32 k_tile, int wg) {
@@ -444,11 +458,17 @@ FG_DEV void pv_step(float (&o)[K::A][1][K::DV / 8][4], const u32 (&pa)[K::G][1][
                     u32 vt, int kb) {
   constexpr u32 kPanel = SmemTile<K::BN, K::DV>::kPanelBytes;
   const u64 dv = desc_sw128_mn(vt + e * kPanel + kb * 16 * 128, kPanel);
+  constexpr bool wide = K::kWgmmaN == 128 && 64 * (e + 2) <= K::DV;
 #pragma unroll
   for (int a = 0; a < K::A; ++a)
-    if (Spec::acc_v(a) == i)
-      mma_64x64x16_rs<typename K::Elem, true, 8 * e>(o[a][0], pa[Spec::acc_group(a)][0][kb], dv, 1);
-  if constexpr (64 * (e + 1) < K::DV) pv_step<K, Spec, i, e + 1>(o, pa, vt, kb);
+    if (Spec::acc_v(a) == i) {
+      if constexpr (wide)
+        mma_64x128x16_rs<typename K::Elem, true, 8 * e>(o[a][0], pa[Spec::acc_group(a)][0][kb], dv, 1);
+      else
+        mma_64x64x16_rs<typename K::Elem, true, 8 * e>(o[a][0], pa[Spec::acc_group(a)][0][kb], dv, 1);
+    }
+  constexpr int next = e + (wide ? 2 : 1);
+  if constexpr (64 * next < K::DV) pv_step<K, Spec, i, next>(o, pa, vt, kb);
 }
 // Every value tile from i on (the stage's V tiles at v0, K::kVBytes apart).
 template <class K, class Spec, int i>
@@ -770,6 +790,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       // copy its K/V and staged tiles, fill its diagonal values and write its index and class;
       // publish a stage once its copies have landed (one tile later) ----
       regs_release<K::kProducerRegs>();
+      // the data ranges of the tile scan by the four producer warps together (named barrier 4)
+      ctx.rg.warps = 4;
+      ctx.rg.first_warp = K::NWC;
+      ctx.rg.bar = 4;
+      ctx.rg.slots = ring + 128;
       // K/V by TMA (kTma): one thread adds the tile's bytes to the stage's `full` barrier and
       // issues a copy per 64-column panel of each operand; else by cp.async (issue_kv)
       constexpr bool tma = K::kTma;
@@ -1034,12 +1059,17 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // wgmma, asynchronous until wg_wait: the scores of the tile in `stage` into c (one commit
   // group), O_a += P_g(a) . V_v(a) of the tile in `stage` (another); fences for the compiler.
   auto issue_scores = [&](float (&c)[S][MW][NT8][4], int stage) {
-    wg_fence();  // (c is written by wgmma only: no fence of it before)
+    if constexpr (K::kWgmma) {
+      wg_fence();  // (c is written by wgmma only: no fence of it before)
 #pragma unroll
-    for (int s = 0; s < S; ++s)
-      scores_wgmma<K>(c[s][0], s_base + s * K::kQBytes, s_kv + stage * K::kStageBytes + s * K::kKBytes,
-                      warp / 4);
-    wg_commit();
+      for (int s = 0; s < S; ++s)
+        scores_wgmma<K>(c[s][0], s_base + s * K::kQBytes,
+                        s_kv + stage * K::kStageBytes + s * K::kKBytes, warp / 4);
+      wg_commit();
+    } else {
+      (void)c;
+      (void)stage;
+    }
   };
   auto scores_landed = [&](float (&c)[S][MW][NT8][4]) {
 #pragma unroll

@@ -103,12 +103,50 @@ FG_DEV void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n
                : FG_WG_ACC                                                                    \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
 
+// The same for m64n128k16: 16 n8 tiles OFF .. OFF + 15 (one instruction for 128 columns: the
+// A operand is read once per 128 columns instead of per 64).
+#define FG_WG_ACC128 FG_WG_ACC, FG_WG_T(8), FG_WG_T(9), FG_WG_T(10), FG_WG_T(11), FG_WG_T(12), \
+                     FG_WG_T(13), FG_WG_T(14), FG_WG_T(15)
+#define FG_WG_D64                                                                           \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "  \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define FG_WG_SS128(T)                                                                        \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                   \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." T "." T " " FG_WG_D64            \
+               ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                \
+               : FG_WG_ACC128                                                                 \
+               : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+#define FG_WG_RS128(T, TB)                                                                    \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                   \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." T "." T " " FG_WG_D64            \
+               ", {%64, %65, %66, %67}, %68, p, 1, 1, " TB ";\n}\n"                            \
+               : FG_WG_ACC128                                                                 \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+
 // D (+)= A . B^T over one k16 step: D the 64 x 64 slice of n8 tiles OFF .. OFF + 7 of d, A and
 // B K-major 16-bit panels (E: fg::BF16 or fg::F16) in shared memory; scale_d = 0 overwrites D.
 template <class E, int OFF, int NT8>
 FG_DEV void mma_64x64x16_ss(float (&d)[NT8][4], u64 desc_a, u64 desc_b, int scale_d) {
   static_assert(OFF % 8 == 0 && OFF + 8 <= NT8, "a whole 64-column slice");
   if constexpr (E::kBF16) FG_WG_SS("bf16"); else FG_WG_SS("f16");
+}
+// m64n128k16 (the 16 n8 tiles OFF .. OFF + 15; B's 128 columns: K-major rows contiguous in
+// one panel, or MN-major over two panels LBO apart).
+template <class E, int OFF, int NT8>
+FG_DEV void mma_64x128x16_ss(float (&d)[NT8][4], u64 desc_a, u64 desc_b, int scale_d) {
+  static_assert(OFF % 8 == 0 && OFF + 16 <= NT8, "a whole 128-column slice");
+  if constexpr (E::kBF16) FG_WG_SS128("bf16"); else FG_WG_SS128("f16");
+}
+template <class E, bool kMnB, int OFF, int NT8>
+FG_DEV void mma_64x128x16_rs(float (&d)[NT8][4], const u32 (&a)[4], u64 desc_b, int scale_d) {
+  static_assert(OFF % 8 == 0 && OFF + 16 <= NT8, "a whole 128-column slice");
+  if constexpr (E::kBF16) {
+    if constexpr (kMnB) FG_WG_RS128("bf16", "1"); else FG_WG_RS128("bf16", "0");
+  } else {
+    if constexpr (kMnB) FG_WG_RS128("f16", "1"); else FG_WG_RS128("f16", "0");
+  }
 }
 // D (+)= A . B over one k16 step, A in registers (a[j]: rows 16 * warp + lane / 4 + 8 * (j & 1),
 // k 2 * (lane % 4) + 8 * (j >> 1) and the next, low half first: the mma.m16n8k16 A fragment),
@@ -125,7 +163,11 @@ FG_DEV void mma_64x64x16_rs(float (&d)[NT8][4], const u32 (&a)[4], u64 desc_b, i
 }
 #undef FG_WG_SS
 #undef FG_WG_RS
+#undef FG_WG_SS128
+#undef FG_WG_RS128
 #undef FG_WG_D32
+#undef FG_WG_D64
+#undef FG_WG_ACC128
 #undef FG_WG_ACC
 #undef FG_WG_T
 

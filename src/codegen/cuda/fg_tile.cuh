@@ -340,8 +340,10 @@ FG_DEV void load_a_frags(u32 (&a)[K / 16][4], u32 stile, int row0, int lane) {
 }
 
 // Bounds [lo, hi] of value(i) over i in [i0, i1) (i0 < i1), computed by a whole warp: every
-// lane calls it with the same arguments and reads every 32nd element. For tile classifiers over
-// data (doc[n] over a key tile). T is the data's own type (int, float or double: min and max are
+// lane calls it with the same arguments and reads every 32nd element; or, with a RangeGroup of
+// several warps (the producer warpgroup, whose warps all call it together), by all of them,
+// each reading every (32 * warps)th element, the warps' bounds met through shared memory. For
+// tile classifiers over data (doc[n] over a key tile). T is the data's own type (int, float or double: min and max are
 // exact in it, and 32-bit types take one shuffle per step); a NaN anywhere gives NaN bounds
 // ("unknown, maybe NaN": codegen/interval_code.h).
 FG_DEV int range_min(int a, int b) { return min(a, b); }
@@ -350,11 +352,23 @@ FG_DEV float range_min(float a, float b) { return fminf(a, b); }
 FG_DEV float range_max(float a, float b) { return fmaxf(a, b); }
 FG_DEV double range_min(double a, double b) { return fmin(a, b); }
 FG_DEV double range_max(double a, double b) { return fmax(a, b); }
+//
+// RangeGroup: `warps` warps from `first_warp` on, which meet at named barrier `bar`; `slots`: 2 x
+// warps x 16 bytes of shared memory (two copies, alternate calls: a warp writes a copy again
+// only after the barrier of the call between, which every warp reaches after reading it).
+struct RangeGroup {
+  int warps = 1, first_warp = 0, bar = 0;
+  u32 slots = 0;
+  mutable int copy = 0;
+};
 template <class T = double, class F>
-FG_DEV void warp_range(F value, int i0, int i1, double& lo, double& hi) {
+FG_DEV void warp_range(F value, int i0, int i1, double& lo, double& hi,
+                       const RangeGroup& rg = RangeGroup()) {
+  const int gw = rg.warps > 1 ? (int)(threadIdx.x >> 5) - rg.first_warp : 0;
+  const int step = 32 * rg.warps;
   T l = value(i0), h = l;  // element i0 exists; every lane starts from it
   bool nan = l != l;
-  for (int i = i0 + (int)(threadIdx.x & 31); i < i1; i += 32) {
+  for (int i = i0 + 32 * gw + (int)(threadIdx.x & 31); i < i1; i += step) {
     const T v = value(i);
     nan = nan || v != v;
     l = range_min(l, v);
@@ -369,6 +383,23 @@ FG_DEV void warp_range(F value, int i0, int i1, double& lo, double& hi) {
   const double unknown = __longlong_as_double(0x7ff8000000000000LL);  // NaN
   lo = nan ? unknown : (double)l;
   hi = nan ? unknown : (double)h;
+  if (rg.warps > 1) {
+    const u32 base = rg.slots + 16 * rg.warps * rg.copy;
+    rg.copy ^= 1;
+    if ((threadIdx.x & 31) == 0)
+      asm volatile("st.shared.v2.f64 [%0], {%1, %2};\n" ::"r"(base + 16 * gw), "d"(lo), "d"(hi)
+                   : "memory");
+    asm volatile("barrier.sync %0, %1;\n" ::"r"(rg.bar), "r"(step) : "memory");
+    for (int w = 0; w < rg.warps; ++w) {
+      double wl, wh;
+      asm volatile("ld.shared.v2.f64 {%0, %1}, [%2];\n" : "=d"(wl), "=d"(wh) : "r"(base + 16 * w)
+                   : "memory");
+      nan = nan || wl != wl;
+      lo = fmin(lo, wl);
+      hi = fmax(hi, wh);
+    }
+    if (nan) lo = hi = unknown;
+  }
 }
 
 // Convert accumulator fragments (16 x 16*KB, f32) into A operands (Elem) for the next mma.
