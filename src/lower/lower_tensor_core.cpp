@@ -621,7 +621,7 @@ class Lowering : public TensorCoreView {
           ++launch_.stages;
         choose_tma();
         choose_wgmma_n();
-        choose_pipelining();
+        choose_pipelining(Sn, A);
         return;
       }
     }
@@ -630,15 +630,24 @@ class Lowering : public TensorCoreView {
     DVc_ = saved_dvc;
   }
 
-  // The columns of one wgmma instruction (Sm80Launch::wgmma_n).
-  void choose_wgmma_n() { launch_.wgmma_n = 64; }
+  // The columns of one wgmma instruction (Sm80Launch::wgmma_n): 128 where the key tile holds
+  // them (Q.K^T; P.V where the value columns do too), which reads each A operand from shared
+  // memory half as often as m64n64k16 (bench/NOTES.md, session 17: 1.04-1.07x).
+  void choose_wgmma_n() { launch_.wgmma_n = launch_.block_n % 128 == 0 ? 128 : 64; }
 
-  // The pipelined compute loop (Sm80Launch::pipelined, ping_pong): while a warpgroup's P.V runs,
-  // its next scores are live beside the accumulators and the P operands.
-  void choose_pipelining() {
-    launch_.pipelined = false;
-    launch_.ping_pong = false;
+  // The pipelined compute loop with ping-pong turns (Sm80Launch::pipelined, ping_pong): while
+  // a warpgroup's P.V runs, its next scores are live beside the accumulators and the P
+  // operands, so it is chosen where those arrays leave the element code room: at most 128
+  // registers a thread (d = e = 64 at 128 keys a tile: 1.04-1.10x; at d = e = 128, 160, it
+  // measured 0.98-0.99x of the plain loop and spills with gathers: bench/NOTES.md, session 17).
+  void choose_pipelining(int Sn, int A) {
+    const int G = static_cast<int>(groups_.size());
+    const int bn = launch_.block_n;
+    const int live = std::max(Sn, G) * bn / 2 + A * static_cast<int>(DVc_) / 2 + G * bn / 4;
+    launch_.pipelined = live <= kPipelinedLiveRegs;
+    launch_.ping_pong = launch_.pipelined;
   }
+  static constexpr int kPipelinedLiveRegs = 128;
 
   // The producer warpgroup's K and V tiles by TMA (Sm80Launch::tma): every operand whose
   // buffer is indexed by its column dim, the key dim and at most three parallel dims, each

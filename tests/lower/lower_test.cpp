@@ -2,6 +2,7 @@
 // takes and why, the tensor-core launch of the examples, the element kernel's threads, arrays
 // and workspace layout, and the text form behind `--dump-after lower`.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <set>
 
@@ -166,6 +167,44 @@ TEST(Lower, HopperTakesWgmmaWhereItsTilesLineUp) {
 
 // A tile staged with K/V is printed for the few-rows kernel's 64-key tiles too, so a wgmma kernel
 // that stages one keeps keys in tiles of 64.
+// The compute loop's form and the wgmma width are the lowering's: m64n128k16 where the key tile
+// holds 128 columns (64-key tiles keep m64n64k16); the pipelined loop with ping-pong turns where
+// the scores, accumulators and P operands of a thread take at most 128 registers (the next
+// scores live beside them during P.V), so d = e = 64 at 128 keys (64 + 32 + 32) takes it, d = e
+// = 128 (64 + 64 + 32) does not, and document's 64-key tiles at d = e = 128 (32 + 64 + 16) do.
+// The text form and explain's JSON say both.
+TEST(Lower, HopperPipelinesWhereTheNextScoresFitAndWidensWgmmaToTheKeyTile) {
+  struct Case { const char* name; int64_t d; int block_n, wgmma_n; bool pipelined; };
+  for (const Case& t : {Case{"vanilla", 64, 128, 128, true}, Case{"vanilla", 128, 128, 128, false},
+                        Case{"causal", 64, 128, 128, true}, Case{"softcap", 128, 128, 128, false},
+                        Case{"document", 128, 64, 64, true}, Case{"gqa", 64, 128, 128, true}}) {
+    Compiled c = lowered(testing::example_program(t.name), Target::cuda_sm90, {{"d", t.d}, {"e", t.d}});
+    const LoweredKernel& k = c.lowered.kernels.at(0);
+    ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << t.name << ": " << k.why;
+    const Sm80Launch& la = k.tensor_core.launch;
+    ASSERT_TRUE(la.wgmma && la.warp_specialized) << t.name;
+    EXPECT_EQ(la.block_n, t.block_n) << t.name << " d=" << t.d;
+    EXPECT_EQ(la.wgmma_n, t.wgmma_n) << t.name << " d=" << t.d;
+    EXPECT_EQ(la.pipelined, t.pipelined) << t.name << " d=" << t.d;
+    EXPECT_EQ(la.ping_pong, t.pipelined) << t.name << " d=" << t.d;
+    CompileOptions opt;
+    opt.target = Target::cuda_sm90;
+    opt.sizes = {{"d", t.d}, {"e", t.d}};
+    const nlohmann::json j = nlohmann::json::parse(explain_json(testing::example_program(t.name), opt));
+    bool found = false;
+    for (const auto& kj : j.at("kernels"))
+      if (kj.contains("cuda") && kj.at("cuda").contains("pipelined")) {
+        found = true;
+        EXPECT_EQ(kj.at("cuda").at("pipelined").get<bool>(), t.pipelined) << t.name;
+        EXPECT_EQ(kj.at("cuda").at("wgmma_n").get<int>(), t.wgmma_n) << t.name;
+      }
+    EXPECT_TRUE(found) << t.name;
+  }
+  // cuda-sm80 has neither
+  Compiled c = lowered(testing::example_program("vanilla"), Target::cuda_sm80, {{"d", 64}, {"e", 64}});
+  EXPECT_FALSE(c.lowered.kernels.at(0).tensor_core.launch.pipelined);
+}
+
 TEST(Lower, HopperKernelsWithStagedTilesKeep64KeyTiles) {
   Program p = parse_source(R"(
 program pair_bias(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], pair: bf16[b, h, m, n]) {

@@ -226,6 +226,8 @@ class Printer : public TensorCoreView {
     return os.str();
   }
   // One fg::warp_range call: gather `id` over [i0, i1) of dim `over` into <out>lo, <out>hi.
+  // Printed unconditionally at the top of classify and block_rows: the producer's warps compute
+  // each range together (ctx.rg) and meet at a barrier inside the call.
   std::string range_pass(int id, int over, const std::string& i0, const std::string& i1,
                          const std::string& out) const {
     const Node& n = N(id);

@@ -388,7 +388,8 @@ struct AttnSm80 {
   // index and class (two ints) at the end, then from kRingOff + 128 the producer's RangeGroup
   // slots (2 x 4 warps x 16 bytes).
   static constexpr int kRingOff = kDiagOff + kDiagCopies * kDiagBytes;
-  static constexpr int kSmemBytes = kRingOff + (kWs ? 256 : 0);
+  static constexpr int kRingSlotsOff = 128, kRingBytes = kRingSlotsOff + 2 * 4 * 16;
+  static constexpr int kSmemBytes = kRingOff + (kWs ? kRingBytes : 0);
   // floats per row of a split block's partial state: G running maxima, G row sums, A x DV
   static constexpr int kPartRow = 2 * G + A * DV;
   static_assert(S >= 1 && S <= 2 && G >= 1 && G <= 2 && V >= 1 && V <= 2 && A >= 1 && A <= 4,
@@ -404,6 +405,8 @@ struct AttnSm80 {
   static_assert(!kWs || (WgmmaOf<Spec>::value && NW == 12), "warp specialization: two compute "
                 "warpgroups of wgmma and a producer warpgroup");
   static_assert(kWgmmaN == 64 || kWgmmaN == 128, "wgmma instructions of 64 or 128 columns");
+  static_assert(!kWs || (24 * kStages <= kRingSlotsOff && kRingOff % 16 == 0 && NL == 128),
+                "the ring area: mbarriers and tile indices, then the producer's range slots");
   static_assert(kStages >= 2 && kStages <= 4 && (kWs || kStages == 2), "stages");
   static_assert(NP >= 1 && NP <= 3 && (NP == 1 || (!WgmmaOf<Spec>::value && Elem::kBF16 &&
                                                    kPitchQK >= DIN && kPitchV >= DVIN)),
@@ -794,7 +797,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       ctx.rg.warps = 4;
       ctx.rg.first_warp = K::NWC;
       ctx.rg.bar = 4;
-      ctx.rg.slots = ring + 128;
+      ctx.rg.slots = ring + K::kRingSlotsOff;
       // K/V by TMA (kTma): one thread adds the tile's bytes to the stage's `full` barrier and
       // issues a copy per 64-column panel of each operand; else by cp.async (issue_kv)
       constexpr bool tma = K::kTma;
@@ -1182,7 +1185,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       // computed and not read (a branch around wgmma would make ptxas serialize them all). A
       // warp releases a stage once its P.V is done. Ping-pong: warpgroup wg issues at named
       // barrier 2 + wg, and hands the turn to the other (one hand-off per tile; warpgroup 1
-      // gives warpgroup 0 the first turn of each item, warpgroup 0 takes the last hand-off). --
+      // gives warpgroup 0 the first turn of each item, warpgroup 0 takes the last hand-off;
+      // start_item's barrier of all compute warps keeps warpgroup 1's first hand-off of the
+      // next item after that). --
       const int wg = warp / 4;
       auto turn_take = [&] {
         if constexpr (K::kPingPong) {

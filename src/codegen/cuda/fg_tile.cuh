@@ -398,7 +398,10 @@ FG_DEV void warp_range(F value, int i0, int i1, double& lo, double& hi,
       lo = fmin(lo, wl);
       hi = fmax(hi, wh);
     }
-    if (nan) lo = hi = unknown;
+    // (+ 0.0: a zero's sign may depend on the order the warps' bounds met in; every warp of the
+    // group must take the same branches of classify after it)
+    lo = nan ? unknown : lo + 0.0;
+    hi = nan ? unknown : hi + 0.0;
   }
 }
 
