@@ -162,6 +162,68 @@ sm90_rs_mn(const unsigned short* A, const unsigned short* B, float* D) {
   store_acc(D, 0, d, t);
 }
 
+// The same products by m64n128k16: one instruction for all 128 columns of B (K-major: 128 rows
+// of one panel; MN-major: two panels LBO apart), the accumulators' first step overwriting NaN.
+extern "C" __global__ void __launch_bounds__(128, 1)
+sm90_ss128(const __grid_constant__ TmaDesc ta, const __grid_constant__ TmaDesc tb, float* D,
+           float init) {
+  extern __shared__ __align__(1024) unsigned char raw[];
+  __shared__ __align__(8) u64 bar_word;
+  unsigned char* g;
+  const u32 sA = tiles_base(raw, &g), sB = sA + 2 * TA::kPanelBytes, bar = smem_u32(&bar_word);
+  const int t = threadIdx.x;
+  if (t == 0) mbar_init(bar, 1);
+  __syncthreads();
+  if (t == 0) load_by_tma(sA, sB, &ta, &tb, bar);
+  mbar_wait(bar, 0);
+  float d[16][4];
+  for (int i = 0; i < 64; ++i) d[i / 4][i % 4] = init;
+  fence_acc(d);
+  wg_fence();
+#pragma unroll
+  for (int k = 0; k < K / 16; ++k) {
+    const u32 pa = sA + (k / 4) * TA::kPanelBytes + (k % 4) * 32;
+    const u32 pb = sB + (k / 4) * TB::kPanelBytes + (k % 4) * 32;
+    mma_64x128x16_ss<BF16, 0>(d, desc_sw128(pa), desc_sw128(pb), k > 0);
+  }
+  wg_commit();
+  wg_wait<0>();
+  fence_acc(d);
+  store_acc(D, 0, d, t);
+}
+extern "C" __global__ void __launch_bounds__(128, 1)
+sm90_rs_mn128(const unsigned short* A, const unsigned short* B, float* D) {
+  extern __shared__ __align__(1024) unsigned char raw[];
+  unsigned char* g;
+  using TK = Sw128Tile<K>;
+  const u32 sB = tiles_base(raw, &g);
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  for (int i = t; i < N * K; i += 128)
+    *(unsigned short*)(g + TK::at(i % K, i / K)) = B[i];
+  fence_proxy_async();
+  __syncthreads();
+  u32 a[K / 16][4];
+#pragma unroll
+  for (int k = 0; k < K / 16; ++k)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int row = 16 * warp + lane / 4 + 8 * (j & 1);
+      const int col = 16 * k + 2 * (lane % 4) + 8 * (j >> 1);
+      a[k][j] = (u32)A[row * K + col] | ((u32)A[row * K + col + 1] << 16);
+    }
+  float d[16][4];
+  for (int i = 0; i < 64; ++i) d[i / 4][i % 4] = 0.f;
+  fence_acc(d);
+  wg_fence();
+#pragma unroll
+  for (int k = 0; k < K / 16; ++k)
+    mma_64x128x16_rs<BF16, true, 0>(d, a[k], desc_sw128_mn(sB + k * 16 * 128, TK::kPanelBytes), 1);
+  wg_commit();
+  wg_wait<0>();
+  fence_acc(d);
+  store_acc(D, 0, d, t);
+}
+
 // Warpgroup 0 loads (and gives registers back), warpgroups 1 and 2 each compute 64 columns.
 extern "C" __global__ void __launch_bounds__(384, 1)
 sm90_producer_consumers(const __grid_constant__ TmaDesc ta, const __grid_constant__ TmaDesc tb,
@@ -306,6 +368,21 @@ TEST(Sm90TileLibrary, TmaSwizzleWgmmaAndRegisterSplitOnHopper) {
     void* args[] = {&pa, &pb, &d, nullptr};
     mod.kernel("sm90_rs_mn").launch({1, 1, 1}, {128, 1, 1}, smem, nullptr, args);
     check("A from registers, B MN-major");
+  }
+  {
+    dD.memset(0xff);
+    DevicePtr d = dD.ptr();
+    float init = std::nanf("");
+    void* args[] = {&ta, &tb, &d, &init, nullptr};
+    mod.kernel("sm90_ss128").launch({1, 1, 1}, {128, 1, 1}, smem, nullptr, args);
+    check("m64n128k16, descriptors (TMA)");
+  }
+  {
+    dD.memset(0xff);
+    DevicePtr pa = dA.ptr(), pb = dB.ptr(), d = dD.ptr();
+    void* args[] = {&pa, &pb, &d, nullptr};
+    mod.kernel("sm90_rs_mn128").launch({1, 1, 1}, {128, 1, 1}, smem, nullptr, args);
+    check("m64n128k16, A from registers, B MN-major");
   }
   {
     dD.memset(0xff);
