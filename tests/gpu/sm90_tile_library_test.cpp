@@ -124,20 +124,18 @@ sm90_rs(const unsigned short* A, const unsigned short* B, float* D) {
   store_acc(D, 64, d1, t);
 }
 
-// The same product with B MN-major (the layout of V in P.V): B^T's element (k, n) at row k,
-// column n of K-row panels of 64 columns; one accumulator of 128 columns, two n64 slices.
-extern "C" __global__ void __launch_bounds__(128, 1)
-sm90_rs_mn(const unsigned short* A, const unsigned short* B, float* D) {
-  extern __shared__ __align__(1024) unsigned char raw[];
+// B MN-major into the shared tiles (B^T's element (k, n) at row k, column n of K-row panels of
+// 64 columns) and A's fragments into registers: the operands of the MN-major RS products.
+using TK = Sw128Tile<K>;
+FG_DEV u32 mn_operands(const unsigned short* A, const unsigned short* B, unsigned char* raw,
+                       u32 (&a)[K / 16][4]) {
   unsigned char* g;
-  using TK = Sw128Tile<K>;
   const u32 sB = tiles_base(raw, &g);
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   for (int i = t; i < N * K; i += 128)
     *(unsigned short*)(g + TK::at(i % K, i / K)) = B[i];
   fence_proxy_async();
   __syncthreads();
-  u32 a[K / 16][4];
 #pragma unroll
   for (int k = 0; k < K / 16; ++k)
 #pragma unroll
@@ -146,6 +144,17 @@ sm90_rs_mn(const unsigned short* A, const unsigned short* B, float* D) {
       const int col = 16 * k + 2 * (lane % 4) + 8 * (j >> 1);
       a[k][j] = (u32)A[row * K + col] | ((u32)A[row * K + col + 1] << 16);
     }
+  return sB;
+}
+
+// The same product with B MN-major (the layout of V in P.V): B^T's element (k, n) at row k,
+// column n of K-row panels of 64 columns; one accumulator of 128 columns, two n64 slices.
+extern "C" __global__ void __launch_bounds__(128, 1)
+sm90_rs_mn(const unsigned short* A, const unsigned short* B, float* D) {
+  extern __shared__ __align__(1024) unsigned char raw[];
+  const int t = threadIdx.x;
+  u32 a[K / 16][4];
+  const u32 sB = mn_operands(A, B, raw, a);
   float d[16][4];
   for (int i = 0; i < 64; ++i) d[i / 4][i % 4] = 0.f;
   fence_acc(d);
@@ -194,23 +203,9 @@ sm90_ss128(const __grid_constant__ TmaDesc ta, const __grid_constant__ TmaDesc t
 extern "C" __global__ void __launch_bounds__(128, 1)
 sm90_rs_mn128(const unsigned short* A, const unsigned short* B, float* D) {
   extern __shared__ __align__(1024) unsigned char raw[];
-  unsigned char* g;
-  using TK = Sw128Tile<K>;
-  const u32 sB = tiles_base(raw, &g);
-  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
-  for (int i = t; i < N * K; i += 128)
-    *(unsigned short*)(g + TK::at(i % K, i / K)) = B[i];
-  fence_proxy_async();
-  __syncthreads();
+  const int t = threadIdx.x;
   u32 a[K / 16][4];
-#pragma unroll
-  for (int k = 0; k < K / 16; ++k)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int row = 16 * warp + lane / 4 + 8 * (j & 1);
-      const int col = 16 * k + 2 * (lane % 4) + 8 * (j >> 1);
-      a[k][j] = (u32)A[row * K + col] | ((u32)A[row * K + col + 1] << 16);
-    }
+  const u32 sB = mn_operands(A, B, raw, a);
   float d[16][4];
   for (int i = 0; i < 64; ++i) d[i / 4][i % 4] = 0.f;
   fence_acc(d);
