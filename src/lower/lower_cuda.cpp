@@ -172,6 +172,15 @@ LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
   return out;
 }
 
+namespace {
+// The wgmma shapes of P.V: 128 value columns an instruction while they last (kWgmmaN = 128),
+// then 64 (fg_attn_sm80.cuh, pv_step).
+std::string pv_shapes(const Sm80Launch& la) {
+  if (la.wgmma_n != 128 || la.value_cols < 128) return "m64n64k16";
+  return la.value_cols % 128 == 0 ? "m64n128k16" : "m64n128k16 and m64n64k16";
+}
+}  // namespace
+
 std::string LoweredCuda::str(const Plan& plan) const {
   const Program& p = plan.program;
   std::ostringstream os;
@@ -194,8 +203,9 @@ std::string LoweredCuda::str(const Plan& plan) const {
         os << "; persistent: min(that, SMs * " << la.min_blocks
            << ") blocks, each walking the items x + y*z in steps of the grid";
       os << "\n  products: "
-         << (la.wgmma ? "wgmma (sm_90a) m64n" + std::to_string(la.wgmma_n) +
-                            "k16, two warpgroups of 64 rows; the careful build by mma.sync"
+         << (la.wgmma ? "wgmma (sm_90a), Q.K^T m64n" + std::to_string(la.wgmma_n) +
+                            "k16, P.V " + pv_shapes(la) +
+                            ", two warpgroups of 64 rows; the careful build by mma.sync"
                       : std::string("mma.sync m16n8k16"))
          << "\n  block: " << la.warps << " warps, " << la.rows_per_warp << " rows per warp, "
          << la.block_n << " keys per tile, " << la.smem_bytes << " bytes of shared memory, "
