@@ -586,6 +586,11 @@ class Lowering : public TensorCoreView {
   // the rest for addresses and element code): keys in tiles of 128, or of 64 when that does
   // not fit or a staged tile is printed for the few-rows kernel's tiles of 64. Otherwise the
   // mma.sync shape chosen above. The careful build runs the same shape with mma.sync.
+  // Registers a thread of a wgmma warpgroup holds across the key loop: `score_arrays` arrays of
+  // scores (BN / 2 each), A accumulators (dvc / 2 each) and G groups' P operands (BN / 4 each).
+  static int wgmma_live_regs(int score_arrays, int A, int G, int bn, int64_t dvc) {
+    return score_arrays * bn / 2 + A * static_cast<int>(dvc) / 2 + G * bn / 4;
+  }
   void choose_wgmma(int Sn, int A) {
     if (out_.target != Target::cuda_sm90 || Dt_ % 64 != 0 || !launch_.split.empty()) return;
     int vs = 1;  // the value split at 16 rows per warp
@@ -597,7 +602,7 @@ class Lowering : public TensorCoreView {
     const int64_t saved_dvc = DVc_;
     for (int bn : {128, 64}) {
       if (bn != 64 && !staged_.empty()) continue;
-      if (Sn * bn / 2 + A * dvc / 2 + G * bn / 4 > 160) continue;
+      if (wgmma_live_regs(Sn, A, G, bn, dvc) > 160) continue;
       launch_.block_m = 128;
       launch_.block_n = bn;
       DVc_ = dvc;
@@ -641,10 +646,10 @@ class Lowering : public TensorCoreView {
   // registers a thread (d = e = 64 at 128 keys a tile: 1.04-1.10x; at d = e = 128, 160, it
   // measured 0.98-0.99x of the plain loop and spills with gathers: bench/NOTES.md, session 17).
   void choose_pipelining(int Sn, int A) {
+    // (the scores and the weights share their registers: max(Sn, G) arrays)
     const int G = static_cast<int>(groups_.size());
-    const int bn = launch_.block_n;
-    const int live = std::max(Sn, G) * bn / 2 + A * static_cast<int>(DVc_) / 2 + G * bn / 4;
-    launch_.pipelined = live <= kPipelinedLiveRegs;
+    launch_.pipelined =
+        wgmma_live_regs(std::max(Sn, G), A, G, launch_.block_n, DVc_) <= kPipelinedLiveRegs;
     launch_.ping_pong = launch_.pipelined;
   }
   static constexpr int kPipelinedLiveRegs = 128;

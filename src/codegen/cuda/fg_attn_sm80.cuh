@@ -344,11 +344,11 @@ struct AttnSm80 {
 #else
   static constexpr bool kWgmma = false;
 #endif
-  // Registers per thread after setmaxnreg: the producer gives up what the compute warps take
-  // (a block of 3 warpgroups: 128 * kProducerRegs + 256 * kComputeRegs <= 64 Ki).
   static constexpr int kWgmmaN = WgmmaNOf<Spec>::value;
   static constexpr bool kPipe = kWgmma && kWs && PipelinedOf<Spec>::value;
   static constexpr bool kPingPong = kPipe && PingPongOf<Spec>::value;
+  // Registers per thread after setmaxnreg: the producer gives up what the compute warps take
+  // (a block of 3 warpgroups: 128 * kProducerRegs + 256 * kComputeRegs <= 64 Ki).
   static constexpr int kProducerRegs = 56, kComputeRegs = 224;
   // Q stays in registers when the fragments that live across the key loop (Q, the accumulators,
   // the scores) fit a register budget; otherwise it is re-read from shared memory per tile
@@ -948,8 +948,10 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   constexpr bool kCareful = false;
 #endif
   // Element code and online softmax of key tile jt (classified clst, its staged tiles in stage
-  // stgt, its diagonal values in copy dcopy) on the scores c: the running maxima and row sums move on, the tile's weights go to
-  // the P.V operands pa_out, and alpha / grew say how to rescale the accumulators (rescale).
+  // stgt, its diagonal values in copy dcopy) on the scores c: the running maxima and row sums
+  // move on, the tile's weights go to x (to_operands makes them P.V operands; x may share c's
+  // registers: an element's scores are read before its weights are written), and alpha / grew
+  // say how to rescale the accumulators (rescale).
   auto softmax_tile = [&](float (&c)[S][MW][NT8][4], int jt, int clst, int stgt, int dcopy,
                           float (&x)[G][MW][NT8][4], float (&alpha)[G][MW][2],
                           bool (&grew)[G][MW]) {
@@ -1175,6 +1177,26 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     }
   };
   int it_c = 0;  // warp-specialized: stages consumed, the last one of each item included
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  // Warp-specialized: waits until stage `it` (counted) is published and reads its tile index and
+  // class; lane 0 reads them and is the lane that releases the stage (`release`: its warp is
+  // done with it), so the producer's next write of them follows that lane's own reads.
+  auto stage_tile = [&](int it, int& jt, int& clst) {
+    const int stg = it % K::kStages;
+    mbar_wait(ring + 8 * stg, (it / K::kStages) & 1);
+    jt = clst = 0;
+    if (lane == 0) {
+      jt = ring_tile[2 * stg];
+      clst = ring_tile[2 * stg + 1];
+    }
+    jt = __shfl_sync(0xffffffffu, jt, 0);
+    clst = __shfl_sync(0xffffffffu, clst, 0);
+  };
+  auto release = [&](int it) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(ring + 8 * (K::kStages + it % K::kStages));
+  };
+#endif
   for (;;) {  // the block's items (one unless it walks)
     start_item();
     if constexpr (K::kPipe) {
@@ -1198,21 +1220,6 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         if constexpr (K::kPingPong) {
           if (wg == 0) bar_arrive<3, K::NTC>(); else bar_arrive<2, K::NTC>();
         }
-      };
-      auto stage_tile = [&](int it, int& jt, int& clst) {
-        const int stg = it % K::kStages;
-        mbar_wait(ring + 8 * stg, (it / K::kStages) & 1);
-        jt = clst = 0;
-        if (lane == 0) {
-          jt = ring_tile[2 * stg];
-          clst = ring_tile[2 * stg + 1];
-        }
-        jt = __shfl_sync(0xffffffffu, jt, 0);
-        clst = __shfl_sync(0xffffffffu, clst, 0);
-      };
-      auto release = [&](int it) {
-        __syncwarp();
-        if (lane == 0) mbar_arrive(ring + 8 * (K::kStages + it % K::kStages));
       };
       if (K::kPingPong && wg == 1) bar_arrive<2, K::NTC>();
       int jt, clst;
@@ -1268,25 +1275,15 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       // ---- the compute warps: each stage as the producer publishes it, until the one of no
       // tile; a warp done with a stage releases it ----
       for (;; ++it_c) {
-        const int stg = it_c % K::kStages;
-        mbar_wait(ring + 8 * stg, (it_c / K::kStages) & 1);
-        // lane 0 reads the stage's tile index and class and is the lane that releases the stage:
-        // the producer's next write of them follows that lane's own reads
-        int jt = 0, clst = 0;
-        if (lane == 0) {
-          jt = ring_tile[2 * stg];
-          clst = ring_tile[2 * stg + 1];
-        }
-        jt = __shfl_sync(0xffffffffu, jt, 0);
-        clst = __shfl_sync(0xffffffffu, clst, 0);
+        int jt, clst;
+        stage_tile(it_c, jt, clst);
         if (jt >= 0) {
-          compute_tile(jt, clst, stg, it_c % K::kDiagCopies);
+          compute_tile(jt, clst, it_c % K::kStages, it_c % K::kDiagCopies);
           // (careful: the zeros add_nonfinite_values stored come before the stage's next TMA
           // copy)
           if constexpr (kCareful && K::kTma) fence_proxy_async();
         }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(ring + 8 * (K::kStages + stg));  // (the last one too: reused)
+        release(it_c);  // (the last one too: reused)
         if (jt < 0) {
           ++it_c;
           break;
