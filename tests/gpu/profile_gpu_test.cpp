@@ -61,36 +61,42 @@ TEST_P(CudaProfileTiles, KernelCountsEqualTheMaskCountedOnTheHost) {
 // Index masks through arithmetic (abs, products, floor of quotients, modulo, where) on the
 // tensor cores: the kernel counts the host's tiles where the interval rules are exact (a subset
 // of the empty ones elsewhere), and verify finds the reference's answers.
-TEST(CudaProfile, IndexMasksThroughArithmeticSkipTheDeadTiles) {
+class CudaIndexMasks : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(CudaIndexMasks, ThroughArithmeticSkipTheDeadTiles) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const testing::IndexMask& c = testing::arithmetic_index_masks().at(GetParam());
+  SCOPED_TRACE(c.mask);
   const int64_t M = 1000, N = 1111;
-  for (const testing::IndexMask& c : testing::arithmetic_index_masks()) {
-    SCOPED_TRACE(c.mask);
-    Program p = testing::index_mask_program(c, "bf16");
-    Extents sizes = {{"h", 2}, {"m", M}, {"n", N}, {"d", 64}, {"e", 64}};
-    for (const CudaKernelPath& k : cuda_paths(p, Target::cuda_sm90, sizes))
-      ASSERT_EQ(k.path, "tensor_core") << k.why;
-    ProfileReport r = profile(p, sizes, on_gpu(2));
-    ASSERT_EQ(r.kernels.size(), 1u);
-    const KernelProfile& k = r.kernels[0];
-    const testing::HostTileCounts want = testing::host_tile_counts(
-        c.kept, 2 * k.value_split, M, N, k.row_tile, k.key_tile, /*full_needs_whole_tile=*/true);
-    ASSERT_GT(want.skipped, 0);
-    if (c.exact) {
-      EXPECT_EQ(k.tiles.computed, want.computed);
-      EXPECT_EQ(k.tiles.skipped, want.skipped);
-      EXPECT_EQ(k.tiles.full, want.full);
-    } else {
-      EXPECT_GT(k.tiles.skipped, 0);
-      EXPECT_LE(k.tiles.skipped, want.skipped);
-      EXPECT_LE(k.tiles.full, want.full);
-      EXPECT_EQ(k.tiles.computed + k.tiles.skipped, want.computed + want.skipped);
-    }
-    TensorMap in = random_inputs(p, sizes, 13);
-    VerifyReport v = verify(p, in);
-    EXPECT_TRUE(v.ok()) << verify_text(p, v, bind_extents(p, in));
+  Program p = testing::index_mask_program(c, "bf16");
+  Extents sizes = {{"h", 2}, {"m", M}, {"n", N}, {"d", 64}, {"e", 64}};
+  for (const CudaKernelPath& k : cuda_paths(p, Target::cuda_sm90, sizes))
+    ASSERT_EQ(k.path, "tensor_core") << k.why;
+  ProfileReport r = profile(p, sizes, on_gpu(2));
+  ASSERT_EQ(r.kernels.size(), 1u);
+  const KernelProfile& k = r.kernels[0];
+  const testing::HostTileCounts want = testing::host_tile_counts(
+      c.kept, 2 * k.value_split, M, N, k.row_tile, k.key_tile, /*full_needs_whole_tile=*/true);
+  ASSERT_GT(want.skipped, 0);
+  if (c.exact) {
+    EXPECT_EQ(k.tiles.computed, want.computed);
+    EXPECT_EQ(k.tiles.skipped, want.skipped);
+    EXPECT_EQ(k.tiles.full, want.full);
+  } else {
+    EXPECT_GT(k.tiles.skipped, 0);
+    EXPECT_LE(k.tiles.skipped, want.skipped);
+    EXPECT_LE(k.tiles.full, want.full);
+    EXPECT_EQ(k.tiles.computed + k.tiles.skipped, want.computed + want.skipped);
   }
+  TensorMap in = random_inputs(p, sizes, 13);
+  VerifyReport v = verify(p, in);
+  EXPECT_TRUE(v.ok()) << verify_text(p, v, bind_extents(p, in));
 }
+
+// one test per mask (each verifies on ref, cpu and cuda at 1000 x 1111): gpu_check's shards
+// share them out
+INSTANTIATE_TEST_SUITE_P(Arithmetic, CudaIndexMasks,
+                         ::testing::Range<size_t>(0, testing::arithmetic_index_masks().size()));
 
 // A mask over per-batch lengths (len[b], read once per block) on the tensor-core path: the dead
 // tiles of each batch entry are skipped, batch by batch, as the host counts them, and the
