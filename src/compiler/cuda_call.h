@@ -52,13 +52,17 @@ struct CudaLoadedKernel {
   // tensor_core with TMA operands: the full kernel copying K/V by cp.async (FG_KV_CP_ASYNC),
   // for calls whose tensors no map describes, compiled at the first such call
   std::shared_ptr<const LazyCudaKernel> cp_async;
+  // tensor_core with a walking build (Sm80Launch::walk_entry): for calls whose blocks walk the
+  // work items (FG_ONLY_WALK; and by cp.async, for calls with no tensor maps), compiled at the
+  // first such call
+  std::shared_ptr<const LazyCudaKernel> walking, walking_cp_async;
   // tensor_core with operands in pieces (Sm80Launch::pieces): fg::split_pieces (same module)
   CudaKernel split;
   const CudaKernel& few() const { return few_rows->get(); }
 };
 struct CudaBoundKernel;
-// The kernel a bound call launches: the few-rows kernel, the full kernel, or the full kernel
-// built to copy K/V by cp.async when the call has no tensor maps.
+// The kernel a bound call launches: the few-rows kernel, the full kernel or its walking build,
+// either built to copy K/V by cp.async when the call has no tensor maps.
 const CudaKernel& launched_kernel(const CudaLoadedKernel& k, const CudaBoundKernel& bk);
 
 // The kernels of a program for the running GPU and the head dims of a call, in plan order.

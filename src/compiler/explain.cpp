@@ -171,7 +171,8 @@ std::string cuda_text(const CudaShape& s) {
     os << "             persistent grid for short key loops (at most "
        << KeySplit::kWalkTiles * l.block_n
        << " keys a block): the blocks resident at once walk the row tiles x parallel indices, "
-          "the next item's K/V loading under the last one's epilogue\n";
+          "the next item's K/V loading under the last one's epilogue (their own build, "
+       << l.walk_entry << (l.walk_pipelined ? ", pipelined with ping-pong" : "") << ")\n";
   if (!l.split.empty()) {
     os << "             operands as " << l.pieces << " bf16 piece" << (l.pieces > 1 ? "s" : "")
        << " each (";
@@ -234,6 +235,8 @@ nlohmann::json cuda_json(const CudaShape& s) {
   for (const Sm80Launch::SplitOperand& o : l.split) split.push_back(o.name);
   j["split_operands"] = split;
   j["persistent"] = l.persistent;
+  j["walk_entry"] = l.walk_entry;
+  j["walk_pipelined"] = l.walk_pipelined;
   j["pipelined"] = l.pipelined;
   j["ping_pong"] = l.ping_pong;
   j["key_tile"] = l.block_n;

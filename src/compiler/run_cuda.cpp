@@ -138,7 +138,9 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
     if (tc) o.options.push_back("-DFG_ONLY_MAIN"), few.options.push_back("-DFG_ONLY_FEW");
     Cubin cubin = nvrtc_compile(c.sources[i], o);
     CudaModule mod(cubin.bytes);
-    CudaLoadedKernel k{lk, mod.kernel(lk.entry), {}, nullptr, nullptr, {}};
+    CudaLoadedKernel k;
+    k.low = lk;
+    k.kernel = mod.kernel(lk.entry);
     if (tc) {
       k.combine = mod.kernel(lk.tensor_core.launch.combine_entry);
       if (!lk.tensor_core.launch.split.empty())
@@ -147,6 +149,18 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
         NvrtcOptions cp = o;
         cp.options.push_back("-DFG_KV_CP_ASYNC");
         k.cp_async = std::make_shared<const LazyCudaKernel>(c.sources[i], std::move(cp), lk.entry);
+      }
+      const Sm80Launch& la = lk.tensor_core.launch;
+      if (!la.walk_entry.empty()) {
+        NvrtcOptions walk = nvrtc_options(arch, lk, build, check_gathers);
+        walk.options.push_back("-DFG_ONLY_WALK");
+        if (!la.tma.empty()) {
+          NvrtcOptions cp = walk;
+          cp.options.push_back("-DFG_KV_CP_ASYNC");
+          k.walking_cp_async =
+              std::make_shared<const LazyCudaKernel>(c.sources[i], std::move(cp), la.walk_entry);
+        }
+        k.walking = std::make_shared<const LazyCudaKernel>(c.sources[i], std::move(walk), la.walk_entry);
       }
       k.few_rows = std::make_shared<const LazyCudaKernel>(c.sources[i], std::move(few),
                                                           lk.tensor_core.launch.few_entry);
@@ -201,6 +215,11 @@ std::vector<TmaMapShape> tma_map_shapes(const Sm80Launch& la, const std::vector<
 
 const CudaKernel& launched_kernel(const CudaLoadedKernel& k, const CudaBoundKernel& bk) {
   if (bk.few) return k.few();
+  if (bk.walk) {
+    if (!k.walking)
+      throw BackendError("kernel " + k.low.entry + " has no walking build for a walking call");
+    return k.walking_cp_async && !bk.tma ? k.walking_cp_async->get() : k.walking->get();
+  }
   if (k.cp_async && !bk.tma) return k.cp_async->get();
   return k.kernel;
 }

@@ -602,7 +602,7 @@ class Lowering : public TensorCoreView {
     const int64_t saved_dvc = DVc_;
     for (int bn : {128, 64}) {
       if (bn != 64 && !staged_.empty()) continue;
-      if (wgmma_live_regs(Sn, A, G, bn, dvc) > 160) continue;
+      if (wgmma_live_regs(Sn, A, G, bn, dvc) > kWgmmaLiveRegs) continue;
       launch_.block_m = 128;
       launch_.block_n = bn;
       DVc_ = dvc;
@@ -644,15 +644,22 @@ class Lowering : public TensorCoreView {
   // a warpgroup's P.V runs, its next scores are live beside the accumulators and the P
   // operands, so it is chosen where those arrays leave the element code room: at most 128
   // registers a thread (d = e = 64 at 128 keys a tile: 1.04-1.10x; at d = e = 128, 160, it
-  // measured 0.98-0.99x of the plain loop and spills with gathers: bench/NOTES.md, session 17).
+  // measured 0.98-0.99x of the plain loop on long key loops and spills with gathers:
+  // bench/NOTES.md, session 17). The walking build (short key loops: a block's items of at
+  // most KeySplit::kWalkTiles tiles) takes it at up to 160, every wgmma kernel's arrays (1.06x
+  // at n = 512, d = e = 128, same notes).
   void choose_pipelining(int Sn, int A) {
     // (the scores and the weights share their registers: max(Sn, G) arrays)
     const int G = static_cast<int>(groups_.size());
-    launch_.pipelined =
-        wgmma_live_regs(std::max(Sn, G), A, G, launch_.block_n, DVc_) <= kPipelinedLiveRegs;
+    const int live = wgmma_live_regs(std::max(Sn, G), A, G, launch_.block_n, DVc_);
+    launch_.pipelined = live <= kPipelinedLiveRegs;
     launch_.ping_pong = launch_.pipelined;
+    if (launch_.persistent) {
+      launch_.walk_entry = k_.name + "_walk";
+      launch_.walk_pipelined = live <= kWgmmaLiveRegs;
+    }
   }
-  static constexpr int kPipelinedLiveRegs = 128;
+  static constexpr int kPipelinedLiveRegs = 128, kWgmmaLiveRegs = 160;
 
   // The producer warpgroup's K and V tiles by TMA (Sm80Launch::tma): every operand whose
   // buffer is indexed by its column dim, the key dim and at most three parallel dims, each

@@ -130,9 +130,10 @@ TEST_P(NvrtcExamples, TheTileCountingAndCarefulBuildsCompileForSm80AndSm90a) {
     }
 }
 
-// The runtime compiles a tensor-core kernel's entry points in two programs (FG_ONLY_MAIN: the
-// full kernel and the combine kernel, at load; FG_ONLY_FEW: the few-rows kernel, at its first
-// call); without either macro the source holds all three (the ahead-of-time cubin). A Hopper
+// The runtime compiles a tensor-core kernel's entry points in separate programs (FG_ONLY_MAIN:
+// the full kernel and the combine kernel, at load; FG_ONLY_FEW: the few-rows kernel, and
+// FG_ONLY_WALK: the walking kernel of an unmasked Hopper kernel, each at its first call);
+// without a macro the source holds all of them (the ahead-of-time cubin). A Hopper
 // kernel whose producer copies K/V by TMA also compiles with FG_KV_CP_ASYNC (the build for
 // calls no tensor map describes), for every example.
 // NVRTC options of the runtime's plain sm_90a build, with `macros`.
@@ -186,6 +187,22 @@ TEST(CudaEmit, EntryPointsCompileApartOrTogether) {
   EXPECT_EQ(entries("-DFG_ONLY_MAIN"), (Set{"causal_k0", "causal_k0_combine"}));
   EXPECT_EQ(entries("-DFG_ONLY_FEW"), (Set{"causal_k0_few"}));
   EXPECT_EQ(entries(""), (Set{"causal_k0", "causal_k0_few", "causal_k0_combine"}));
+  // an unmasked kernel has a walking build too (FG_ONLY_WALK: calls of short key loops), with
+  // K/V by TMA or, for calls no tensor map describes, by cp.async
+  const std::string vsrc = emit_cuda(example("vanilla"), Target::cuda_sm90, {{"d", 128}, {"e", 128}});
+  auto ventries = [&](const std::vector<std::string>& macros) {
+    const std::string bin = nvrtc_compile(vsrc, sm90a_options(macros)).bytes;
+    std::set<std::string> found;
+    for (const char* e : {"vanilla_k0", "vanilla_k0_few", "vanilla_k0_combine", "vanilla_k0_walk"})
+      if (bin.find(std::string(e) + '\0') != std::string::npos) found.insert(e);
+    return found;
+  };
+  EXPECT_EQ(ventries({"-DFG_ONLY_MAIN"}), (Set{"vanilla_k0", "vanilla_k0_combine"}));
+  EXPECT_EQ(ventries({"-DFG_ONLY_WALK"}), (Set{"vanilla_k0_walk"}));
+  EXPECT_EQ(ventries({"-DFG_ONLY_WALK", "-DFG_KV_CP_ASYNC"}), (Set{"vanilla_k0_walk"}));
+  EXPECT_EQ(ventries({"-DFG_ONLY_FEW"}), (Set{"vanilla_k0_few"}));
+  EXPECT_EQ(ventries({}), (Set{"vanilla_k0", "vanilla_k0_few", "vanilla_k0_combine",
+                               "vanilla_k0_walk"}));
 }
 
 // A gather proved in range (ir/index_range.h) compiles both ways: unchecked (the plain build)

@@ -283,7 +283,7 @@ program four(q: bf16[a, b, c, h, m, d], k: bf16[a, b, c, h, n, d], v: bf16[b, h,
 }
 
 // Warp-specialized kernels without a tile mask may run a persistent grid (every work item
-// computes the same key tiles); masked ones and the sm80 path never. Per call
+// computes the same key tiles), a build of its own; masked ones and the sm80 path never. Per call
 // (choose_key_split): the blocks walk the items when an item's key loop is at most kWalkTiles
 // tiles (after a key split), never in the few-rows kernel. The grid (sm80_grid): as many blocks
 // as are resident at once, fewer when there are fewer items; else (row tiles, parallel indices
@@ -294,8 +294,15 @@ TEST(Lower, PersistentGridsForShortKeyLoopsOfKernelsWhoseItemsComputeTheSameTile
     const Compiled c = lowered(testing::example_program(name), Target::cuda_sm90, hd);
     const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
     EXPECT_TRUE(la.warp_specialized && la.persistent) << name;
-    EXPECT_FALSE(lowered(testing::example_program(name), Target::cuda_sm80, hd)
-                     .lowered.kernels.at(0).tensor_core.launch.persistent) << name;
+    // the walking calls' own build (its entry), pipelined with ping-pong at d = e = 128 too,
+    // where the main build (long key loops) is not
+    EXPECT_EQ(la.walk_entry, name + std::string("_k0_walk")) << name;
+    EXPECT_TRUE(la.walk_pipelined) << name;
+    EXPECT_FALSE(la.pipelined) << name;
+    const Sm80Launch& sm80 =
+        lowered(testing::example_program(name), Target::cuda_sm80, hd).lowered.kernels.at(0).tensor_core.launch;
+    EXPECT_FALSE(sm80.persistent) << name;
+    EXPECT_EQ(sm80.walk_entry, "") << name;
   }
   for (const char* name : {"causal", "gqa", "alibi", "lse", "sliding_window", "document",
                            "prefix_lm"}) {
@@ -303,6 +310,7 @@ TEST(Lower, PersistentGridsForShortKeyLoopsOfKernelsWhoseItemsComputeTheSameTile
     const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
     EXPECT_TRUE(la.warp_specialized) << name;
     EXPECT_FALSE(la.persistent) << name;
+    EXPECT_EQ(la.walk_entry, "") << name;
     EXPECT_FALSE(choose_key_split(la, 512, 512, 512, 132).walk) << name;
   }
   const Compiled c = lowered(testing::example_program("vanilla"), Target::cuda_sm90, hd);

@@ -227,6 +227,9 @@ TEST(Explain, FlashDecodingAtTheGivenSizes) {
   EXPECT_EQ(j["kernels"][0]["cuda"]["key_split"], 1);
   EXPECT_EQ(j["kernels"][0]["cuda"]["walk"], false);  // a long key loop: a block per item
   EXPECT_EQ(j["kernels"][0]["cuda"]["persistent"], true);
+  EXPECT_EQ(j["kernels"][0]["cuda"]["walk_entry"], "vanilla_k0_walk");
+  EXPECT_EQ(j["kernels"][0]["cuda"]["walk_pipelined"], true);
+  EXPECT_EQ(j["kernels"][0]["cuda"]["pipelined"], false);
   // a short one: the blocks walk the work items
   opt.sizes["b"] = 32;
   opt.sizes["h"] = 16;

@@ -361,7 +361,6 @@ class Printer : public TensorCoreView {
     if (launch_.warp_specialized)
       os << "  static constexpr bool kWarpSpecialized = true;\n  static constexpr int kStages = "
          << launch_.stages << ";\n";
-    if (launch_.persistent) os << "  static constexpr bool kPersistent = true;\n";
     if (launch_.pipelined)
       os << "  static constexpr bool kPipelined = true, kPingPong = "
          << (launch_.ping_pong ? "true" : "false") << ";\n";
@@ -636,12 +635,13 @@ class Printer : public TensorCoreView {
     }
     os << "  }\n";
     os << bd.str() << "};\n\n";
-    // The entry points: all three by default (an ahead-of-time cubin); the runtime compiles the
-    // full kernel and the combine kernel with FG_ONLY_MAIN at load, the few-rows kernel with
-    // FG_ONLY_FEW at the first call of at most 16 rows (each is most of a compile's time).
+    // The entry points: all of them by default (an ahead-of-time cubin); the runtime compiles the
+    // full kernel and the combine kernel with FG_ONLY_MAIN at load, the walking kernel with
+    // FG_ONLY_WALK at the first call that walks, the few-rows kernel with FG_ONLY_FEW at the
+    // first call of at most 16 rows (each is most of a compile's time).
     // (TMA reads its maps from the kernel parameter in place)
     const std::string P = NTMA > 0 ? "(const __grid_constant__ Params p)" : "(const Params p)";
-    os << "#ifndef FG_ONLY_FEW\n"
+    os << "#if !defined(FG_ONLY_FEW) && !defined(FG_ONLY_WALK)\n"
        << "static_assert(fg::AttnSm80<Spec>::kSmemBytes == " << launch_.smem_bytes
        << ", \"the host launches with the emitter's shared-memory size\");\n";
     os << "extern \"C\" __global__ void __launch_bounds__(32 * Spec::kWarps, Spec::kMinBlocks)\n"
@@ -654,7 +654,17 @@ class Printer : public TensorCoreView {
          << "extern \"C\" __global__ void __launch_bounds__(256)\n" << launch_.split_entry
          << "(const fg::SplitArgs a) { fg::split_pieces(a); }\n";
     os << "#endif\n\n";
-    os << "#ifndef FG_ONLY_MAIN\n"
+    if (launch_.persistent)
+      os << "#if !defined(FG_ONLY_MAIN) && !defined(FG_ONLY_FEW)\n"
+         << "// Calls of short key loops: as many blocks as are resident, each walking work items.\n"
+         << "struct SpecWalk : Spec {\n  static constexpr bool kPersistent = true;\n"
+         << "  static constexpr bool kPipelined = " << (launch_.walk_pipelined ? "true" : "false")
+         << ", kPingPong = " << (launch_.walk_pipelined ? "true" : "false") << ";\n};\n"
+         << "static_assert(fg::AttnSm80<SpecWalk>::kSmemBytes == " << launch_.smem_bytes
+         << ", \"the host launches with the emitter's shared-memory size\");\n"
+         << "extern \"C\" __global__ void __launch_bounds__(32 * Spec::kWarps, Spec::kMinBlocks)\n"
+         << launch_.walk_entry << P << " { fg::attn_fwd_sm80<SpecWalk>(p); }\n#endif\n\n";
+    os << "#if !defined(FG_ONLY_MAIN) && !defined(FG_ONLY_WALK)\n"
        << "// Calls of at most 16 rows (a decode step): one warp of 16 rows per block.\n"
        << "struct SpecFew : Spec {\n  static constexpr int kWarps = 1, kWarpMBlocks = 1, kBlockN = "
        << launch_.few_block_n << ";\n"
@@ -663,7 +673,6 @@ class Printer : public TensorCoreView {
                ? "  static constexpr bool kWarpSpecialized = false;\n  static constexpr int kStages = 2;\n"
                : "")
        << (NTMA > 0 ? "  static constexpr bool kTma = false;\n" : "")
-       << (launch_.persistent ? "  static constexpr bool kPersistent = false;\n" : "")
        << "};\n"
        << "static_assert(fg::AttnSm80<SpecFew>::kSmemBytes == " << launch_.few_smem_bytes
        << ", \"the host launches with the emitter's shared-memory size\");\n"

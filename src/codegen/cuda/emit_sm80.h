@@ -64,16 +64,16 @@ struct Sm80Launch {
   int producer_warps = 0;
   int stages = 2;
   // Warp-specialized kernels whose work items (row tile, parallel index x key chunk) all
-  // compute the same key tiles (no tile mask) may run a persistent grid (kPersistent): as many
+  // compute the same key tiles (no tile mask) have a walking build, `walk_entry` (Spec
+  // kPersistent, its own program: FG_ONLY_WALK, compiled at the first call that walks): as many
   // blocks as are resident at once (sm count x min_blocks), each walking the items blockIdx.x,
   // + gridDim.x, ...; the producer fills the next item's stages under the last one's epilogue.
-  // A per-call choice (choose_key_split: short key loops). With a tile mask the items' work
-  // differs, and the hardware's block scheduler balances it.
+  // A per-call choice (choose_key_split: short key loops); the main entry has no walking code.
+  // With a tile mask the items' work differs, and the hardware's block scheduler balances it.
+  // The walking build runs the pipelined loop with ping-pong (below) where `walk_pipelined`.
   bool persistent = false;
-  // Warp-specialized: each compute warpgroup issues the next tile's scores with this tile's
-  // P.V and runs the next softmax while P.V is on the tensor cores (kPipelined); with
-  // ping_pong the two warpgroups also take turns at issuing their products (kPingPong), so
-  // one's softmax runs under the other's products. Lowering's choose_pipelining says when.
+  std::string walk_entry;
+  bool walk_pipelined = false;
   bool pipelined = false, ping_pong = false;
   // Warp-specialized: the K tiles (one per score, in order) and the V tiles (one per distinct
   // value tensor) come by TMA bulk tensor copies, one 5-dim tensor map per operand in Params,
