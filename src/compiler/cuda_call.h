@@ -52,9 +52,9 @@ struct CudaLoadedKernel {
   // tensor_core with TMA operands: the full kernel copying K/V by cp.async (FG_KV_CP_ASYNC),
   // for calls whose tensors no map describes, compiled at the first such call
   std::shared_ptr<const LazyCudaKernel> cp_async;
-  // tensor_core with a walking build (Sm80Launch::walk_entry): for calls whose blocks walk the
-  // work items (FG_ONLY_WALK; and by cp.async, for calls with no tensor maps), compiled at the
-  // first such call
+  // tensor_core with a walking build of its own (Sm80Launch::walk_entry): for calls whose
+  // blocks walk the work items (FG_ONLY_WALK; and by cp.async, for calls with no tensor maps),
+  // compiled at the first such call; null where the main build walks
   std::shared_ptr<const LazyCudaKernel> walking, walking_cp_async;
   // tensor_core with operands in pieces (Sm80Launch::pieces): fg::split_pieces (same module)
   CudaKernel split;

@@ -171,8 +171,11 @@ std::string cuda_text(const CudaShape& s) {
     os << "             persistent grid for short key loops (at most "
        << KeySplit::kWalkTiles * l.block_n
        << " keys a block): the blocks resident at once walk the row tiles x parallel indices, "
-          "the next item's K/V loading under the last one's epilogue (their own build, "
-       << l.walk_entry << (l.walk_pipelined ? ", pipelined with ping-pong" : "") << ")\n";
+          "the next item's K/V loading under the last one's epilogue"
+       << (l.walk_entry.empty() ? std::string()
+                                : " (a build of its own, " + l.walk_entry +
+                                      (l.walk_pipelined ? ", pipelined with ping-pong" : "") + ")")
+       << "\n";
   if (!l.split.empty()) {
     os << "             operands as " << l.pieces << " bf16 piece" << (l.pieces > 1 ? "s" : "")
        << " each (";

@@ -215,11 +215,8 @@ std::vector<TmaMapShape> tma_map_shapes(const Sm80Launch& la, const std::vector<
 
 const CudaKernel& launched_kernel(const CudaLoadedKernel& k, const CudaBoundKernel& bk) {
   if (bk.few) return k.few();
-  if (bk.walk) {
-    if (!k.walking)
-      throw BackendError("kernel " + k.low.entry + " has no walking build for a walking call");
+  if (bk.walk && k.walking)  // (without a build of its own, the main build walks)
     return k.walking_cp_async && !bk.tma ? k.walking_cp_async->get() : k.walking->get();
-  }
   if (k.cp_async && !bk.tma) return k.cp_async->get();
   return k.kernel;
 }

@@ -200,9 +200,12 @@ std::string LoweredCuda::str(const Plan& plan) const {
          << dims_text(la.par_dims);
       if (la.value_split > 1) os << " * " << la.value_split << " value-column chunks";
       if (la.persistent)
-        os << "; calls of short key loops: " << la.walk_entry << ", min(that, SMs * "
-           << la.min_blocks << ") blocks, each walking the items x + y*z in steps of the grid"
-           << (la.walk_pipelined ? ", pipelined, ping-pong" : "");
+        os << "; calls of short key loops: "
+           << (la.walk_entry.empty() ? la.walk_pipelined ? "the main build, pipelined, ping-pong"
+                                                         : "the main build"
+               : la.walk_entry + (la.walk_pipelined ? ", pipelined, ping-pong" : ""))
+           << ", min(that, SMs * " << la.min_blocks
+           << ") blocks, each walking the items x + y*z in steps of the grid";
       os << "\n  products: "
          << (la.wgmma ? "wgmma (sm_90a), Q.K^T m64n" + std::to_string(la.wgmma_n) +
                             "k16, P.V " + pv_shapes(la) +

@@ -645,19 +645,21 @@ class Lowering : public TensorCoreView {
   // operands, so it is chosen where those arrays leave the element code room: at most 128
   // registers a thread (d = e = 64 at 128 keys a tile: 1.04-1.10x; at d = e = 128, 160, it
   // measured 0.98-0.99x of the plain loop on long key loops and spills with gathers:
-  // bench/NOTES.md, session 17). The walking build (short key loops: a block's items of at
-  // most KeySplit::kWalkTiles tiles) takes it at up to 160, every wgmma kernel's arrays (1.06x
-  // at n = 512, d = e = 128, same notes).
+  // bench/NOTES.md, session 17). Walking calls (short key loops: a block's items of at most
+  // KeySplit::kWalkTiles tiles) take it at up to 160, every wgmma kernel's arrays (1.06-1.07x
+  // at n = 512, d = e = 128: sessions 17 and 18), in a build of their own where the main
+  // loop is not pipelined; where it is, the main build walks too (one compile; and at
+  // d = e = 64 the main build with the walking code in measured 1.04x faster at 4K than without
+  // it, session 18).
   void choose_pipelining(int Sn, int A) {
     // (the scores and the weights share their registers: max(Sn, G) arrays)
     const int G = static_cast<int>(groups_.size());
     const int live = wgmma_live_regs(std::max(Sn, G), A, G, launch_.block_n, DVc_);
     launch_.pipelined = live <= kPipelinedLiveRegs;
     launch_.ping_pong = launch_.pipelined;
-    if (launch_.persistent) {
-      launch_.walk_entry = k_.name + "_walk";
-      launch_.walk_pipelined = live <= kWgmmaLiveRegs;
-    }
+    if (!launch_.persistent) return;
+    launch_.walk_pipelined = live <= kWgmmaLiveRegs;
+    if (launch_.walk_pipelined != launch_.pipelined) launch_.walk_entry = k_.name + "_walk";
   }
   static constexpr int kPipelinedLiveRegs = 128, kWgmmaLiveRegs = 160;
 

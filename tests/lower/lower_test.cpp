@@ -294,7 +294,7 @@ TEST(Lower, PersistentGridsForShortKeyLoopsOfKernelsWhoseItemsComputeTheSameTile
     const Compiled c = lowered(testing::example_program(name), Target::cuda_sm90, hd);
     const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
     EXPECT_TRUE(la.warp_specialized && la.persistent) << name;
-    // the walking calls' own build (its entry), pipelined with ping-pong at d = e = 128 too,
+    // the walking calls' own build (its entry), pipelined with ping-pong at d = e = 128,
     // where the main build (long key loops) is not
     EXPECT_EQ(la.walk_entry, name + std::string("_k0_walk")) << name;
     EXPECT_TRUE(la.walk_pipelined) << name;
@@ -303,6 +303,12 @@ TEST(Lower, PersistentGridsForShortKeyLoopsOfKernelsWhoseItemsComputeTheSameTile
         lowered(testing::example_program(name), Target::cuda_sm80, hd).lowered.kernels.at(0).tensor_core.launch;
     EXPECT_FALSE(sm80.persistent) << name;
     EXPECT_EQ(sm80.walk_entry, "") << name;
+    // at d = e = 64 the main loop is pipelined already: the main build walks too
+    const Sm80Launch& d64 = lowered(testing::example_program(name), Target::cuda_sm90,
+                                    {{"d", 64}, {"e", 64}})
+                                .lowered.kernels.at(0).tensor_core.launch;
+    EXPECT_TRUE(d64.persistent && d64.pipelined && d64.walk_pipelined) << name;
+    EXPECT_EQ(d64.walk_entry, "") << name;
   }
   for (const char* name : {"causal", "gqa", "alibi", "lse", "sliding_window", "document",
                            "prefix_lm"}) {

@@ -361,6 +361,8 @@ class Printer : public TensorCoreView {
     if (launch_.warp_specialized)
       os << "  static constexpr bool kWarpSpecialized = true;\n  static constexpr int kStages = "
          << launch_.stages << ";\n";
+    if (launch_.persistent && launch_.walk_entry.empty())
+      os << "  static constexpr bool kPersistent = true;\n";
     if (launch_.pipelined)
       os << "  static constexpr bool kPipelined = true, kPingPong = "
          << (launch_.ping_pong ? "true" : "false") << ";\n";
@@ -636,8 +638,8 @@ class Printer : public TensorCoreView {
     os << "  }\n";
     os << bd.str() << "};\n\n";
     // The entry points: all of them by default (an ahead-of-time cubin); the runtime compiles the
-    // full kernel and the combine kernel with FG_ONLY_MAIN at load, the walking kernel with
-    // FG_ONLY_WALK at the first call that walks, the few-rows kernel with FG_ONLY_FEW at the
+    // full kernel and the combine kernel with FG_ONLY_MAIN at load, a walking kernel of its own
+    // (Sm80Launch::walk_entry) with FG_ONLY_WALK at the first call that walks, the few-rows kernel with FG_ONLY_FEW at the
     // first call of at most 16 rows (each is most of a compile's time).
     // (TMA reads its maps from the kernel parameter in place)
     const std::string P = NTMA > 0 ? "(const __grid_constant__ Params p)" : "(const Params p)";
@@ -654,7 +656,7 @@ class Printer : public TensorCoreView {
          << "extern \"C\" __global__ void __launch_bounds__(256)\n" << launch_.split_entry
          << "(const fg::SplitArgs a) { fg::split_pieces(a); }\n";
     os << "#endif\n\n";
-    if (launch_.persistent)
+    if (!launch_.walk_entry.empty())
       os << "#if !defined(FG_ONLY_MAIN) && !defined(FG_ONLY_FEW)\n"
          << "// Calls of short key loops: as many blocks as are resident, each walking work items.\n"
          << "struct SpecWalk : Spec {\n  static constexpr bool kPersistent = true;\n"
@@ -673,6 +675,9 @@ class Printer : public TensorCoreView {
                ? "  static constexpr bool kWarpSpecialized = false;\n  static constexpr int kStages = 2;\n"
                : "")
        << (NTMA > 0 ? "  static constexpr bool kTma = false;\n" : "")
+       << (launch_.persistent && launch_.walk_entry.empty()
+               ? "  static constexpr bool kPersistent = false;\n"
+               : "")
        << "};\n"
        << "static_assert(fg::AttnSm80<SpecFew>::kSmemBytes == " << launch_.few_smem_bytes
        << ", \"the host launches with the emitter's shared-memory size\");\n"

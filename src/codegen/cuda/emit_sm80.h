@@ -64,13 +64,16 @@ struct Sm80Launch {
   int producer_warps = 0;
   int stages = 2;
   // Warp-specialized kernels whose work items (row tile, parallel index x key chunk) all
-  // compute the same key tiles (no tile mask) have a walking build, `walk_entry` (Spec
-  // kPersistent, its own program: FG_ONLY_WALK, compiled at the first call that walks): as many
+  // compute the same key tiles (no tile mask) may run a persistent grid (kPersistent): as many
   // blocks as are resident at once (sm count x min_blocks), each walking the items blockIdx.x,
   // + gridDim.x, ...; the producer fills the next item's stages under the last one's epilogue.
-  // A per-call choice (choose_key_split: short key loops); the main entry has no walking code.
-  // With a tile mask the items' work differs, and the hardware's block scheduler balances it.
-  // The walking build runs the pipelined loop with ping-pong (below) where `walk_pipelined`.
+  // A per-call choice (choose_key_split: short key loops). With a tile mask the items' work
+  // differs, and the hardware's block scheduler balances it.
+  // The walking code runs the pipelined loop with ping-pong (below) where `walk_pipelined`.
+  // Where that differs from the main loop (`pipelined`), the walking calls have a build of
+  // their own, `walk_entry` (its own program: FG_ONLY_WALK, compiled at the first call that
+  // walks), and the main entry has no walking code; otherwise (walk_entry empty) the main
+  // entry walks too.
   bool persistent = false;
   std::string walk_entry;
   bool walk_pipelined = false;
