@@ -64,6 +64,8 @@ struct CudaBoundKernel;
 // The kernel a bound call launches: the few-rows kernel, the full kernel or its walking build,
 // either built to copy K/V by cp.async when the call has no tensor maps.
 const CudaKernel& launched_kernel(const CudaLoadedKernel& k, const CudaBoundKernel& bk);
+// Its entry point's name (the few-rows, walking or main entry).
+const std::string& launched_entry(const CudaLoadedKernel& k, const CudaBoundKernel& bk);
 
 // The kernels of a program for the running GPU and the head dims of a call, in plan order.
 struct CudaLoaded {

@@ -375,12 +375,13 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
     const double t_end = tr.now_us();
     // Device spans: each run at its event offset from the first timed run, which starts after
     // the warm-up runs; the host span covers the whole timing loop.
-    tr.add(K.low.entry + ": timed runs (warm-up " + std::to_string(opt.warmup) + " + " +
+    const std::string& entry = launched_entry(K, bk);
+    tr.add(entry + ": timed runs (warm-up " + std::to_string(opt.warmup) + " + " +
                std::to_string(opt.iters) + ")",
            "host", t_base, t_end - t_base);
     const double first = t_end - 1e3 * (t.start_offsets_ms.back() + t.samples_ms.back());
     for (size_t j = 0; j < t.samples_ms.size(); ++j)
-      tr.add(K.low.entry, "kernel", first + 1e3 * t.start_offsets_ms[j], 1e3 * t.samples_ms[j],
+      tr.add(entry, "kernel", first + 1e3 * t.start_offsets_ms[j], 1e3 * t.samples_ms[j],
              1);
     cuda_check_errors(p, L->plan, b);
     {
@@ -390,7 +391,7 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
         kp.note = "on these inputs an accumulator ends inf or NaN, so a run also launches the "
                   "careful build (the strong zero of masked keys), which is not timed here";
     }
-    kp.name = K.low.entry + " (" + path_name(K.low.path) + " path)";
+    kp.name = entry + " (" + path_name(K.low.path) + " path)";
     kp.compiled = compiled_label(process_cache, L->from_disk_cache);
     kp.compile_ms = process_cache || i > 0 ? 0 : L->compile_ms;
     kp.iters = opt.iters;

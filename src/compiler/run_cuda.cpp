@@ -213,6 +213,12 @@ std::vector<TmaMapShape> tma_map_shapes(const Sm80Launch& la, const std::vector<
   return out;
 }
 
+const std::string& launched_entry(const CudaLoadedKernel& k, const CudaBoundKernel& bk) {
+  if (bk.few) return k.low.tensor_core.launch.few_entry;
+  if (bk.walk && k.walking) return k.low.tensor_core.launch.walk_entry;
+  return k.low.entry;
+}
+
 const CudaKernel& launched_kernel(const CudaLoadedKernel& k, const CudaBoundKernel& bk) {
   if (bk.few) return k.few();
   if (bk.walk && k.walking)  // (without a build of its own, the main build walks)

@@ -646,11 +646,11 @@ class Lowering : public TensorCoreView {
   // registers a thread (d = e = 64 at 128 keys a tile: 1.04-1.10x; at d = e = 128, 160, it
   // measured 0.98-0.99x of the plain loop on long key loops and spills with gathers:
   // bench/NOTES.md, session 17). Walking calls (short key loops: a block's items of at most
-  // KeySplit::kWalkTiles tiles) take it at up to 160, every wgmma kernel's arrays (1.06-1.07x
-  // at n = 512, d = e = 128: sessions 17 and 18), in a build of their own where the main
-  // loop is not pipelined; where it is, the main build walks too (one compile; and at
-  // d = e = 64 the main build with the walking code in measured 1.04x faster at 4K than without
-  // it, session 18).
+  // KeySplit::kWalkTiles tiles) take it where those arrays come to at most 160 registers, the
+  // bound choose_wgmma puts on the scores' (1.06-1.07x at n = 512, d = e = 128: sessions 17
+  // and 18), in a build of their own where the main loop is not pipelined; where the two
+  // loops agree, the main build walks too (one compile; and at d = e = 64 the main build with
+  // the walking code in measured 1.04x faster at 4K than without it, session 18).
   void choose_pipelining(int Sn, int A) {
     // (the scores and the weights share their registers: max(Sn, G) arrays)
     const int G = static_cast<int>(groups_.size());

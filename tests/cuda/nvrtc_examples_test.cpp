@@ -69,7 +69,8 @@ TEST_P(NvrtcExamples, CompilesForSm80AndSm90a) {
   }
 }
 
-// The cuda-sm90 kernels at d = 64 and 128: where the lowering chose wgmma, ptxas keeps the
+// The cuda-sm90 kernels at d = 64 and 128: where the lowering chose wgmma, ptxas keeps the main
+// and walking kernels free of spills and
 // wgmma instructions asynchronous. (It serializes every wgmma of a kernel, with a "Potential
 // Performance Loss" advisory in its -v output, when ordinary code touches a wgmma's registers
 // before the wait or a wgmma is issued under a branch.)
@@ -103,6 +104,20 @@ TEST_P(NvrtcExamples, Sm90KernelsKeepWgmmaAsynchronous) {
       EXPECT_EQ(c.log.find("setmaxnreg"), std::string::npos) << name << " d=" << d << ":\n" << c.log;
       EXPECT_EQ(c.log.find("C7508"), std::string::npos) << name << " d=" << d << ":\n" << c.log;
     }
+    // the lowering's register rules (choose_wgmma, choose_pipelining) leave the main and the
+    // walking kernels without spills (ptxas: "Function properties for F", then "... N bytes
+    // spill stores"); the few-rows kernel (255 registers, mma.sync) is not held to it
+    int checked = 0;
+    for (const std::string entry : {name + "_k0", name + "_k0_walk"}) {
+      const size_t at = c.log.find("Function properties for " + entry + "\n");
+      if (at == std::string::npos) continue;
+      ++checked;
+      const size_t line = c.log.find('\n', at) + 1;
+      const std::string props = c.log.substr(line, c.log.find('\n', line) - line);
+      EXPECT_NE(props.find(" 0 bytes spill stores"), std::string::npos)
+          << entry << " d=" << d << ": " << props;
+    }
+    EXPECT_GE(checked, 1) << name << " d=" << d << ":\n" << c.log;
   }
   // every example but the ones whose tiles do not line up (d = 32) or fit (diff_attn's two
   // accumulators of 2d columns) takes wgmma at both sizes
@@ -128,6 +143,24 @@ TEST_P(NvrtcExamples, TheTileCountingAndCarefulBuildsCompileForSm80AndSm90a) {
       ASSERT_EQ(cubins.size(), 1u);
       EXPECT_EQ(cubins[0].substr(1, 3), "ELF");
     }
+  // at d = 128 an unmasked kernel has a walking entry of its own: its builds compile too (the
+  // full source holds every entry)
+  CompileOptions opt;
+  opt.target = Target::cuda_sm90;
+  opt.sizes = heads(name, 128);
+  const Compiled c = compile_to_target(p, opt);
+  bool walks = false;
+  for (const LoweredKernel& k : c.lowered.kernels)
+    walks = walks || (k.path == LoweredKernel::Path::tensor_core &&
+                      !k.tensor_core.launch.walk_entry.empty());
+  if (!walks) return;
+  for (CudaBuild b : {CudaBuild::count_tiles, CudaBuild::careful}) {
+    std::vector<std::string> cubins;
+    ASSERT_NO_THROW(cubins = cuda_compile_build(p, Target::cuda_sm90, heads(name, 128), "sm_90a", b))
+        << name << " build " << static_cast<int>(b) << " d=128";
+    ASSERT_EQ(cubins.size(), 1u);
+    EXPECT_EQ(cubins[0].substr(1, 3), "ELF");
+  }
 }
 
 // The runtime compiles a tensor-core kernel's entry points in separate programs (FG_ONLY_MAIN:

@@ -299,14 +299,14 @@ TEST(Lower, PersistentGridsForShortKeyLoopsOfKernelsWhoseItemsComputeTheSameTile
     EXPECT_EQ(la.walk_entry, name + std::string("_k0_walk")) << name;
     EXPECT_TRUE(la.walk_pipelined) << name;
     EXPECT_FALSE(la.pipelined) << name;
-    const Sm80Launch& sm80 =
-        lowered(testing::example_program(name), Target::cuda_sm80, hd).lowered.kernels.at(0).tensor_core.launch;
+    const Compiled c80 = lowered(testing::example_program(name), Target::cuda_sm80, hd);
+    const Sm80Launch& sm80 = c80.lowered.kernels.at(0).tensor_core.launch;
     EXPECT_FALSE(sm80.persistent) << name;
     EXPECT_EQ(sm80.walk_entry, "") << name;
     // at d = e = 64 the main loop is pipelined already: the main build walks too
-    const Sm80Launch& d64 = lowered(testing::example_program(name), Target::cuda_sm90,
-                                    {{"d", 64}, {"e", 64}})
-                                .lowered.kernels.at(0).tensor_core.launch;
+    const Compiled c64 =
+        lowered(testing::example_program(name), Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+    const Sm80Launch& d64 = c64.lowered.kernels.at(0).tensor_core.launch;
     EXPECT_TRUE(d64.persistent && d64.pipelined && d64.walk_pipelined) << name;
     EXPECT_EQ(d64.walk_entry, "") << name;
   }

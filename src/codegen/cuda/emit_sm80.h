@@ -69,15 +69,19 @@ struct Sm80Launch {
   // + gridDim.x, ...; the producer fills the next item's stages under the last one's epilogue.
   // A per-call choice (choose_key_split: short key loops). With a tile mask the items' work
   // differs, and the hardware's block scheduler balances it.
-  // The walking code runs the pipelined loop with ping-pong (below) where `walk_pipelined`.
-  // Where that differs from the main loop (`pipelined`), the walking calls have a build of
-  // their own, `walk_entry` (its own program: FG_ONLY_WALK, compiled at the first call that
-  // walks), and the main entry has no walking code; otherwise (walk_entry empty) the main
-  // entry walks too.
+  // Warp-specialized: each compute warpgroup issues the next tile's scores with this tile's
+  // P.V and runs the next softmax while P.V is on the tensor cores (kPipelined); with
+  // ping_pong the two warpgroups also take turns at issuing their products (kPingPong), so
+  // one's softmax runs under the other's products. Lowering's choose_pipelining says when.
+  bool pipelined = false, ping_pong = false;
+  // The walking code runs that pipelined loop with ping-pong where `walk_pipelined`. Where
+  // that differs from the main loop (`pipelined`), the walking calls have a build of their
+  // own, `walk_entry` (its own program: FG_ONLY_WALK, compiled at the first call that walks),
+  // and the main entry has no walking code: it ignores Params::m_tiles, so a grid launched
+  // to walk must launch `walk_entry`. Otherwise (walk_entry empty) the main entry walks too.
   bool persistent = false;
   std::string walk_entry;
   bool walk_pipelined = false;
-  bool pipelined = false, ping_pong = false;
   // Warp-specialized: the K tiles (one per score, in order) and the V tiles (one per distinct
   // value tensor) come by TMA bulk tensor copies, one 5-dim tensor map per operand in Params,
   // its dims innermost first: the operand's column dim (head or value dim; stride 1), the key
@@ -132,7 +136,7 @@ struct Sm80Launch {
   int num_buffers = 0, max_rank = 1, num_dims = 0;  // num_buffers: the plan's, then `split`'s
   // Params = { const void* buf[num_buffers]; i64 st[num_buffers][max_rank];
   //            i64 ext[num_dims]; i64* err; i64 key_split; float* part; i64 m_tiles; }
-  //            (m_tiles: the row tiles of a call, read by persistent kernels; all 8-byte
+  //            (m_tiles: the row tiles of a walking call, read by kPersistent kernels; all 8-byte
   //            fields, in this order), then with TMA operands, from the next 64-byte
   //            boundary, one 16-word map per operand. The words (the printer static_asserts
   //            the struct against them; the host fills them):
