@@ -160,7 +160,8 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
           k.walking_cp_async =
               std::make_shared<const LazyCudaKernel>(c.sources[i], std::move(cp), la.walk_entry);
         }
-        k.walking = std::make_shared<const LazyCudaKernel>(c.sources[i], std::move(walk), la.walk_entry);
+        k.walking =
+            std::make_shared<const LazyCudaKernel>(c.sources[i], std::move(walk), la.walk_entry);
       }
       k.few_rows = std::make_shared<const LazyCudaKernel>(c.sources[i], std::move(few),
                                                           lk.tensor_core.launch.few_entry);

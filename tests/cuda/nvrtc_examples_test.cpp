@@ -156,7 +156,8 @@ TEST_P(NvrtcExamples, TheTileCountingAndCarefulBuildsCompileForSm80AndSm90a) {
   if (!walks) return;
   for (CudaBuild b : {CudaBuild::count_tiles, CudaBuild::careful}) {
     std::vector<std::string> cubins;
-    ASSERT_NO_THROW(cubins = cuda_compile_build(p, Target::cuda_sm90, heads(name, 128), "sm_90a", b))
+    ASSERT_NO_THROW(cubins =
+                        cuda_compile_build(p, Target::cuda_sm90, heads(name, 128), "sm_90a", b))
         << name << " build " << static_cast<int>(b) << " d=128";
     ASSERT_EQ(cubins.size(), 1u);
     EXPECT_EQ(cubins[0].substr(1, 3), "ELF");
@@ -222,7 +223,8 @@ TEST(CudaEmit, EntryPointsCompileApartOrTogether) {
   EXPECT_EQ(entries(""), (Set{"causal_k0", "causal_k0_few", "causal_k0_combine"}));
   // an unmasked kernel has a walking build too (FG_ONLY_WALK: calls of short key loops), with
   // K/V by TMA or, for calls no tensor map describes, by cp.async
-  const std::string vsrc = emit_cuda(example("vanilla"), Target::cuda_sm90, {{"d", 128}, {"e", 128}});
+  const std::string vsrc =
+      emit_cuda(example("vanilla"), Target::cuda_sm90, {{"d", 128}, {"e", 128}});
   auto ventries = [&](const std::vector<std::string>& macros) {
     const std::string bin = nvrtc_compile(vsrc, sm90a_options(macros)).bytes;
     std::set<std::string> found;

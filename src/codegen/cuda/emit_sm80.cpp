@@ -639,8 +639,9 @@ class Printer : public TensorCoreView {
     os << bd.str() << "};\n\n";
     // The entry points: all of them by default (an ahead-of-time cubin); the runtime compiles the
     // full kernel and the combine kernel with FG_ONLY_MAIN at load, a walking kernel of its own
-    // (Sm80Launch::walk_entry) with FG_ONLY_WALK at the first call that walks, the few-rows kernel with FG_ONLY_FEW at the
-    // first call of at most 16 rows (each is most of a compile's time).
+    // (Sm80Launch::walk_entry) with FG_ONLY_WALK at the first call that walks, the few-rows
+    // kernel with FG_ONLY_FEW at the first call of at most 16 rows (each is most of a
+    // compile's time).
     // (TMA reads its maps from the kernel parameter in place)
     const std::string P = NTMA > 0 ? "(const __grid_constant__ Params p)" : "(const Params p)";
     os << "#if !defined(FG_ONLY_FEW) && !defined(FG_ONLY_WALK)\n"
@@ -658,7 +659,7 @@ class Printer : public TensorCoreView {
     os << "#endif\n\n";
     if (!launch_.walk_entry.empty())
       os << "#if !defined(FG_ONLY_MAIN) && !defined(FG_ONLY_FEW)\n"
-         << "// Calls of short key loops: as many blocks as are resident, each walking work items.\n"
+         << "// Calls of short key loops: the blocks resident at once walk the work items.\n"
          << "struct SpecWalk : Spec {\n  static constexpr bool kPersistent = true;\n"
          << "  static constexpr bool kPipelined = " << (launch_.walk_pipelined ? "true" : "false")
          << ", kPingPong = " << (launch_.walk_pipelined ? "true" : "false") << ";\n};\n"
