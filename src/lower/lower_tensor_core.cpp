@@ -637,20 +637,20 @@ class Lowering : public TensorCoreView {
 
   // The columns of one wgmma instruction (Sm80Launch::wgmma_n): 128 where the key tile holds
   // them (Q.K^T; P.V where the value columns do too), which reads each A operand from shared
-  // memory half as often as m64n64k16 (bench/NOTES.md, session 17: 1.04-1.07x).
+  // memory half as often as m64n64k16 (measured: bench/NOTES.md, session 17).
   void choose_wgmma_n() { launch_.wgmma_n = launch_.block_n % 128 == 0 ? 128 : 64; }
 
   // The pipelined compute loop with ping-pong turns (Sm80Launch::pipelined, ping_pong): while
   // a warpgroup's P.V runs, its next scores are live beside the accumulators and the P
-  // operands, so it is chosen where those arrays leave the element code room: at most 128
-  // registers a thread (d = e = 64 at 128 keys a tile: 1.04-1.10x; at d = e = 128, 160, it
-  // measured 0.98-0.99x of the plain loop on long key loops and spills with gathers:
-  // bench/NOTES.md, session 17). Walking calls (short key loops: a block's items of at most
-  // KeySplit::kWalkTiles tiles) take it where those arrays come to at most 160 registers, the
-  // bound choose_wgmma puts on the scores' (1.06-1.07x at n = 512, d = e = 128: sessions 17
-  // and 18), in a build of their own where the main loop is not pipelined; where the two
-  // loops agree, the main build walks too (one compile; and at d = e = 64 the main build with
-  // the walking code in measured 1.04x faster at 4K than without it, session 18).
+  // operands. So the main build takes it where those arrays leave the element code room: at
+  // most 128 registers a thread (d = e = 64 at 128 keys a tile). At d = e = 128 (160) it was
+  // slower on long key loops and spilled with gathers.
+  // Walking calls (short key loops: a block's items of at most KeySplit::kWalkTiles tiles),
+  // where it was faster, take it up to 160 registers, the bound choose_wgmma puts on the
+  // scores'. They get a build of their own where the main loop is not pipelined. Where the two
+  // loops agree, the main build walks too: one compile, and at d = e = 64 the main build was
+  // faster with the walking code in than without it.
+  // The measurements: bench/NOTES.md, sessions 17 and 18.
   void choose_pipelining(int Sn, int A) {
     // (the scores and the weights share their registers: max(Sn, G) arrays)
     const int G = static_cast<int>(groups_.size());
