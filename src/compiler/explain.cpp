@@ -228,6 +228,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   const Sm80Launch& l = s.launch;
   j["products"] = l.wgmma ? "wgmma" : "mma.sync";
   if (l.wgmma) j["wgmma_n"] = l.wgmma_n;
+  if (!l.products_why.empty()) j["products_why"] = l.products_why;
   j["block_rows"] = l.block_m;
   j["warps"] = l.warps;
   j["warp_specialized"] = l.warp_specialized;

@@ -211,6 +211,7 @@ std::string LoweredCuda::str(const Plan& plan) const {
                             "k16, P.V " + pv_shapes(la) +
                             ", two warpgroups of 64 rows; the careful build by mma.sync"
                       : std::string("mma.sync m16n8k16"))
+         << (la.products_why.empty() ? "" : "; " + la.products_why)
          << "\n  block: " << la.warps << " warps, " << la.rows_per_warp << " rows per warp, "
          << la.block_n << " keys per tile, " << la.smem_bytes << " bytes of shared memory, "
          << la.min_blocks << " blocks per SM at least\n";

@@ -591,12 +591,56 @@ class Lowering : public TensorCoreView {
   static int wgmma_live_regs(int score_arrays, int A, int G, int bn, int64_t dvc) {
     return score_arrays * bn / 2 + A * static_cast<int>(dvc) / 2 + G * bn / 4;
   }
+  // Where the arrays do not fit at the value split the accumulators need, a wider split
+  // (narrower value chunks, each block recomputing the scores) may: it is taken while the
+  // multiply-adds per (row, key) pair stay within kWgmmaWorkRatio times the mma.sync shape's,
+  // the rate wgmma reaches over mma.sync on this template (bench/NOTES.md, session 19).
+  static int64_t products_per_pair(int Sn, int A, int64_t Dt, int64_t DVt, int vs) {
+    return vs * Sn * Dt + A * DVt;
+  }
   void choose_wgmma(int Sn, int A) {
-    if (out_.target != Target::cuda_sm90 || Dt_ % 64 != 0 || !launch_.split.empty()) return;
+    if (out_.target != Target::cuda_sm90) return;
+    if (!launch_.split.empty()) {
+      launch_.products_why = "mma.sync: operands in bf16 pieces";
+      return;
+    }
+    if (Dt_ % 64 != 0) {
+      launch_.products_why = "mma.sync: the head dim's tile of " + S(Dt_) +
+                             " columns does not fill wgmma's 64-column panels";
+      return;
+    }
     int vs = 1;  // the value split at 16 rows per warp
     while (A * (DVt_ / vs) / 2 > 128 && (DVt_ / (2 * vs)) % 32 == 0 && DVt_ == DV_) vs *= 2;
+    const int need_vs = vs;
+    const int64_t mma_work = products_per_pair(Sn, A, Dt_, DVt_, vsplit_);
+    for (;; vs *= 2) {
+      if ((DVt_ / vs) % 64 != 0 || DVt_ % vs != 0 || (vs > need_vs && DVt_ != DV_)) {
+        launch_.products_why = "mma.sync: a value chunk of " + S(DVt_ / vs) + " columns " +
+                               (vs > need_vs && DVt_ != DV_ ? "(a padded value dim is not split "
+                                                              "further) "
+                                                            : "") +
+                               "does not fill wgmma's 64-column panels";
+        return;
+      }
+      if (products_per_pair(Sn, A, Dt_, DVt_, vs) > kWgmmaWorkRatio * mma_work) {
+        launch_.products_why = "mma.sync: wgmma's arrays and tiles fit only at a value split of " +
+                               S(vs) + " or more, whose recomputed scores cost more than wgmma "
+                               "gains";
+        return;
+      }
+      if (try_wgmma(Sn, A, vs)) {
+        if (vs > need_vs)
+          launch_.products_why = "wgmma at a value split of " + S(vs) + " (at " + S(vs / 2) +
+                                 " its arrays do not fit the registers; each chunk recomputes "
+                                 "the scores)";
+        return;
+      }
+    }
+  }
+  static constexpr double kWgmmaWorkRatio = 1.5;
+  // wgmma at value split vs: true when taken.
+  bool try_wgmma(int Sn, int A, int vs) {
     const int64_t dvc = DVt_ / vs;
-    if (dvc % 64 != 0) return;
     const int G = static_cast<int>(groups_.size());
     const int saved_bm = launch_.block_m, saved_bn = launch_.block_n;
     const int64_t saved_dvc = DVc_;
@@ -627,12 +671,13 @@ class Lowering : public TensorCoreView {
         choose_tma();
         choose_wgmma_n();
         choose_pipelining(Sn, A);
-        return;
+        return true;
       }
     }
     launch_.block_m = saved_bm;
     launch_.block_n = saved_bn;
     DVc_ = saved_dvc;
+    return false;
   }
 
   // The columns of one wgmma instruction (Sm80Launch::wgmma_n): 128 where the key tile holds

@@ -112,13 +112,14 @@ program mixed(q: bf16[b, h, m, d], k: f16[b, h, n, d], v: bf16[b, h, n, e]) {
 // the fragments fit the registers: two compute warpgroups (8 warps of 16 rows) and a producer
 // warpgroup, 128-key tiles when nothing is staged (64 otherwise), as many K/V stages as shared
 // memory holds (at most 4); the few-rows kernel keeps one warp and
-// 64-key tiles. Tiles that are not multiples of 64 columns (d = 100 pads to 128, 96 does not),
-// accumulators too wide for the registers (e = 256) and cuda-sm80 keep mma.sync.
+// 64-key tiles. Tiles that are not multiples of 64 columns (d = 100 pads to 128, 96 does not)
+// and cuda-sm80 keep mma.sync; accumulators too wide for the registers (e = 256) split the value
+// columns (HopperSplitsValueColumnsFurtherWhereTheWgmmaArraysDoNotFit).
 TEST(Lower, HopperTakesWgmmaWhereItsTilesLineUp) {
   struct Case { const char* name; int64_t d, e; bool wgmma; int block_n; };
   for (const Case& t : {Case{"vanilla", 128, 128, true, 128}, Case{"causal", 64, 64, true, 128},
                         Case{"gqa", 128, 128, true, 128}, Case{"vanilla", 100, 128, true, 128},
-                        Case{"vanilla", 64, 256, false, 64}, Case{"vanilla", 96, 96, false, 64},
+                        Case{"vanilla", 64, 256, true, 128}, Case{"vanilla", 96, 96, false, 64},
                         Case{"evoformer_row", 32, 32, false, 64}}) {
     Program p = testing::example_program(t.name);
     Compiled c = lowered(p, Target::cuda_sm90, {{"d", t.d}, {"e", t.e}});
@@ -203,6 +204,47 @@ TEST(Lower, HopperPipelinesWhereTheNextScoresFitAndWidensWgmmaToTheKeyTile) {
   // cuda-sm80 has neither
   Compiled c = lowered(testing::example_program("vanilla"), Target::cuda_sm80, {{"d", 64}, {"e", 64}});
   EXPECT_FALSE(c.lowered.kernels.at(0).tensor_core.launch.pipelined);
+}
+
+// Where wgmma's arrays do not fit the registers at the value split the accumulators need, the
+// value columns split further while the recomputed scores cost at most kWgmmaWorkRatio times the
+// mma.sync shape's multiply-adds; past that the products stay on mma.sync, and the launch says
+// why either way.
+TEST(Lower, HopperSplitsValueColumnsFurtherWhereTheWgmmaArraysDoNotFit) {
+  struct Case { const char* name; int64_t d, e; bool wgmma; int value_split, block_n; bool why; };
+  for (const Case& t : {Case{"diff_attn", 128, 256, true, 4, 64, true},
+                        Case{"diff_attn", 64, 128, true, 2, 64, true},
+                        Case{"vanilla", 256, 256, true, 2, 64, true},
+                        Case{"vanilla", 128, 128, true, 1, 128, false},
+                        // two scores over d = 256: a split of 4 costs 2560 multiply-adds a
+                        // (row, key) pair against mma.sync's 1536 at a split of 2
+                        Case{"diff_attn", 256, 256, false, 2, 64, true}}) {
+    Compiled c = lowered(testing::example_program(t.name), Target::cuda_sm90,
+                         {{"d", t.d}, {"e", t.e}});
+    const LoweredKernel& k = c.lowered.kernels.at(0);
+    ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << t.name << ": " << k.why;
+    const Sm80Launch& la = k.tensor_core.launch;
+    const std::string at = std::string(t.name) + " d=" + std::to_string(t.d);
+    EXPECT_EQ(la.wgmma, t.wgmma) << at;
+    EXPECT_EQ(la.value_split, t.value_split) << at;
+    EXPECT_EQ(la.value_cols, t.e / t.value_split) << at;
+    EXPECT_EQ(la.block_n, t.block_n) << at;
+    EXPECT_EQ(!la.products_why.empty(), t.why) << at << ": " << la.products_why;
+    CompileOptions opt;
+    opt.target = Target::cuda_sm90;
+    opt.sizes = {{"d", t.d}, {"e", t.e}};
+    const nlohmann::json j =
+        nlohmann::json::parse(explain_json(testing::example_program(t.name), opt));
+    const nlohmann::json& cj = j.at("kernels").at(0).at("cuda");
+    EXPECT_EQ(cj.at("products").get<std::string>(), t.wgmma ? "wgmma" : "mma.sync") << at;
+    EXPECT_EQ(cj.at("value_split").get<int>(), t.value_split) << at;
+    EXPECT_EQ(cj.contains("products_why"), t.why) << at;
+  }
+  // cuda-sm80 keeps the split the accumulators need
+  Compiled c = lowered(testing::example_program("diff_attn"), Target::cuda_sm80,
+                       {{"d", 128}, {"e", 256}});
+  EXPECT_EQ(c.lowered.kernels.at(0).tensor_core.launch.value_split, 2);
+  EXPECT_TRUE(c.lowered.kernels.at(0).tensor_core.launch.products_why.empty());
 }
 
 TEST(Lower, HopperKernelsWithStagedTilesKeep64KeyTiles) {
