@@ -163,6 +163,7 @@ std::string cuda_text(const CudaShape& s) {
      << (l.min_blocks == 1 ? " block" : " blocks") << " per SM";
   for (const auto& [d, e] : l.head_dims) os << ", " << d << " = " << e;
   os << "\n";
+  if (!l.products_why.empty()) os << "             products by " << l.products_why << "\n";
   if (l.pipelined)
     os << "             each compute warpgroup issues the next tile's scores with this tile's "
           "P.V and runs the next softmax under it"

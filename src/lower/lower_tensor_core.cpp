@@ -591,13 +591,6 @@ class Lowering : public TensorCoreView {
   static int wgmma_live_regs(int score_arrays, int A, int G, int bn, int64_t dvc) {
     return score_arrays * bn / 2 + A * static_cast<int>(dvc) / 2 + G * bn / 4;
   }
-  // Where the arrays do not fit at the value split the accumulators need, a wider split
-  // (narrower value chunks, each block recomputing the scores) may: it is taken while the
-  // multiply-adds per (row, key) pair stay within kWgmmaWorkRatio times the mma.sync shape's,
-  // the rate wgmma reaches over mma.sync on this template (bench/NOTES.md, session 19).
-  static int64_t products_per_pair(int Sn, int A, int64_t Dt, int64_t DVt, int vs) {
-    return vs * Sn * Dt + A * DVt;
-  }
   void choose_wgmma(int Sn, int A) {
     if (out_.target != Target::cuda_sm90) return;
     if (!launch_.split.empty()) {
@@ -611,34 +604,15 @@ class Lowering : public TensorCoreView {
     }
     int vs = 1;  // the value split at 16 rows per warp
     while (A * (DVt_ / vs) / 2 > 128 && (DVt_ / (2 * vs)) % 32 == 0 && DVt_ == DV_) vs *= 2;
-    const int need_vs = vs;
-    const int64_t mma_work = products_per_pair(Sn, A, Dt_, DVt_, vsplit_);
-    for (;; vs *= 2) {
-      if ((DVt_ / vs) % 64 != 0 || DVt_ % vs != 0 || (vs > need_vs && DVt_ != DV_)) {
-        launch_.products_why = "mma.sync: a value chunk of " + S(DVt_ / vs) + " columns " +
-                               (vs > need_vs && DVt_ != DV_ ? "(a padded value dim is not split "
-                                                              "further) "
-                                                            : "") +
-                               "does not fill wgmma's 64-column panels";
-        return;
-      }
-      if (products_per_pair(Sn, A, Dt_, DVt_, vs) > kWgmmaWorkRatio * mma_work) {
-        launch_.products_why = "mma.sync: wgmma's arrays and tiles fit only at a value split of " +
-                               S(vs) + " or more, whose recomputed scores cost more than wgmma "
-                               "gains";
-        return;
-      }
-      if (try_wgmma(Sn, A, vs)) {
-        if (vs > need_vs)
-          launch_.products_why = "wgmma at a value split of " + S(vs) + " (at " + S(vs / 2) +
-                                 " its arrays do not fit the registers; each chunk recomputes "
-                                 "the scores)";
-        return;
-      }
+    if ((DVt_ / vs) % 64 != 0) {
+      launch_.products_why = "mma.sync: a value chunk of " + S(DVt_ / vs) +
+                             " columns does not fill wgmma's 64-column panels";
+      return;
     }
+    try_wgmma(Sn, A, vs);
   }
-  static constexpr double kWgmmaWorkRatio = 1.5;
-  // wgmma at value split vs: true when taken.
+  // wgmma at value split vs, with keys in tiles of 128 or else 64: true when taken; otherwise
+  // products_why says what did not fit at 64-key tiles.
   bool try_wgmma(int Sn, int A, int vs) {
     const int64_t dvc = DVt_ / vs;
     const int G = static_cast<int>(groups_.size());
@@ -646,11 +620,20 @@ class Lowering : public TensorCoreView {
     const int64_t saved_dvc = DVc_;
     for (int bn : {128, 64}) {
       if (bn != 64 && !staged_.empty()) continue;
-      if (wgmma_live_regs(Sn, A, G, bn, dvc) > kWgmmaLiveRegs) continue;
+      const int live = wgmma_live_regs(Sn, A, G, bn, dvc);
+      if (live > kWgmmaLiveRegs) {
+        launch_.products_why = "mma.sync: wgmma's scores, accumulators and P operands would "
+                               "take " + S(live) + " registers a thread at " + S(bn) +
+                               "-key tiles and a value split of " + S(vs) + " (at most " +
+                               S(kWgmmaLiveRegs) + ")";
+        continue;
+      }
       launch_.block_m = 128;
       launch_.block_n = bn;
       DVc_ = dvc;
-      if (smem_bytes(staged_, 0, 0, 2, true) <= budget_.per_block) {
+      const int smem = smem_bytes(staged_, 0, 0, 2, true);
+      if (smem <= budget_.per_block) {
+        launch_.products_why.clear();
         launch_.wgmma = true;
         launch_.min_blocks = 1;
         mw_ = 1;
@@ -673,6 +656,9 @@ class Lowering : public TensorCoreView {
         choose_pipelining(Sn, A);
         return true;
       }
+      launch_.products_why = "mma.sync: wgmma's two stages would take " + S(smem) +
+                             " bytes of shared memory at " + S(bn) + "-key tiles (at most " +
+                             S(budget_.per_block) + " a block)";
     }
     launch_.block_m = saved_bm;
     launch_.block_n = saved_bn;

@@ -112,14 +112,13 @@ program mixed(q: bf16[b, h, m, d], k: f16[b, h, n, d], v: bf16[b, h, n, e]) {
 // the fragments fit the registers: two compute warpgroups (8 warps of 16 rows) and a producer
 // warpgroup, 128-key tiles when nothing is staged (64 otherwise), as many K/V stages as shared
 // memory holds (at most 4); the few-rows kernel keeps one warp and
-// 64-key tiles. Tiles that are not multiples of 64 columns (d = 100 pads to 128, 96 does not)
-// and cuda-sm80 keep mma.sync; accumulators too wide for the registers (e = 256) split the value
-// columns (HopperSplitsValueColumnsFurtherWhereTheWgmmaArraysDoNotFit).
+// 64-key tiles. Tiles that are not multiples of 64 columns (d = 100 pads to 128, 96 does not),
+// accumulators too wide for the registers (e = 256) and cuda-sm80 keep mma.sync.
 TEST(Lower, HopperTakesWgmmaWhereItsTilesLineUp) {
   struct Case { const char* name; int64_t d, e; bool wgmma; int block_n; };
   for (const Case& t : {Case{"vanilla", 128, 128, true, 128}, Case{"causal", 64, 64, true, 128},
                         Case{"gqa", 128, 128, true, 128}, Case{"vanilla", 100, 128, true, 128},
-                        Case{"vanilla", 64, 256, true, 128}, Case{"vanilla", 96, 96, false, 64},
+                        Case{"vanilla", 64, 256, false, 64}, Case{"vanilla", 96, 96, false, 64},
                         Case{"evoformer_row", 32, 32, false, 64}}) {
     Program p = testing::example_program(t.name);
     Compiled c = lowered(p, Target::cuda_sm90, {{"d", t.d}, {"e", t.e}});
@@ -206,45 +205,48 @@ TEST(Lower, HopperPipelinesWhereTheNextScoresFitAndWidensWgmmaToTheKeyTile) {
   EXPECT_FALSE(c.lowered.kernels.at(0).tensor_core.launch.pipelined);
 }
 
-// Where wgmma's arrays do not fit the registers at the value split the accumulators need, the
-// value columns split further while the recomputed scores cost at most kWgmmaWorkRatio times the
-// mma.sync shape's multiply-adds; past that the products stay on mma.sync, and the launch says
-// why either way.
-TEST(Lower, HopperSplitsValueColumnsFurtherWhereTheWgmmaArraysDoNotFit) {
-  struct Case { const char* name; int64_t d, e; bool wgmma; int value_split, block_n; bool why; };
-  for (const Case& t : {Case{"diff_attn", 128, 256, true, 4, 64, true},
-                        Case{"diff_attn", 64, 128, true, 2, 64, true},
-                        Case{"vanilla", 256, 256, true, 2, 64, true},
-                        Case{"vanilla", 128, 128, true, 1, 128, false},
-                        // two scores over d = 256: a split of 4 costs 2560 multiply-adds a
-                        // (row, key) pair against mma.sync's 1536 at a split of 2
-                        Case{"diff_attn", 256, 256, false, 2, 64, true}}) {
-    Compiled c = lowered(testing::example_program(t.name), Target::cuda_sm90,
-                         {{"d", t.d}, {"e", t.e}});
+// Where a cuda-sm90 kernel's products stay on mma.sync, the launch says why (products_why, in the
+// text form and explain's JSON): operands in pieces, a head-dim tile or value chunk that is not
+// a multiple of wgmma's 64-column panels, or wgmma's live arrays over the registers it allows.
+// wgmma kernels and cuda-sm80 kernels leave it empty.
+TEST(Lower, HopperSaysWhyProductsStayOnMmaSync) {
+  struct Case { const char* name; int64_t d, e; bool wgmma; };
+  for (const Case& t : {Case{"vanilla", 128, 128, true}, Case{"diff_attn", 64, 64, true},
+                        // two scores and two accumulators of 128 columns: 224 registers
+                        Case{"diff_attn", 128, 256, false},
+                        // one accumulator of 256 columns: 176 registers at 64-key tiles
+                        Case{"vanilla", 64, 256, false},
+                        Case{"vanilla", 96, 96, false}, Case{"evoformer_row", 32, 32, false}}) {
+    const Extents sizes = {{"d", t.d}, {"e", t.e}};
+    Compiled c = lowered(testing::example_program(t.name), Target::cuda_sm90, sizes);
     const LoweredKernel& k = c.lowered.kernels.at(0);
     ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << t.name << ": " << k.why;
     const Sm80Launch& la = k.tensor_core.launch;
     const std::string at = std::string(t.name) + " d=" + std::to_string(t.d);
     EXPECT_EQ(la.wgmma, t.wgmma) << at;
-    EXPECT_EQ(la.value_split, t.value_split) << at;
-    EXPECT_EQ(la.value_cols, t.e / t.value_split) << at;
-    EXPECT_EQ(la.block_n, t.block_n) << at;
-    EXPECT_EQ(!la.products_why.empty(), t.why) << at << ": " << la.products_why;
+    EXPECT_EQ(la.products_why.empty(), t.wgmma) << at << ": " << la.products_why;
     CompileOptions opt;
     opt.target = Target::cuda_sm90;
-    opt.sizes = {{"d", t.d}, {"e", t.e}};
+    opt.sizes = sizes;
     const nlohmann::json j =
         nlohmann::json::parse(explain_json(testing::example_program(t.name), opt));
     const nlohmann::json& cj = j.at("kernels").at(0).at("cuda");
     EXPECT_EQ(cj.at("products").get<std::string>(), t.wgmma ? "wgmma" : "mma.sync") << at;
-    EXPECT_EQ(cj.at("value_split").get<int>(), t.value_split) << at;
-    EXPECT_EQ(cj.contains("products_why"), t.why) << at;
+    EXPECT_EQ(cj.contains("products_why"), !t.wgmma) << at;
+    Compiled c80 = lowered(testing::example_program(t.name), Target::cuda_sm80, sizes);
+    EXPECT_TRUE(c80.lowered.kernels.at(0).tensor_core.launch.products_why.empty()) << at;
   }
-  // cuda-sm80 keeps the split the accumulators need
-  Compiled c = lowered(testing::example_program("diff_attn"), Target::cuda_sm80,
-                       {{"d", 128}, {"e", 256}});
-  EXPECT_EQ(c.lowered.kernels.at(0).tensor_core.launch.value_split, 2);
-  EXPECT_TRUE(c.lowered.kernels.at(0).tensor_core.launch.products_why.empty());
+  // operands in bf16 pieces (f32 q, k, v)
+  Program p = parse_source(R"(
+program f32attn(q: f32[h, m, d], k: f32[h, n, d], v: f32[h, n, e]) {
+  out o: f32[h, m, e] = sum(softmax(sum(q * k, d), n) * v, n)
+}
+)", "t.attn").at(0);
+  Compiled c = lowered(p, Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+  const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+  EXPECT_GT(la.pieces, 1);
+  EXPECT_FALSE(la.wgmma);
+  EXPECT_FALSE(la.products_why.empty());
 }
 
 TEST(Lower, HopperKernelsWithStagedTilesKeep64KeyTiles) {
