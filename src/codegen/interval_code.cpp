@@ -9,7 +9,7 @@
 
 namespace flashgen {
 
-// (appended, not `"l" + to_string`: GCC 12 warns falsely on that, bug 105329)
+// (appended, not `"l" + to_string`: GCC 12 warns falsely on that with -Wrestrict)
 std::string interval_lo(int node) { return std::string("l").append(std::to_string(node)); }
 std::string interval_hi(int node) { return std::string("h").append(std::to_string(node)); }
 

@@ -38,19 +38,6 @@ std::string store_element(DType t, const std::string& e) {
   return e;
 }
 
-// Element code of a CPU kernel with the vectorizable exp (fg_vexpf, codegen/cpu.cpp).
-std::string cpu_math(std::string e) {
-  const std::string from = "expf(", to = "fg_vexpf(";
-  for (size_t pos = 0; (pos = e.find(from, pos)) != std::string::npos;) {
-    unsigned char prev = pos > 0 ? static_cast<unsigned char>(e[pos - 1]) : ' ';
-    bool ident = std::isalnum(prev) || prev == '_';
-    if (ident) { pos += from.size(); continue; }
-    e.replace(pos, from.size(), to);
-    pos += to.size();
-  }
-  return e;
-}
-
 // Head sizes whose CPU kernels get compile-time head extents (every eliminated dim equal to
 // it): the contraction and output-update loops then have constant trip counts. Each costs one
 // more instance of every streaming kernel at compile time (tests at odd sizes never use it),
@@ -215,7 +202,6 @@ class KernelWriter {
   std::map<int, std::vector<int>> layouts_;  // node -> its local array's storage order
 
   bool gpu() const { return s_ == LoopSkeleton::cuda_block; }
-  std::string math(const std::string& e) const { return gpu() ? e : cpu_math(e); }
   static std::string min_of(const std::string& a, const std::string& b) {
     return "((" + a + ") < (" + b + ") ? (int64_t)(" + a + ") : (int64_t)(" + b + "))";
   }
@@ -361,7 +347,7 @@ class KernelWriter {
   void reduce_into(const PlanValue& v, const Node& n, Op op, const std::string& first,
                    const ElementContext& c, const std::string& hoist = "") {
     std::string ty = em_.ctype(n.type);
-    std::string x = "((" + ty + ")" + math(em_.value(n.args[0], c)) + ")";
+    std::string x = "((" + ty + ")" + em_.value(n.args[0], c) + ")";
     std::string dst = arr(v.node);
     if (interchange(v)) {
       std::vector<int> outer(v.local_dims.begin(), v.local_dims.end() - 1);
@@ -402,7 +388,7 @@ class KernelWriter {
     } else {
       // Element-wise: independent elements (the CPU's innermost loop is a simd loop).
       open_elements(v.local_dims, true);
-      os_ << ind_ << arr(v.node) << " = " << math(em_.compute(v.node, c)) << ";\n";
+      os_ << ind_ << arr(v.node) << " = " << em_.compute(v.node, c) << ";\n";
       close_elements(v.local_dims.size());
     }
     close_loops(1);
@@ -490,7 +476,7 @@ class KernelWriter {
     const PlanValue& v = *k_.value(B.node);
     ElementContext c = context(-1);
     open_elements(v.local_dims, false);
-    const std::string e = math(em_.value(B.node, c));
+    const std::string e = em_.value(B.node, c);
     const bool declared = gpu() && B.kind == PlanBuffer::Output;
     os_ << ind_ << "B" << b << "[" << buffer_offset(b) << "] = "
         << (declared ? store_element(B.type, e) : "(" + wide_storage(B.type) + ")(" + e + ")")

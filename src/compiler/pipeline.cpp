@@ -5,12 +5,13 @@
 //   fuse            passes/fuse.cpp + plan/build_plan.cpp (kernels, grid, eliminated dims)
 //   classify_tiles  plan/tile_classes.cpp (block sparsity from mask expressions)
 //   lower           lower/lower_cuda.cpp (CUDA targets: each kernel's path, launch, workspace)
-//   emit            codegen/ (cpu: codegen/cpu.cpp; cuda: codegen/cuda/emit_element.cpp)
+//   emit            codegen/ (cpu: codegen/cpu.cpp; cuda: codegen/cuda/emit_element.cpp, which
+//                   prints tensor-core kernels by codegen/cuda/emit_sm80.cpp)
 //
 // `dump_after(p, stage)` prints the program (first two), the plan (next two), the lowered
 // kernels (lower) or the source (emit). compile_program lowers and emits only when stopping
 // after those stages (compile_to_target); emit_source runs them once.
-// Tests: tests/passes/golden_test.cpp, tests/plan/plan_test.cpp.
+// Tests: tests/golden/golden_test.cpp, tests/plan/plan_test.cpp.
 #include "compiler/pipeline.h"
 
 #include "codegen/cpu.h"

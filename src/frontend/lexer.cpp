@@ -1,5 +1,5 @@
 // The .attn lexer (see lexer.h for the token rules). One pass over the bytes; columns count
-// bytes, 1-based. Tests: tests/frontend/lexer_test.cpp, tests/error/diagnostics_test.cpp.
+// bytes, 1-based. Tests: tests/frontend/lexer_test.cpp, tests/error/lexer_errors_test.cpp.
 #include "frontend/lexer.h"
 
 #include <cfloat>

@@ -9,7 +9,7 @@
 // - Keywords: program out inf true false and or not. Everything else that looks like a name is
 //   Tok::Ident (dtype and function names are identifiers; the parser gives them meaning).
 // Errors are ProgramError with the location of the offending character.
-// Tests: tests/error/diagnostics_test.cpp (Lexer*), tests/frontend/lexer_test.cpp.
+// Tests: tests/error/lexer_errors_test.cpp, tests/frontend/lexer_test.cpp.
 #pragma once
 
 #include <string>

@@ -3,6 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+
+#include "flashgen/error.h"
+#include "ir/scalar_semantics.h"
 
 namespace flashgen {
 
@@ -20,44 +24,50 @@ double numel(const Program& p, const Extents& s, const DimSet& d) {
   return n;
 }
 
-// The mask node at one index point, in f64. NaN: the host does not evaluate this op.
-double eval_at(const Program& p, int id, const std::vector<int64_t>& idx, const TensorMap& in,
-               const std::vector<int64_t>& ext) {
+// The mask node at one index point, with the evaluator's scalar semantics (ir/scalar_semantics.h):
+// nullopt where the host cannot tell (an op other than element code over indices, sizes and
+// gathers, a gather out of range or of a tensor not given, x % 0: the kernel reports those).
+std::optional<scalar::Value> eval_at(const Program& p, int id, const std::vector<int64_t>& idx,
+                                     const TensorMap& in, const std::vector<int64_t>& ext) {
   const Node& n = p.nodes[id];
-  auto a = [&](int i) { return eval_at(p, n.args[i], idx, in, ext); };
+  auto integer = [](int64_t v) { return scalar::Value{DType::i64, v, 0}; };
   switch (n.op) {
-    case Op::Const: return n.value;
-    case Op::Index: return static_cast<double>(idx[n.dim]);
-    case Op::Size: return static_cast<double>(ext[n.dim]);
+    case Op::Const: {
+      scalar::Value v{n.type, 0, n.value};
+      if (scalar::int_storage(n.type)) v.i = scalar::int_constant(n.value, n.type);
+      return v;
+    }
+    case Op::Index: return integer(idx[n.dim]);
+    case Op::Size: return integer(ext[n.dim]);
     case Op::Gather: {
       std::vector<int64_t> at;
-      for (size_t i = 0; i < n.args.size(); ++i) {
-        double v = a(static_cast<int>(i));
-        if (std::isnan(v)) return NAN;
-        at.push_back(static_cast<int64_t>(v));
+      for (int a : n.args) {
+        std::optional<scalar::Value> v = eval_at(p, a, idx, in, ext);
+        if (!v || !scalar::int_storage(v->type)) return std::nullopt;
+        at.push_back(v->i);
       }
       auto it = in.find(p.params[n.param].name);
-      if (it == in.end()) return NAN;
+      if (it == in.end()) return std::nullopt;
       const Tensor& t = it->second;
       for (size_t i = 0; i < at.size(); ++i)
-        if (at[i] < 0 || at[i] >= t.shape()[i]) return NAN;  // the kernel reports it
-      return t.at(at);
+        if (at[i] < 0 || at[i] >= t.shape()[i]) return std::nullopt;
+      const double x = t.at(at);
+      if (scalar::int_storage(n.type)) return scalar::Value{n.type, static_cast<int64_t>(x), 0};
+      return scalar::Value{n.type, 0, x};
     }
-    case Op::Add: return a(0) + a(1);
-    case Op::Sub: return a(0) - a(1);
-    case Op::Mul: return a(0) * a(1);
-    case Op::Neg: return -a(0);
-    case Op::Eq: return a(0) == a(1);
-    case Op::Ne: return a(0) != a(1);
-    case Op::Lt: return a(0) < a(1);
-    case Op::Le: return a(0) <= a(1);
-    case Op::Gt: return a(0) > a(1);
-    case Op::Ge: return a(0) >= a(1);
-    case Op::And: return a(0) != 0 && a(1) != 0;
-    case Op::Or: return a(0) != 0 || a(1) != 0;
-    case Op::Not: return a(0) == 0;
-    case Op::Cast: return a(0);
-    default: return NAN;
+    default: break;
+  }
+  if (n.op == Op::Param || is_reduction(n.op) || is_sugar(n.op)) return std::nullopt;
+  std::vector<scalar::Value> args;
+  for (int a : n.args) {
+    std::optional<scalar::Value> v = eval_at(p, a, idx, in, ext);
+    if (!v) return std::nullopt;
+    args.push_back(*v);
+  }
+  try {
+    return scalar::eval(n.op, n.type, args);
+  } catch (const CallError&) {
+    return std::nullopt;  // x % 0
   }
 }
 
@@ -107,8 +117,9 @@ double mask_fraction(const Plan& plan, const PlanKernel& k, const TensorMap& inp
     idx[k.row_dim] = rows == M ? r : rows == 1 ? 0 : (r * (M - 1)) / (rows - 1);
     for (int64_t n = 0; n < N; ++n) {
       idx[k.red_dim] = n;
-      double v = eval_at(plan.program, k.tiles.mask, idx, inputs, ext);
-      kept += (std::isnan(v) || v != 0) ? 1 : 0;
+      // (what the host cannot tell counts as kept)
+      const std::optional<scalar::Value> v = eval_at(plan.program, k.tiles.mask, idx, inputs, ext);
+      kept += !v || (scalar::int_storage(v->type) ? v->i != 0 : v->f != 0) ? 1 : 0;
       total += 1;
     }
   }

@@ -9,6 +9,8 @@
 // over the row or the key dim (doc[m], doc[n]) is bounded by the min and max of the values the
 // tile reads, other data is "unknown", so `doc[m] == doc[n]` skips tiles between documents and
 // `... and n <= m` still skips the tiles above the diagonal for any ids.
+// Preconditions: a plan of a canonical, online-rewritten program (make_plan), whose
+// accumulators carry their exp factors.
 // Test: tests/plan/plan_test.cpp (mask found), tests/cpu (skipping keeps results exact).
 #include <algorithm>
 #include <cmath>

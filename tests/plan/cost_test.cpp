@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/pipeline.h"
+#include "flashgen/frontend.h"
 #include "plan/cost.h"
 #include "support/support.h"
 
@@ -71,6 +72,30 @@ TEST(KernelCost, TheMaskKeepsWhatTheHostCounts) {
   Program v = testing::example_program("vanilla");
   Plan vp = plan_of(v);
   EXPECT_EQ(mask_fraction(vp, vp.kernels[0], {}, ext_vector(vp, e)), 1);
+}
+
+// Masks through any element code count as the reference evaluates them (ir/scalar_semantics.h):
+// floor modulo, abs, floor of a float quotient, maximum, where.
+TEST(KernelCost, MasksThroughArithmeticKeepWhatTheEvaluatorKeeps) {
+  Program p = parse_source(R"(
+program m(q: bf16[m, d], k: bf16[n, d], v: bf16[n, e]) {
+  keep = abs(n - m) <= 5 or (n % 7 == 3 and floor(f32(m) / 16.0) == floor(f32(n) / 16.0))
+  s = where(keep and maximum(n, m) < 90, sum(q * k, d), -inf)
+  out o: bf16[m, e] = sum(softmax(s, n) * v, n)
+}
+)", "t.attn").at(0);
+  Plan plan = plan_of(p);
+  const PlanKernel& k = plan.kernels.at(0);
+  ASSERT_GE(k.tiles.mask, 0);
+  const Extents e = {{"m", 100}, {"n", 120}, {"d", 8}, {"e", 8}};
+  double kept = 0;
+  for (int64_t m = 0; m < 100; ++m)
+    for (int64_t n = 0; n < 120; ++n) {
+      const bool near = (n > m ? n - m : m - n) <= 5;
+      const bool block = n % 7 == 3 && m / 16 == n / 16;
+      kept += (near || block) && std::max(n, m) < 90;
+    }
+  EXPECT_DOUBLE_EQ(mask_fraction(plan, k, {}, ext_vector(plan, e)), kept / (100.0 * 120.0));
 }
 
 }  // namespace

@@ -1,4 +1,6 @@
-// The CUDA printer of lowered kernels (see emit_element.h).
+// The CUDA printer of lowered kernels (see emit_element.h): prints what lower_cuda decided, no
+// decisions of its own. Preconditions: a kernel lowered by lower/lower_cuda.cpp for this plan.
+// Tests: tests/cuda/element_emulation_test.cpp, tests/gpu/element_gpu_test.cpp.
 #include "codegen/cuda/emit_element.h"
 
 #include <sstream>
