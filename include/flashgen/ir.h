@@ -101,6 +101,11 @@ struct OpDef {
   TypeRule type;
   const char* c_fn;            // the C function of float element code (cpu and cuda), or null
   double (*eval)(double);      // the f64 value of a unary op (reference, folding), or null
+  // Costlier per element than a shared-memory read on a GPU: the special-function pipe
+  // (transcendentals, square roots, division under fast math; a quarter of the FMA rate or
+  // less) or a memory read (gather). Score code built on one is worth computing once per tile
+  // diagonal (lower/lower_tensor_core.cpp).
+  bool costly = false;
 };
 const OpDef& op_def(Op op);
 std::vector<const OpDef*> op_defs();

@@ -1,5 +1,5 @@
 // The op table (include/flashgen/ir.h: OpDef): one row per op with its text-form name, source
-// spelling, arity, kind, type rule, C function and f64 value. Every consumer reads it: the IR's
+// spelling, arity, kind, type rule, C function, f64 value and per-element cost class. Every consumer reads it: the IR's
 // op_name / op_arity / is_unary (ir.cpp), the parser's built-in function names
 // (frontend/parser.cpp; its operator tokens map to ops there), the builder's type rules and the
 // spellings in its messages (ir/builder.cpp), the
@@ -35,34 +35,34 @@ double cos_(double v) { return std::cos(v); }
 using K = OpKind;
 using T = TypeRule;
 constexpr OpDef kOps[] = {
-    // op             name         source      arity kind          type rule        C function   f64
+    // op             name         source      arity kind          type rule        C function   f64  costly
     {Op::Param,       "param",     "",         0,  K::leaf,       T::own,          nullptr,     nullptr},
     {Op::Const,       "const",     "",         0,  K::leaf,       T::own,          nullptr,     nullptr},
     {Op::Index,       "index",     "",         0,  K::leaf,       T::own,          nullptr,     nullptr},
     {Op::Size,        "size",      "",         0,  K::leaf,       T::own,          nullptr,     nullptr},
     {Op::Neg,         "neg",       "unary -",  1,  K::unary,      T::numeric,      nullptr,     neg},
     {Op::Not,         "not",       "not",      1,  K::unary,      T::logic,        nullptr,     lnot},
-    {Op::Exp,         "exp",       "exp",      1,  K::function,   T::to_float,     "expf",      exp_},
-    {Op::Exp2,        "exp2",      "exp2",     1,  K::function,   T::to_float,     "exp2f",     exp2_},
-    {Op::Log,         "log",       "log",      1,  K::function,   T::to_float,     "logf",      log_},
-    {Op::Log2,        "log2",      "log2",     1,  K::function,   T::to_float,     "log2f",     log2_},
-    {Op::Sqrt,        "sqrt",      "sqrt",     1,  K::function,   T::to_float,     "sqrtf",     sqrt_},
-    {Op::Rsqrt,       "rsqrt",     "rsqrt",    1,  K::function,   T::to_float,     "fg_rsqrt",  rsqrt},
-    {Op::Tanh,        "tanh",      "tanh",     1,  K::function,   T::to_float,     "tanhf",     tanh_},
-    {Op::Sigmoid,     "sigmoid",   "sigmoid",  1,  K::function,   T::to_float,     "fg_sigmoid", sigmoid},
+    {Op::Exp,         "exp",       "exp",      1,  K::function,   T::to_float,     "expf",      exp_, true},
+    {Op::Exp2,        "exp2",      "exp2",     1,  K::function,   T::to_float,     "exp2f",     exp2_, true},
+    {Op::Log,         "log",       "log",      1,  K::function,   T::to_float,     "logf",      log_, true},
+    {Op::Log2,        "log2",      "log2",     1,  K::function,   T::to_float,     "log2f",     log2_, true},
+    {Op::Sqrt,        "sqrt",      "sqrt",     1,  K::function,   T::to_float,     "sqrtf",     sqrt_, true},
+    {Op::Rsqrt,       "rsqrt",     "rsqrt",    1,  K::function,   T::to_float,     "fg_rsqrt",  rsqrt, true},
+    {Op::Tanh,        "tanh",      "tanh",     1,  K::function,   T::to_float,     "tanhf",     tanh_, true},
+    {Op::Sigmoid,     "sigmoid",   "sigmoid",  1,  K::function,   T::to_float,     "fg_sigmoid", sigmoid, true},
     {Op::Relu,        "relu",      "relu",     1,  K::function,   T::numeric,      nullptr,     relu},
     {Op::Abs,         "abs",       "abs",      1,  K::function,   T::numeric,      nullptr,     abs_},
     {Op::Floor,       "floor",     "floor",    1,  K::function,   T::rounding,     "floorf",    floor_},
     {Op::Ceil,        "ceil",      "ceil",     1,  K::function,   T::rounding,     "ceilf",     ceil_},
-    {Op::Sin,         "sin",       "sin",      1,  K::function,   T::to_float,     "sinf",      sin_},
-    {Op::Cos,         "cos",       "cos",      1,  K::function,   T::to_float,     "cosf",      cos_},
+    {Op::Sin,         "sin",       "sin",      1,  K::function,   T::to_float,     "sinf",      sin_, true},
+    {Op::Cos,         "cos",       "cos",      1,  K::function,   T::to_float,     "cosf",      cos_, true},
     {Op::Cast,        "cast",      "",         1,  K::unary,      T::own,          nullptr,     nullptr},
     {Op::Add,         "add",       "+",        2,  K::binary,     T::numeric,      nullptr,     nullptr},
     {Op::Sub,         "sub",       "-",        2,  K::binary,     T::numeric,      nullptr,     nullptr},
     {Op::Mul,         "mul",       "*",        2,  K::binary,     T::numeric,      nullptr,     nullptr},
-    {Op::Div,         "div",       "/",        2,  K::binary,     T::division,     nullptr,     nullptr},
+    {Op::Div,         "div",       "/",        2,  K::binary,     T::division,     nullptr,     nullptr, true},
     {Op::Mod,         "mod",       "%",        2,  K::binary,     T::integers,     nullptr,     nullptr},
-    {Op::Pow,         "pow",       "pow",      2,  K::function,   T::to_float,     "powf",      nullptr},
+    {Op::Pow,         "pow",       "pow",      2,  K::function,   T::to_float,     "powf",      nullptr, true},
     {Op::Maximum,     "maximum",   "maximum",  2,  K::function,   T::numeric,      nullptr,     nullptr},
     {Op::Minimum,     "minimum",   "minimum",  2,  K::function,   T::numeric,      nullptr,     nullptr},
     {Op::Eq,          "eq",        "==",       2,  K::binary,     T::equality,     nullptr,     nullptr},
@@ -78,7 +78,7 @@ constexpr OpDef kOps[] = {
     {Op::Sum,         "sum",       "sum",      1,  K::reduction,  T::own,          nullptr,     nullptr},
     {Op::Max,         "max",       "max",      1,  K::reduction,  T::own,          nullptr,     nullptr},
     {Op::Min,         "min",       "min",      1,  K::reduction,  T::own,          nullptr,     nullptr},
-    {Op::Gather,      "gather",    "",         -1, K::gather,     T::own,          nullptr,     nullptr},
+    {Op::Gather,      "gather",    "",         -1, K::gather,     T::own,          nullptr,     nullptr, true},
     {Op::Mean,        "mean",      "mean",     1,  K::sugar,      T::own,          nullptr,     nullptr},
     {Op::Softmax,     "softmax",   "softmax",  1,  K::sugar,      T::own,          nullptr,     nullptr},
     {Op::LogSumExp,   "logsumexp", "logsumexp", 1, K::sugar,      T::own,          nullptr,     nullptr},

@@ -423,8 +423,8 @@ class Lowering : public TensorCoreView {
   // difference (a node n - m or m - n: deltas_) and otherwise on per-block values (parallel
   // dims, hoisted values, sizes, constants) has BM + BN - 1 distinct values in a BM x BN tile;
   // the template computes those once per tile into shared memory (Spec::diagonals) and the
-  // score code reads them. Only worth it for code dearer than the read: a gather or a
-  // transcendental. The largest such values, at most kMaxDiagonal.
+  // score code reads them. Only worth it for code dearer than the read (OpDef::costly: a
+  // gather or a special-function op). The largest such values, at most kMaxDiagonal.
   static constexpr size_t kMaxDiagonal = 4;
   int delta_sign(int id) const {  // +1 for n - m, -1 for m - n, else 0
     const Node& n = N(id);
@@ -455,14 +455,7 @@ class Lowering : public TensorCoreView {
       if (x.op == Op::Param)
         for (int d : x.dims)
           if (!is_par(d)) return false;
-      switch (x.op) {
-        case Op::Gather: case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2:
-        case Op::Tanh: case Op::Sigmoid: case Op::Pow: case Op::Sin: case Op::Cos:
-        case Op::Sqrt: case Op::Rsqrt: case Op::Div:
-          dear = true;
-          break;
-        default: break;
-      }
+      if (op_def(x.op).costly) dear = true;
       for (int arg : x.args) stack.push_back(arg);
     }
     return dear;

@@ -58,6 +58,16 @@ TEST(OpTable, FunctionsParseToTheirOpWithTheirTypeRule) {
   }
 }
 
+// The per-element cost class: every float function (the special-function pipe on a GPU),
+// division and gathers are costly; arithmetic, comparisons, logic and the leaves are not.
+TEST(OpTable, CostlyOpsAreTheSpecialFunctionsDivisionAndGathers) {
+  for (const OpDef* d : op_defs()) {
+    const bool want = (d->type == TypeRule::to_float && d->kind == OpKind::function) ||
+                      d->op == Op::Div || d->op == Op::Gather;
+    EXPECT_EQ(d->costly, want) << d->name;
+  }
+}
+
 // Float unary functions have an f64 value and a C function on every target; the reference's
 // scalar evaluation is the row's.
 TEST(OpTable, FloatFunctionsHaveAValueAndACFunction) {
