@@ -179,6 +179,19 @@ std::string pv_shapes(const Sm80Launch& la) {
   if (la.wgmma_n != 128 || la.value_cols < 128) return "m64n64k16";
   return la.value_cols % 128 == 0 ? "m64n128k16" : "m64n128k16 and m64n64k16";
 }
+// " (score: masks %c, scale / %f, of %x)": a softmax group's score form, where it has steps.
+std::string score_form_text(const Sm80Structure::Group& g) {
+  if (g.score_steps.empty()) return "";
+  std::string masks, scale;
+  for (const Sm80Structure::ScoreStep& s : g.score_steps) {
+    const std::string n = "%" + std::to_string(s.node);
+    if (s.kind == Sm80Structure::ScoreStep::mask) masks += (masks.empty() ? "" : " ") + n;
+    else scale += (s.kind == Sm80Structure::ScoreStep::divide ? " / " : " * ") + n;
+  }
+  return " (score:" + (masks.empty() ? "" : " masks " + masks + ",") +
+         (scale.empty() ? "" : " scale" + scale + ",") + " of %" + std::to_string(g.score_rest) +
+         ")";
+}
 }  // namespace
 
 std::string LoweredCuda::str(const Plan& plan) const {
@@ -251,7 +264,7 @@ std::string LoweredCuda::str(const Plan& plan) const {
           os << "  group " << g << ": plain weights %" << st.groups[g].arg << " (no max), row sums";
         else
           os << "  group " << g << ": running max %" << st.groups[g].max_node << " of %"
-             << st.groups[g].arg << ", row sums";
+             << st.groups[g].arg << score_form_text(st.groups[g]) << ", row sums";
         for (int s : st.groups[g].sums) os << " %" << s;
         os << (st.groups[g].sums.empty() ? " none\n" : "\n");
       }

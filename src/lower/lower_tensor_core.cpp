@@ -9,10 +9,12 @@
 #include "lower/tensor_core.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "flashgen/error.h"
 #include "ir/index_range.h"
+#include "passes/passes.h"
 
 namespace flashgen {
 
@@ -32,7 +34,7 @@ class Lowering : public TensorCoreView {
     for (int h : hoisted_) launch_.hoisted.push_back(node_text(p_, h));
     Sm80Structure& st = launch_.structure;
     for (const Score& sc : scores_) st.scores.push_back({sc.node, sc.qbuf, sc.kbuf});
-    for (const Group& g : groups_) st.groups.push_back({g.max_node, g.arg, g.sums});
+    st.groups = groups_;
     for (const Acc& a : pv_) st.pv.push_back({a.node, a.group, vbufs_[a.vidx]});
     st.head_dim = cdim_;
     st.value_dim = vdim_;
@@ -41,6 +43,7 @@ class Lowering : public TensorCoreView {
  private:
   using Score = TensorCoreKernel::Score;
   using Group = TensorCoreKernel::Group;
+  using ScoreStep = TensorCoreKernel::ScoreStep;
   using Acc = TensorCoreKernel::Acc;
   using Staged = TensorCoreKernel::Staged;
   TensorCoreKernel& out_;
@@ -216,6 +219,8 @@ class Lowering : public TensorCoreView {
       explained.insert({x, e, N(e).args[0], v});
     }
     if (groups_.empty()) fail("no reduction over the key dim of score element code");
+    for (Group& g : groups_)
+      if (g.max_node >= 0) score_form(g);
     if (groups_.size() > 2) fail(S(groups_.size()) + " groups (softmax or plain; at most 2)");
     if (pv_.empty()) fail("no P.V accumulator (a sum over the key dim of weights times v)");
     if (pv_.size() > 4) fail(S(pv_.size()) + " P.V accumulators (at most 4)");
@@ -382,6 +387,47 @@ class Lowering : public TensorCoreView {
     for (const Node& n : p_.nodes)
       if (n.op == Op::Index || n.op == Op::Size) narrow.insert(n.dim);
     launch_.int32_dims.assign(narrow.begin(), narrow.end());
+  }
+
+  // A softmax group's score form (TensorCoreKernel::ScoreStep): its masks and the positive
+  // uniform factors that fold into the exp2 scale, peeled from the outside in.
+  void score_form(Group& g) const {
+    auto pos_uniform = [&](int a) {
+      const Node& x = N(a);
+      if (!x.dims.empty() || is_integer(x.type) || x.type == DType::boolean) return false;
+      if (x.op == Op::Const) return x.value > 0 && std::isfinite(x.value);
+      if (x.op == Op::Sqrt) {
+        const Node& y = N(x.args[0]);
+        return y.op == Op::Size || (y.op == Op::Const && y.value > 0 && std::isfinite(y.value));
+      }
+      return false;
+    };
+    int id = g.arg;
+    for (;;) {
+      const Node& n = N(id);
+      if (n.op == Op::Where && is_const(p_, n.args[2], -INFINITY)) {
+        g.score_steps.push_back({ScoreStep::mask, n.args[0]});
+        id = n.args[1];
+        continue;
+      }
+      if (n.op == Op::Div && pos_uniform(n.args[1]) && !is_integer(n.type)) {
+        g.score_steps.push_back({ScoreStep::divide, n.args[1]});
+        id = n.args[0];
+        continue;
+      }
+      if (n.op == Op::Mul && !is_integer(n.type)) {
+        int c = -1;
+        for (int i = 0; i < 2 && c < 0; ++i)
+          if (N(n.args[i]).op == Op::Const && pos_uniform(n.args[i])) c = i;
+        if (c >= 0) {
+          g.score_steps.push_back({ScoreStep::multiply, n.args[c]});
+          id = n.args[1 - c];
+          continue;
+        }
+      }
+      break;
+    }
+    g.score_rest = id;
   }
 
   // Computed gather indices proved in range (ir/index_range.h): a position of a parameter that

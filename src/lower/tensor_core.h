@@ -29,9 +29,8 @@ struct TensorCoreKernel {
   int kernel = -1;  // plan kernel index
   Target target = Target::cuda_sm80;
   struct Score { int node, qbuf, kbuf; };
-  // A group: an online max of a score expression `arg` and the row sums it rescales (softmax),
-  // or, with max_node -1, plain sums of the weights `arg` (no max: sigmoid or relu weights).
-  struct Group { int max_node, arg; std::vector<int> sums; };
+  using ScoreStep = Sm80Structure::ScoreStep;
+  using Group = Sm80Structure::Group;
   struct Acc { int node, group, vidx; };  // vidx: index into vbufs
   // A read of the score code staged through shared memory with the K/V tiles (fg::load_staged):
   // arg_dims is the index dim per position.

@@ -71,6 +71,51 @@ TEST(Lower, TheTensorCoreStructureIsData) {
   EXPECT_NE(text.find(" = q1 . k1 over d"), std::string::npos) << text;
 }
 
+// A softmax group's score form is lowering's (Sm80Structure::ScoreStep), and the printer prints
+// it: the masks where(c, x, -inf) and the positive uniform factors that join the exp2 scale,
+// outermost first, down to the rest. A factor that is not uniform stays in the rest.
+TEST(Lower, SoftmaxScoresArePeeledOfMasksAndScalesOnce) {
+  using Step = Sm80Structure::ScoreStep;
+  Program causal = testing::example_program("causal");
+  Compiled c = lowered(causal, Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+  const Sm80Structure& st = c.lowered.kernels.at(0).tensor_core.launch.structure;
+  const Program& q = c.plan.program;
+  ASSERT_EQ(st.groups.size(), 1u);
+  const Sm80Structure::Group& g = st.groups[0];
+  ASSERT_EQ(g.score_steps.size(), 2u);
+  EXPECT_EQ(g.score_steps[0], (Step{Step::mask, c.plan.kernels[0].tiles.mask}));
+  EXPECT_EQ(g.score_steps[1].kind, Step::divide);
+  EXPECT_EQ(q.nodes[g.score_steps[1].node].op, Op::Sqrt);
+  EXPECT_EQ(g.score_rest, st.scores.at(0).node);
+  Program p = parse_source(R"(
+program twice(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], t: f32[h]) {
+  out a: bf16[h, m, e] = sum(softmax(2.0 * where(n <= m, sum(q * k, d), -inf), n) * v, n)
+  out b: bf16[h, m, e] = sum(softmax(sum(q * k, d) / t, n) * v, n)
+}
+)", "t.attn").at(0);
+  c = lowered(p, Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+  const Sm80Structure& s2 = c.lowered.kernels.at(0).tensor_core.launch.structure;
+  ASSERT_EQ(s2.groups.size(), 2u);
+  const Program& q2 = c.plan.program;
+  int scaled = 0, unscaled = 0;
+  for (const Sm80Structure::Group& gr : s2.groups) {
+    if (!gr.score_steps.empty()) {  // 2 * where(...): the factor, then the mask
+      ++scaled;
+      ASSERT_EQ(gr.score_steps.size(), 2u);
+      EXPECT_EQ(gr.score_steps[0].kind, Step::multiply);
+      EXPECT_EQ(q2.nodes[gr.score_steps[0].node].value, 2.0);
+      EXPECT_EQ(gr.score_steps[1].kind, Step::mask);
+      EXPECT_EQ(q2.nodes[gr.score_rest].op, Op::Sum);
+    } else {  // / t[h]: a parameter is no uniform positive factor
+      ++unscaled;
+      EXPECT_EQ(gr.score_rest, gr.arg);
+      EXPECT_EQ(q2.nodes[gr.arg].op, Op::Div);
+    }
+  }
+  EXPECT_EQ(scaled, 1);
+  EXPECT_EQ(unscaled, 1);
+}
+
 // The tensor cores take bf16 or f16 operands of one type, and head dims of any extent up to 256
 // (tiles rounded up to 32 columns: the padding reads as 0); mixed operand types take the element
 // path and say why.

@@ -162,34 +162,25 @@ class Printer : public TensorCoreView {
     return c;
   }
 
-  // The score of group g with its outermost positive constant factored into *scale.
-  std::string scaled(int id, const ElementContext& c, std::string* scale) const {
-    const Node& n = N(id);
-    if (id != c.assume_true && n.op == Op::Where && is_const(p_, n.args[2], -INFINITY))
-      return "(((bool)(" + em_.value(n.args[0], c) + ")) ? " + scaled(n.args[1], c, scale) +
-             " : fg::neg_inf())";
-    auto pos_uniform = [&](int a) {
-      const Node& x = N(a);
-      if (!x.dims.empty() || is_integer(x.type) || x.type == DType::boolean) return false;
-      if (x.op == Op::Const) return x.value > 0 && std::isfinite(x.value);
-      if (x.op == Op::Sqrt) {
-        const Node& y = N(x.args[0]);
-        return y.op == Op::Size || (y.op == Op::Const && y.value > 0 && std::isfinite(y.value));
+  // A softmax group's score in the form lowering recognized (TensorCoreKernel::ScoreStep): its
+  // masks around the rest, its factors into *scale.
+  std::string scaled(const Group& g, const ElementContext& c, std::string* scale) const {
+    std::string open, close;
+    for (const TensorCoreKernel::ScoreStep& s : g.score_steps) {
+      switch (s.kind) {
+        case TensorCoreKernel::ScoreStep::mask:
+          open += "(((bool)(" + em_.value(s.node, c) + ")) ? ";
+          close = " : fg::neg_inf())" + close;
+          break;
+        case TensorCoreKernel::ScoreStep::divide:
+          *scale += " / (float)(" + em_.value(s.node, c) + ")";
+          break;
+        case TensorCoreKernel::ScoreStep::multiply:
+          *scale += " * (float)(" + em_.value(s.node, c) + ")";
+          break;
       }
-      return false;
-    };
-    if (n.op == Op::Div && pos_uniform(n.args[1]) && !is_integer(n.type)) {
-      *scale += " / (float)(" + em_.value(n.args[1], c) + ")";
-      return scaled(n.args[0], c, scale);
     }
-    if (n.op == Op::Mul && !is_integer(n.type)) {
-      for (int i = 0; i < 2; ++i)
-        if (N(n.args[i]).op == Op::Const && pos_uniform(n.args[i])) {
-          *scale += " * (float)(" + em_.value(n.args[i], c) + ")";
-          return scaled(n.args[1 - i], c, scale);
-        }
-    }
-    return "((float)(" + em_.value(id, c) + "))";
+    return open + "((float)(" + em_.value(g.score_rest, c) + "))" + close;
   }
 
   // The type fg::warp_range bounds a parameter's values in: its own, exactly (bool and i32 as
@@ -471,8 +462,8 @@ class Printer : public TensorCoreView {
         plain[g] = "((float)(" + em_.value(groups_[g].arg, cf) + "))";
         continue;
       }
-      masked[g] = scaled(groups_[g].arg, cm, &sc1);
-      plain[g] = scaled(groups_[g].arg, cf, &sc2);
+      masked[g] = scaled(groups_[g], cm, &sc1);
+      plain[g] = scaled(groups_[g], cf, &sc2);
       scale[g] = sc1;
     }
     bd << "  template <int g>\n  static __device__ float score_scale(const Ctx& ctx) {\n"

@@ -37,7 +37,23 @@ namespace flashgen {
 // P.V accumulators (a group's exp(x - max) times a value tile).
 struct Sm80Structure {
   struct Score { int node, q_buffer, k_buffer; };
-  struct Group { int max_node, arg; std::vector<int> sums; };  // max_node -1: plain sums of arg
+  // A group: an online max of a score expression `arg` and the row sums it rescales (softmax),
+  // or, with max_node -1, plain sums of the weights `arg` (no max: sigmoid or relu weights).
+  // A softmax group's score as the template takes it: `arg` peeled, outermost first, of masks
+  // where(cond, x, -inf) (step node: cond) and of positive uniform factors that join the exp2
+  // scale (x / f, f a positive constant or the sqrt of a size or of a positive constant; x * c,
+  // c a positive constant; step node: f or c), down to `score_rest`.
+  struct ScoreStep {
+    enum Kind : uint8_t { mask, divide, multiply } kind;
+    int node;
+    bool operator==(const ScoreStep&) const = default;
+  };
+  struct Group {
+    int max_node, arg;
+    std::vector<int> sums;
+    std::vector<ScoreStep> score_steps = {};
+    int score_rest = -1;
+  };
   struct PV { int node, group, v_buffer; };
   std::vector<Score> scores;
   std::vector<Group> groups;
