@@ -7,6 +7,8 @@
 #include <sstream>
 #include <vector>
 
+#include "passes/passes.h"
+
 namespace flashgen {
 
 // (appended, not `"l" + to_string`: GCC 12 warns falsely on that with -Wrestrict)
@@ -50,37 +52,6 @@ std::string num(double v) {
 
 }  // namespace
 
-namespace {
-std::set<int> mask_nodes(const Program& p, int mask) {  // ordered by id = topological
-  std::set<int> nodes;
-  std::vector<int> stack = {mask};
-  while (!stack.empty()) {
-    int id = stack.back();
-    stack.pop_back();
-    if (!nodes.insert(id).second) continue;
-    for (int a : p.nodes[id].args) stack.push_back(a);
-  }
-  return nodes;
-}
-}  // namespace
-
-std::vector<DataRange> data_range_gathers(const Program& p, int mask, int row_dim, int red_dim,
-                                          const std::function<bool(int dim)>& is_grid) {
-  std::vector<DataRange> out;
-  for (int id : mask_nodes(p, mask)) {
-    const Node& n = p.nodes[id];
-    if (n.op != Op::Gather) continue;
-    int over = -1, count = 0;
-    for (int a : n.args) {
-      const Node& x = p.nodes[a];
-      if (x.op != Op::Index) count = 2;
-      else if (x.dim == row_dim || x.dim == red_dim) over = x.dim, ++count;
-      else if (!is_grid(x.dim)) count = 2;
-    }
-    if (count <= 1) out.push_back({id, over});  // count 0: over grid dims only (len[b])
-  }
-  return out;
-}
 
 std::string data_value_bounds(const Program& p, int node, const std::string& value,
                               const std::string& indent, const std::string& note) {
@@ -325,7 +296,7 @@ std::vector<int> interval_undecided(const Program& p, int mask, const std::set<i
 }
 
 std::string emit_interval_bounds(const Program& p, int mask, const IntervalTarget& t) {
-  const std::set<int> nodes = mask_nodes(p, mask);
+  const std::set<int> nodes = closure_of(p, mask);
   auto lo = interval_lo;
   auto hi = interval_hi;
   std::ostringstream os;

@@ -41,26 +41,16 @@ struct IntervalTarget {
   std::function<std::optional<std::pair<std::string, std::string>>(int node)> leaf;
 };
 
-// Gathers under `mask` that a target bounds by the data a tile reads (doc[m], doc[n], len[b]):
-// every index is a plain dim index, at most one of them over the row or the key dim (`over`),
-// the others over grid dims (`is_grid`, which must not hold for the row or key dim). The target
-// renders the pass over [start, end) of `over` and returns the node's bounds from its leaf; with
-// `over` = -1 (indices over grid dims only: len[b], offset[b, h]) the gather is one value over
-// the tile, and its bounds are that value (NaN, or an integer past 2^53, where doubles stop
-// being exact, leaves it unknown). (A gather over both the row and the key dim would need a 2-D
-// pass per tile: left unknown.)
-struct DataRange {
-  int node, over;
-};
-std::vector<DataRange> data_range_gathers(const Program& p, int mask, int row_dim, int red_dim,
-                                          const std::function<bool(int dim)>& is_grid);
+// The mask's gathers a target bounds by the data a tile reads are the plan's
+// (TileClasses::data_ranges, plan/tile_classes.cpp): the target renders the pass over
+// [start, end) of `over` and returns the node's bounds from its leaf.
 // The declarations of r<ID>lo / r<ID>hi for a DataRange with over = -1, from the C expression
 // `value` of its one value: that value, or NaN (unknown) for a NaN or an integer past 2^53.
 std::string data_value_bounds(const Program& p, int node, const std::string& value,
                               const std::string& indent, const std::string& note);
 
 // Whether the rules can ever decide a tile of `mask` (empty or full), given the gathers the
-// target bounds by their data (`ranged`, from data_range_gathers): the nodes that keep it
+// target bounds by their data (`ranged`: TileClasses::data_ranges): the nodes that keep it
 // undecided (operations without a rule, data read elsewhere: keep[m, n], or a non-f32 float
 // constant) if none of its parts decides; empty if the mask can be decided. An `and` is decided
 // (false) by either side, an `or` (true) by either side, a `where` by its condition and a branch.

@@ -538,13 +538,10 @@ class KernelWriter {
         default: return std::nullopt;
       }
     };
-    // Data in the mask (doc[m] == doc[n]; which gathers: data_range_gathers) is bounded by the
-    // min and max of the values the tile reads, as on CUDA (emit_sm80.cpp, data_ranges); a NaN
-    // makes it unknown (NaN bounds).
-    auto grid = [this](int d) {
-      return d != k_.row_dim && std::find(k_.grid.begin(), k_.grid.end(), d) != k_.grid.end();
-    };
-    for (const DataRange& dr : data_range_gathers(p_, k_.tiles.mask, k_.row_dim, k_.red_dim, grid)) {
+    // Data in the mask (doc[m] == doc[n]; which gathers: TileClasses::data_ranges) is bounded by
+    // the min and max of the values the tile reads, as on CUDA (emit_sm80.cpp, data_ranges); a
+    // NaN makes it unknown (NaN bounds).
+    for (const DataRange& dr : k_.tiles.data_ranges) {
       const int id = dr.node, over = dr.over;
       const Node& n = p_.nodes[id];
       std::string args, r = "r" + std::to_string(id);

@@ -109,21 +109,13 @@ CudaShape cuda_shape(const Plan& plan, const LoweredKernel& lk, const Extents& s
   return s;
 }
 
-std::vector<DataRange> mask_data(const Plan& plan, const PlanKernel& k) {
-  if (k.tiles.mask < 0) return {};
-  auto grid = [&k](int d) {
-    return d != k.row_dim && std::find(k.grid.begin(), k.grid.end(), d) != k.grid.end();
-  };
-  return data_range_gathers(plan.program, k.tiles.mask, k.row_dim, k.red_dim, grid);
-}
-
 // The parts of the mask that keep the interval rules from ever deciding a tile (node text);
 // empty when some tile can be decided.
 std::vector<std::string> mask_undecided(const Plan& plan, const PlanKernel& k) {
   std::vector<std::string> out;
   if (k.tiles.mask < 0) return out;
   std::set<int> ranged;
-  for (const DataRange& r : mask_data(plan, k)) ranged.insert(r.node);
+  for (const DataRange& r : k.tiles.data_ranges) ranged.insert(r.node);
   for (int id : interval_undecided(plan.program, k.tiles.mask, ranged))
     out.push_back(node_text(plan.program, id));
   return out;
@@ -132,7 +124,7 @@ std::vector<std::string> mask_undecided(const Plan& plan, const PlanKernel& k) {
 // The mask's gathers that the tile classifiers bound by the data a tile reads (node text).
 std::vector<std::string> data_bounded(const Plan& plan, const PlanKernel& k) {
   std::vector<std::string> out;
-  for (const DataRange& r : mask_data(plan, k))
+  for (const DataRange& r : k.tiles.data_ranges)
     out.push_back(node_text(plan.program, r.node) +
                   (r.over < 0 ? std::string(" (one value per tile: read at grid indices only)")
                               : " (per tile of " + plan.program.dims[r.over] + ")"));

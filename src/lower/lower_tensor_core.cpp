@@ -373,8 +373,7 @@ class Lowering : public TensorCoreView {
     for (int id : diagonal_) launch_.diagonal.push_back(node_text(p_, id));
     // Data the classifier bounds per tile (data_ranges), when the tiles are classified.
     if (k_.tiles.mask >= 0 && (k_.tiles.skip_empty || k_.tiles.unmasked_full)) {
-      auto par = [this](int d) { return is_par(d); };
-      data_ranges_ = data_range_gathers(p_, k_.tiles.mask, k_.row_dim, k_.red_dim, par);
+      data_ranges_ = k_.tiles.data_ranges;
       for (const DataRange& dr : data_ranges_) {
         ranged_.insert(dr.node);
         if (dr.over == k_.row_dim) row_ranged_.insert(dr.node);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 
 #include "flashgen/builder.h"
 #include "flashgen/ir.h"
@@ -35,5 +36,7 @@ int make_safe_max(ProgramBuilder& b, int max_node);
 // If `id` is where(eq(M, -inf), 0, M), returns M; else -1.
 int match_safe_max(const Program& p, int id);
 bool is_const(const Program& p, int id, double v);
+// `id` and every node it depends on, ordered by id (a topological order).
+std::set<int> closure_of(const Program& p, int id);
 
 }  // namespace flashgen

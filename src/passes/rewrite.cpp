@@ -29,6 +29,18 @@ Program rebuild(const Program& p, const RewriteFn& fn) {
   return b.build();
 }
 
+std::set<int> closure_of(const Program& p, int id) {
+  std::set<int> nodes;
+  std::vector<int> stack = {id};
+  while (!stack.empty()) {
+    const int n = stack.back();
+    stack.pop_back();
+    if (!nodes.insert(n).second) continue;
+    for (int a : p.nodes[n].args) stack.push_back(a);
+  }
+  return nodes;
+}
+
 bool is_const(const Program& p, int id, double v) {
   const Node& n = p.nodes[id];
   return n.op == Op::Const && (n.value == v || (std::isnan(v) && std::isnan(n.value)));

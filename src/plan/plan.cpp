@@ -92,11 +92,16 @@ std::string Plan::str() const {
     os << "  writes";
     for (int b : k.writes) os << " " << buffers[b].name;
     os << "\n";
-    if (k.tiles.mask >= 0)
+    if (k.tiles.mask >= 0) {
       os << "  tiles: mask %" << k.tiles.mask << (k.tiles.skip_empty ? " skip-empty" : "")
-         << (k.tiles.unmasked_full ? " unmasked-full" : "") << "\n";
-    else if (!k.tiles.note.empty())
+         << (k.tiles.unmasked_full ? " unmasked-full" : "");
+      for (const DataRange& r : k.tiles.data_ranges)
+        os << " data-bounded %" << r.node
+           << (r.over >= 0 ? " over " + program.dims[r.over] : std::string(" per block"));
+      os << "\n";
+    } else if (!k.tiles.note.empty()) {
       os << "  tiles: " << k.tiles.note << "\n";
+    }
     for (Phase ph : {Phase::Prologue, Phase::Body, Phase::Epilogue}) {
       bool any = false;
       for (const PlanValue& v : k.values) {

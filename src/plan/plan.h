@@ -70,8 +70,20 @@ struct Accumulator {
   std::vector<int> exp_factors;
 };
 
+// A gather in a tile mask that the tile classifiers bound by the data a tile reads (doc[m],
+// doc[n], len[b]): every index is a plain dim index, at most one of them over the row or the key
+// dim (`over`), the others over grid dims. With `over` = -1 (indices over grid dims only:
+// len[b], offset[b, h]) the gather is one value over the tile, and its bounds are that value
+// (NaN, or an integer past 2^53, where doubles stop being exact, leaves it unknown). (A gather
+// over both the row and the key dim would need a 2-D pass per tile: left unknown.)
+struct DataRange {
+  int node, over;
+  bool operator==(const DataRange&) const = default;
+};
+
 struct TileClasses {
   int mask = -1;        // a bool node over (row, red, ...) or -1: every tile is "partial"
+  std::vector<DataRange> data_ranges;  // the mask's gathers bounded by the data they read
   bool skip_empty = false;      // tiles where `mask` is false everywhere contribute nothing
   bool unmasked_full = false;   // tiles where `mask` is true everywhere skip its evaluation
   std::string note;             // why (or why not)

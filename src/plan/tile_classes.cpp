@@ -43,6 +43,27 @@ int zero_condition(const Program& p, int x) {
 
 }  // namespace
 
+// The mask's gathers bounded by the data a tile reads (DataRange).
+std::vector<DataRange> data_ranges(const Program& p, const PlanKernel& k) {
+  auto grid = [&k](int d) {
+    return d != k.row_dim && std::find(k.grid.begin(), k.grid.end(), d) != k.grid.end();
+  };
+  std::vector<DataRange> out;
+  for (int id : closure_of(p, k.tiles.mask)) {
+    const Node& n = p.nodes[id];
+    if (n.op != Op::Gather) continue;
+    int over = -1, count = 0;
+    for (int a : n.args) {
+      const Node& x = p.nodes[a];
+      if (x.op != Op::Index) count = 2;
+      else if (x.dim == k.row_dim || x.dim == k.red_dim) over = x.dim, ++count;
+      else if (!grid(x.dim)) count = 2;
+    }
+    if (count <= 1) out.push_back({id, over});  // count 0: over grid dims only (len[b])
+  }
+  return out;
+}
+
 void classify_tiles(Plan& plan) {
   const Program& p = plan.program;
   for (PlanKernel& k : plan.kernels) {
@@ -72,6 +93,7 @@ void classify_tiles(Plan& plan) {
       continue;
     }
     k.tiles.mask = mask;
+    k.tiles.data_ranges = data_ranges(p, k);
     k.tiles.skip_empty = true;
     k.tiles.unmasked_full = true;
     k.tiles.note = "tiles where %" + std::to_string(mask) + " is false are skipped";

@@ -1,6 +1,8 @@
 // The plan API and explain: fusion decisions asserted through kernel counts, per-kernel reads
 // and writes, accumulators, masks and materialization reasons.
 #include <gtest/gtest.h>
+
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "compiler/pipeline.h"
@@ -126,6 +128,38 @@ program peak(q: f32[b, m, d], k: f32[b, n, d]) {
   strict.strict = true;
   EXPECT_THROW(explain(p, strict), ProgramError);
   EXPECT_NE(explain(p, {}).find("materialized"), std::string::npos);
+}
+
+// classify_tiles decides once which gathers of a mask the tile classifiers bound by the data a
+// tile reads (TileClasses::data_ranges; lowering, the CPU printer and explain read it): plain
+// dim indices, at most one over the row or key dim; over grid dims only it is one value per
+// block; a computed index or a gather over both rows and keys is not bounded.
+TEST(Plan, MaskDataBoundedPerTileIsDecidedOnce) {
+  Plan doc = compile_program(example("document"), {}, "classify_tiles").plan;
+  const Program& p = doc.program;
+  const PlanKernel& k = doc.kernels.at(0);
+  ASSERT_EQ(k.tiles.data_ranges.size(), 2u);
+  std::set<std::string> over;
+  for (const DataRange& r : k.tiles.data_ranges) {
+    EXPECT_EQ(p.nodes[r.node].op, Op::Gather);
+    EXPECT_EQ(p.params[p.nodes[r.node].param].name, "doc");
+    over.insert(p.dims[r.over]);
+  }
+  EXPECT_EQ(over, (std::set<std::string>{"m", "n"}));
+  Plan lens = compile_program(source(R"(
+program lens(q: bf16[b, m, d], k: bf16[b, n, d], v: bf16[b, n, e], len: i32[b], keep: bool[m, n],
+             shift: i32[t]) {
+  s = where(n < len[b] and keep[m, n] and shift[n + 1] > 0, sum(q * k, d), -inf)
+  out o: bf16[b, m, e] = sum(softmax(s, n) * v, n)
+}
+)"), {}, "classify_tiles").plan;
+  const PlanKernel& lk = lens.kernels.at(0);
+  ASSERT_GE(lk.tiles.mask, 0);
+  ASSERT_EQ(lk.tiles.data_ranges.size(), 1u);  // len[b]; not keep[m, n], not shift[n + 1]
+  EXPECT_EQ(lens.program.params[lens.program.nodes[lk.tiles.data_ranges[0].node].param].name,
+            "len");
+  EXPECT_EQ(lk.tiles.data_ranges[0].over, -1);
+  EXPECT_NE(lens.str().find("data-bounded %"), std::string::npos) << lens.str();
 }
 
 TEST(Explain, JsonHasKernelsWithReadsAndWrites) {

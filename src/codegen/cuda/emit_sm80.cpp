@@ -192,7 +192,7 @@ class Printer : public TensorCoreView {
       default: return "float";
     }
   }
-  // Data in the mask (doc[m] == doc[n]; which gathers: data_range_gathers, shared with the CPU)
+  // Data in the mask (doc[m] == doc[n]; which gathers: the plan's TileClasses::data_ranges)
   // is bounded over the tile by the min and max of the values it reads there (fg::warp_range:
   // one warp-strided pass), so tiles between different documents are skipped and tiles inside
   // one document skip the mask, for any data (sorted ids only make it effective). Everything
