@@ -54,10 +54,14 @@ void add_bench(CLI::App& app, int& exit_code) {
       std::printf("%.3e FLOPs counted: unmasked work only (%.1f%% of the dense %.3e)\n",
                   r.flops, r.dense_flops > 0 ? 100.0 * r.flops / r.dense_flops : 0.0,
                   r.dense_flops);
-      std::printf("%.1f TFLOP/s = %.3f of the %.0f TFLOP/s dense bf16 tensor-core peak\n",
-                  r.tflops, r.tflops / r.peak_tflops, r.peak_tflops);
+      const double of_peak = r.peak_tflops > 0 ? r.tflops / r.peak_tflops : 0;
+      if (r.peak_tflops > 0)
+        std::printf("%.1f TFLOP/s = %.3f of the %.0f TFLOP/s dense bf16 tensor-core peak\n",
+                    r.tflops, of_peak, r.peak_tflops);
+      else
+        std::printf("%.1f TFLOP/s (no datasheet peak for this GPU)\n", r.tflops);
       std::printf("BENCH %s %s %.5f %.2f %.4f\n", p.name.c_str(), o->sizes.c_str(), r.median_ms,
-                  r.tflops, r.tflops / r.peak_tflops);
+                  r.tflops, of_peak);
       return kOk;
     });
   });

@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
           }
           CudaBenchResult r = bench_cuda(p, parse(text), 5, 30, 1, given);
           std::printf("BENCH %s %s %.5f %.2f %.4f\n", p.name.c_str(), text.c_str(), r.median_ms,
-                      r.tflops, r.tflops / r.peak_tflops);
+                      r.tflops, (r.peak_tflops > 0 ? r.tflops / r.peak_tflops : 0.0));
         } catch (const std::exception& e) {
           std::printf("BENCHFAIL %s %s\n", text.c_str(), e.what());
         }
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     }
     CudaBenchResult r = bench_cuda(p, sizes, 5, 30, 1, given);
     std::printf("BENCH %s %s %.5f %.2f %.4f\n", p.name.c_str(), argv[3], r.median_ms, r.tflops,
-                r.tflops / r.peak_tflops);
+                (r.peak_tflops > 0 ? r.tflops / r.peak_tflops : 0.0));
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fg_bench: %s\n", e.what());

@@ -125,7 +125,8 @@ struct CudaBenchResult {
                             // contraction + 2*DV per P.V accumulator
   double dense_flops = 0;   // the same counting every pair
   double tflops = 0;        // flops / median time
-  double peak_tflops = 0;   // dense bf16 tensor-core peak used for the fraction (datasheet)
+  double peak_tflops = 0;   // dense bf16 tensor-core peak used for the fraction (datasheet;
+                            // 0 where the GPU has none here: no fraction)
 };
 // Times the program on random inputs of `sizes` (median over `iters` warm runs); inputs named
 // in `given` (e.g. document ids) replace the random ones.

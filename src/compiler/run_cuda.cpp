@@ -331,6 +331,19 @@ std::vector<int64_t> strides_of(const PlanBuffer& B, const std::vector<int64_t>&
 // boundary one 16-word map per operand; zeros, and bk.tma false (the kernel built to copy by
 // cp.async runs), unless `use` and every map fits (the few-rows kernel and the combine kernel
 // read the same Params and no map).
+// "b = 2, h = 16, m = 4096, ..." (the extents of the dims `dims`, or of every dim), for errors
+// of calls whose extents overflow what a kernel can address.
+std::string extents_text(const Program& p, const std::vector<int64_t>& extv,
+                         const std::vector<int>& dims = {}) {
+  std::string s;
+  for (size_t d = 0; d < extv.size() && d < p.dims.size(); ++d) {
+    if (!dims.empty() && std::find(dims.begin(), dims.end(), static_cast<int>(d)) == dims.end())
+      continue;
+    s += (s.empty() ? "" : ", ") + p.dims[d] + " = " + std::to_string(extv[d]);
+  }
+  return s;
+}
+
 void bind_tma(const Sm80Launch& la, const std::vector<DevicePtr>& ptrs,
               const std::vector<std::vector<int64_t>>& strides, const std::vector<int64_t>& extv,
               bool use, CudaBoundKernel& bk) {
@@ -401,7 +414,8 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
       acc *= j == rank - 1 ? ext[j] * la.pieces : ext[j];
     }
     if (acc > (INT64_MAX / 4 - at) / 2)
-      throw CallError("the bf16 pieces of input '" + o.name + "' overflow at these extents");
+      throw CallError("the bf16 pieces of input '" + o.name + "' overflow 64-bit offsets at " +
+                      extents_text(p, extv, o.dims));
     bk.params[o.slot] = scratch ? static_cast<int64_t>(scratch) + at : 0;
     for (int j = 0; j < rank; ++j) bk.params[NB + o.slot * R + j] = dst[j];
     if (acc > 0) {
@@ -439,7 +453,10 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
   if (ks.split > 1) {
     const int64_t rows = P * ks.split * M;  // below 2^31 * 64 * 2^31: no overflow
     if (rows > (INT64_MAX / 4) / la.part_row)
-      throw CallError("the partial states of a split key loop overflow at these extents");
+      throw CallError("the partial states of a key loop split " + std::to_string(ks.split) +
+                      " ways overflow 64-bit offsets at " +
+                      extents_text(p, extv, la.par_dims) + ", " +
+                      extents_text(p, extv, {la.row_dim}));
     bk.scratch_bytes = at + rows * la.part_row * 4;
     const int64_t threads = M * (la.value_cols / 2);  // one per row and padded column pair
     bk.combine_grid = {static_cast<unsigned>((threads + 127) / 128),
@@ -524,12 +541,16 @@ void bind_element(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
   bk.params[l.err()] = static_cast<int64_t>(err);
   std::vector<int64_t> offsets;
   const int64_t ws = element_workspace(k, e, extv, &offsets);
-  if (ws < 0) throw CallError("the workspace of kernel " + k.name + " overflows at these extents");
+  if (ws < 0)
+    throw CallError("the workspace of kernel " + k.name + " overflows 64-bit offsets at " +
+                    extents_text(plan.program, extv));
   for (size_t i = 0; i < offsets.size(); ++i) bk.params[l.off() + i] = offsets[i];
   int64_t points = 1;
   for (int d : k.grid) {
     const int64_t x = d == k.row_dim ? (extv[d] + k.row_tile - 1) / k.row_tile : extv[d];
-    if (x != 0 && points > INT64_MAX / x) throw CallError("kernel " + k.name + ": too many grid points");
+    if (x != 0 && points > INT64_MAX / x)
+      throw CallError("kernel " + k.name + ": its grid points overflow 64 bits at " +
+                      extents_text(plan.program, extv, k.grid));
     points *= x;
   }
   if (points == 0) {
@@ -961,9 +982,11 @@ CudaBenchResult bench_cuda(const Program& p, const Extents& sizes, int warmup, i
     }
   }
   r.tflops = r.median_ms > 0 ? r.flops / (r.median_ms * 1e-3) / 1e12 : 0;
-  r.peak_tflops = 989.0;  // H200/H100 SXM dense bf16 datasheet
+  // dense bf16 tensor-core peaks from the datasheets (H100/H200 SXM, A100); 0 for other GPUs
   const CudaDeviceInfo& di = cuda_device_info();
-  if (di.cc_major == 8 && di.cc_minor == 0) r.peak_tflops = 312.0;  // A100
+  r.peak_tflops = di.cc_major == 9 && di.cc_minor == 0   ? 989.0
+                  : di.cc_major == 8 && di.cc_minor == 0 ? 312.0
+                                                         : 0.0;
   return r;
 }
 
