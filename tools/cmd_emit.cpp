@@ -13,7 +13,7 @@
 #include <iostream>
 
 #include "cli.h"
-#include "codegen/cuda/emit_sm80.h"
+#include "lower/launch.h"
 #include "compiler/pipeline.h"
 #include "flashgen/compile.h"
 #include "flashgen/error.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cuda/emit_sm80.h"
+#include "lower/launch.h"
 #include "lower/lower.h"
 #include "flashgen/profile.h"
 #include "plan/plan.h"

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/interval_code.h"
-#include "codegen/cuda/emit_sm80.h"
+#include "lower/launch.h"
 #include "compiler/pipeline.h"
 #include "lower/tensor_core.h"
 #include "plan/cost.h"

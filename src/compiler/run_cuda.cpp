@@ -19,7 +19,7 @@
 #include <mutex>
 
 #include "codegen/cuda/embedded_headers.h"
-#include "codegen/cuda/emit_sm80.h"
+#include "lower/launch.h"
 #include "codegen/loop_kernel.h"
 #include "codegen/target.h"
 #include "compiler/cuda_call.h"

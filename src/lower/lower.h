@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cuda/emit_sm80.h"
+#include "lower/launch.h"
 #include "lower/tensor_core.h"
 #include "plan/plan.h"
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cuda/emit_sm80.h"
+#include "lower/launch.h"
 #include "codegen/interval_code.h"
 #include "plan/plan.h"
 
@@ -85,9 +85,6 @@ struct KeySplit {
 };
 KeySplit choose_key_split(const Sm80Launch& la, int64_t rows, int64_t par, int64_t keys,
                           int sm_count);
-
-// Its CUDA translation unit.
-std::string print_tensor_core(const Plan& plan, const TensorCoreKernel& tc);
 
 // What the lowering and the printer both read of a plan kernel.
 class TensorCoreView {

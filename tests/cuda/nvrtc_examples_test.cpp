@@ -18,7 +18,7 @@
 #include "flashgen/error.h"
 #include "flashgen/frontend.h"
 #include "codegen/cuda/embedded_headers.h"
-#include "codegen/cuda/emit_sm80.h"
+#include "lower/launch.h"
 #include "compiler/pipeline.h"
 #include "lower/tensor_core.h"
 #include "runtime/nvrtc.h"

@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "codegen/cuda/emit_sm80.h"
 #include "codegen/loop_kernel.h"
 #include "codegen/target.h"
 

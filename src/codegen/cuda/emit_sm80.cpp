@@ -681,24 +681,8 @@ class Printer : public TensorCoreView {
 
 }  // namespace
 
-SmemBudget smem_budget(Target target) {
-  if (target == Target::cuda_sm90) return {228 * 1024, 227 * 1024};
-  return {164 * 1024, 163 * 1024};
-}
-
-int target_sm_count(Target target) { return target == Target::cuda_sm90 ? 132 : 108; }
-
 std::string print_tensor_core(const Plan& plan, const TensorCoreKernel& tc) {
   return Printer(plan, tc).print();
-}
-
-std::vector<std::string> cuda_head_dims(const Plan& plan) {
-  std::vector<std::string> out;
-  for (const PlanKernel& k : plan.kernels)
-    for (int d : k.elim)
-      if (std::find(out.begin(), out.end(), plan.program.dims[d]) == out.end())
-        out.push_back(plan.program.dims[d]);
-  return out;
 }
 
 }  // namespace flashgen

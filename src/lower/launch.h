@@ -1,0 +1,210 @@
+// The launch half of a tensor-core kernel's lowered description: the attention structure
+// recognized (Sm80Structure) and how the host launches and binds the kernel (Sm80Launch), with
+// the device budget lowering fits it to (SmemBudget). One plan kernel -> one CUDA translation
+// unit that instantiates the generic FlashAttention-2 template fg::attn_fwd_sm80<Spec>
+// (codegen/cuda/fg_attn_sm80.cuh) with a generated Spec (src/codegen/cuda/README.md: the plan ->
+// Spec mapping). The decisions are made by lower_tensor_core (lower/tensor_core.h), the printing
+// by print_tensor_core (codegen/cuda/emit_sm80.cpp).
+//
+// What fits: one kernel with one streamed reduction dim; 1-2 score contractions of two float
+// parameters over one eliminated dim (the tensor-core Q.K^T; operands other than one 16-bit
+// type as bf16 pieces); 1-2 groups: online Max accumulators (softmax groups) whose argument is
+// element code over the scores, with online Sum accumulators that are either exp(x_g -
+// safe(M_g)) (row sums) or exp(x_g - safe(M_g)) * v (P.V with a parameter v), or plain groups:
+// Sum accumulators of weights w (element code over the scores) or w * v, with no max;
+// epilogue values over (row, value dim) or (row). Anything else is a
+// BackendError that says what did not fit (no silent fallback).
+// Head dims (the eliminated dims) and dtypes specialize the source; every other extent is a
+// run-time value in Params, so one compiled kernel serves every batch, head count and length.
+// Accumulators wider than the register budget split the value columns across blocks (a grid
+// factor, Sm80Launch::value_split); element values over parallel dims only are computed once per
+// block in make_ctx.
+// Tests: tests/cuda/nvrtc_examples_test.cpp (every example compiles through NVRTC for sm_80
+// and sm_90a), tests/gpu/cuda_examples_test.cpp (results against the reference on the GPU).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashgen/compile.h"
+#include "flashgen/ref.h"
+#include "ir/index_range.h"
+#include "plan/plan.h"
+
+namespace flashgen {
+
+// The attention structure the template recognized in a kernel, once (node ids of plan.program;
+// buffers are plan buffer ids): the tensor-core score contractions (q.k over the head dim), the
+// softmax groups (an online max of a score expression, and the row sums it rescales) and the
+// P.V accumulators (a group's exp(x - max) times a value tile).
+struct Sm80Structure {
+  struct Score { int node, q_buffer, k_buffer; };
+  // A group: an online max of a score expression `arg` and the row sums it rescales (softmax),
+  // or, with max_node -1, plain sums of the weights `arg` (no max: sigmoid or relu weights).
+  // A softmax group's score as the template takes it: `arg` peeled, outermost first, of masks
+  // where(cond, x, -inf) (step node: cond) and of positive uniform factors that join the exp2
+  // scale (x / f, f a positive constant or the sqrt of a size or of a positive constant; x * c,
+  // c a positive constant; step node: f or c), down to `score_rest`.
+  struct ScoreStep {
+    enum Kind : uint8_t { mask, divide, multiply } kind;
+    int node;
+    bool operator==(const ScoreStep&) const = default;
+  };
+  struct Group {
+    int max_node, arg;
+    std::vector<int> sums;
+    std::vector<ScoreStep> score_steps = {};
+    int score_rest = -1;
+  };
+  struct PV { int node, group, v_buffer; };
+  std::vector<Score> scores;
+  std::vector<Group> groups;
+  std::vector<PV> pv;
+  int head_dim = -1, value_dim = -1;  // dim ids
+};
+
+// How the host launches and binds one generated kernel.
+struct Sm80Launch {
+  std::string entry;            // extern "C" kernel name
+  int warps = 4, block_m = 128, smem_bytes = 0;
+  // Hopper: the block's products by wgmma on two compute warpgroups of 64 rows (16 rows a warp;
+  // fg_sm90.cuh), the element code and softmax as on the mma.sync path (its careful build runs
+  // the same shape with mma.sync).
+  bool wgmma = false;
+  // The columns of one wgmma instruction (kWgmmaN: 64, or 128 where the key tile and the value
+  // columns are multiples of it).
+  int wgmma_n = 64;
+  // Why the products take wgmma or mma.sync on cuda-sm90, where it is not plain (empty: wgmma
+  // at the value split the accumulators need, or a cuda-sm80 target).
+  std::string products_why;
+  // Hopper, with wgmma: the last `producer_warps` (4) of `warps` are a producer warpgroup that
+  // fills a ring of `stages` K/V stages guarded by mbarriers (fg_attn_sm80.cuh,
+  // kWarpSpecialized); the warps before it compute. Without it, all warps load and compute,
+  // double-buffered (stages = 2).
+  bool warp_specialized = false;
+  int producer_warps = 0;
+  int stages = 2;
+  // Warp-specialized kernels whose work items (row tile, parallel index x key chunk) all
+  // compute the same key tiles (no tile mask) may run a persistent grid (kPersistent): as many
+  // blocks as are resident at once (sm count x min_blocks), each walking the items blockIdx.x,
+  // + gridDim.x, ...; the producer fills the next item's stages under the last one's epilogue.
+  // A per-call choice (choose_key_split: short key loops). With a tile mask the items' work
+  // differs, and the hardware's block scheduler balances it.
+  // Warp-specialized: each compute warpgroup issues the next tile's scores with this tile's
+  // P.V and runs the next softmax while P.V is on the tensor cores (kPipelined); with
+  // ping_pong the two warpgroups also take turns at issuing their products (kPingPong), so
+  // one's softmax runs under the other's products. Lowering's choose_pipelining says when.
+  bool pipelined = false, ping_pong = false;
+  // The walking code runs that pipelined loop with ping-pong where `walk_pipelined`. Where
+  // that differs from the main loop (`pipelined`), the walking calls have a build of their
+  // own, `walk_entry` (its own program: FG_ONLY_WALK, compiled at the first call that walks),
+  // and the main entry has no walking code: it ignores Params::m_tiles, so a grid launched
+  // to walk must launch `walk_entry`. Otherwise (walk_entry empty) the main entry walks too.
+  bool persistent = false;
+  std::string walk_entry;
+  bool walk_pipelined = false;
+  // Warp-specialized: the K tiles (one per score, in order) and the V tiles (one per distinct
+  // value tensor) come by TMA bulk tensor copies, one 5-dim tensor map per operand in Params,
+  // its dims innermost first: the operand's column dim (head or value dim; stride 1), the key
+  // dim, the buffer's parallel dims, then dims of extent 1. A call whose
+  // tensors a map cannot describe (bases or strides not multiples of 16 bytes, a stride of 0)
+  // copies them by cp.async as without: the host decides per call (cuda_call.h,
+  // tma_map_shapes) and launches the kernel built with FG_KV_CP_ASYNC, compiled at the first
+  // call that needs it.
+  // Empty: cp.async always (no producer warpgroup, or an operand with other dims or more than
+  // three parallel ones).
+  struct TmaOperand {
+    int buffer = -1;           // plan buffer
+    std::vector<int> pos;      // the map's dims (innermost first) as positions of the buffer
+    std::vector<int> dims;     // and as dim ids: column, key, then parallel dims (at most 3)
+    bool value_chunk = false;  // the column coordinate starts at the block's value chunk
+  };
+  std::vector<TmaOperand> tma;
+  // Operands that are not all of one 16-bit type (f32, f8, or bf16 beside f16) reach the
+  // tensor cores as `pieces` bf16 pieces each (x = x0 + x1 + ...; Spec::kPieces), as many as the
+  // widest type needs: a product multiplies the pieces i, j with i + j < pieces (3 pieces for
+  // f32: 6 mma per product, f32 accuracy; 2 for f16 beside bf16: 3; f8 alone: 1), on the
+  // mma.sync shape (no wgmma). Before the kernel the host writes each
+  // operand buffer's pieces into device scratch with `split_entry` (fg::split_pieces): the
+  // buffer's dims packed, a row of its innermost extent x `pieces` (piece p at p x that
+  // extent), and binds them to Params buffer `slot` (after the plan's buffers; its strides over
+  // `dims`). The element code reads the buffers themselves.
+  int pieces = 1;
+  struct SplitOperand {
+    int buffer = -1, slot = -1;
+    std::vector<int> dims;  // the buffer's dims, innermost last
+    DType type = DType::bf16;  // the buffer's
+    std::string name;
+  };
+  std::vector<SplitOperand> split;
+  std::string split_entry;
+  int min_blocks = 1;           // kMinBlocks: __launch_bounds__ blocks per SM (caps registers)
+  int row_dim = -1;             // grid x covers ceil(ext(row_dim) / block_m) tiles
+  int key_dim = -1;             // the streamed key loop's dim
+  std::vector<int> par_dims;    // flattened into grid y/z: product of their extents
+  int value_split = 1;          // times this many value-column chunks (innermost)
+  // Flash-decoding (a per-call choice: choose_key_split in lower/tensor_core.h): `few_entry`
+  // is the kernel with one warp of 16 rows per block (calls of at most 16 rows; few_smem_bytes
+  // of shared memory; the same key tiles, which staged reads are printed for); either kernel may split each row tile's key loop across key_split blocks
+  // (grid y * key_split), which write part_row floats of partial state per row to device memory
+  // for `combine_entry` (one thread per row and value-column pair, 128 per block; grid y*z the
+  // parallel index) to merge and store.
+  std::string few_entry, combine_entry;
+  int few_smem_bytes = 0, part_row = 0;
+  int few_block_n = 64;         // the few-rows kernel's keys per tile
+  int few_blocks_per_sm = 1;    // few-rows blocks resident per SM (shared memory, at most 8)
+  int value_cols = 0;           // value columns per block (the padded chunk: kValueDim)
+  int num_buffers = 0, max_rank = 1, num_dims = 0;  // num_buffers: the plan's, then `split`'s
+  // Params = { const void* buf[num_buffers]; i64 st[num_buffers][max_rank];
+  //            i64 ext[num_dims]; i64* err; i64 key_split; float* part; i64 m_tiles; }
+  //            (m_tiles: the row tiles of a walking call, read by kPersistent kernels; all 8-byte
+  //            fields, in this order), then with TMA operands, from the next 64-byte
+  //            boundary, one 16-word map per operand. The words (the printer static_asserts
+  //            the struct against them; the host fills them):
+  int params_base_words() const { return num_buffers * (1 + max_rank) + num_dims + 4; }
+  int params_maps_word() const { return (params_base_words() + 7) / 8 * 8; }
+  int params_words() const {
+    return tma.empty() ? params_base_words()
+                       : params_maps_word() + 16 * static_cast<int>(tma.size());
+  }
+  std::vector<std::pair<std::string, int64_t>> head_dims;  // the extents compiled in
+  int num_scores = 1, num_acc = 1;  // for FLOP counts: per (row, key) pair 2*D per score
+  int64_t head_dim = 0, value_dim = 0;  // and 2*DV per accumulator
+  int mask_node = -1;               // the plan's tile mask (FLOPs count unmasked pairs only)
+  std::vector<int> int32_dims;      // dims whose extents must stay below 2^31 (32-bit indices)
+  // For `explain`: query rows per warp (16 or 32), keys per tile, element values computed once
+  // per block (node text).
+  int rows_per_warp = 16, block_n = 64;
+  std::vector<std::string> hoisted;
+  std::vector<std::string> staged;  // gathers staged through shared memory (node text)
+  // score values per diagonal of a tile (functions of n - m), computed per tile in shared
+  // memory: BM + BN - 1 floats each (node text)
+  std::vector<std::string> diagonal;
+  // Gathers whose indices are plain dim indices (pair[b, h, m, n], doc[m]) run unchecked on the
+  // device; the host checks ext(index dim) <= ext(parameter dim) before the launch instead.
+  struct GatherCheck { int param, pos, index_dim; };
+  std::vector<GatherCheck> gather_checks;
+  // Gathers by computed indices proved in range (ir/index_range.h) run unchecked too, under
+  // these relations of the extents; a call where one fails runs the same kernels built with
+  // FG_CHECK_GATHERS, which check every gather on the device (the careful build always does).
+  std::vector<ExtentCondition> range_conditions;
+  std::vector<std::string> range_condition_text;  // for explain
+  Sm80Structure structure;
+};
+
+// Shared memory of the GPU a kernel is for: staged tiles are kept only while they fit it
+// (fit_staged). Without a device at hand, the target's: cuda-sm80 an A100 (164 KiB per SM,
+// 163 per block), cuda-sm90 an H100/H200 (228, 227); run_cuda passes the running device's.
+struct SmemBudget {
+  int per_sm = 0, per_block = 0;  // bytes
+};
+SmemBudget smem_budget(Target target);
+// The SMs of the target's GPU without a device at hand (explain's flash-decoding line): an
+// A100's 108 for cuda-sm80, an H100/H200's 132 for cuda-sm90.
+int target_sm_count(Target target);
+
+// The head dims (eliminated dims) of a plan's kernels, by name: what `sizes` must give.
+std::vector<std::string> cuda_head_dims(const Plan& plan);
+
+}  // namespace flashgen
