@@ -167,7 +167,7 @@ void bind_element(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
                   DevicePtr scratch, const std::vector<int64_t>& extv, int64_t most_blocks,
                   CudaBoundKernel& bk);
 
-// A tensor-core kernel's parameter words (Params of emit_sm80.h) and geometry for buffers at
+// A tensor-core kernel's parameter words (Params: lower/launch.h) and geometry for buffers at
 // `ptrs` with `strides` (one per plan buffer): the variant and key split of the call
 // (choose_key_split for `sm_count` SMs), the split launches of operands in bf16 pieces, whose
 // pieces come first in the scratch at `scratch`, then a split key loop's partial states

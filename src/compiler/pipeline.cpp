@@ -11,7 +11,8 @@
 // `dump_after(p, stage)` prints the program (first two), the plan (next two), the lowered
 // kernels (lower) or the source (emit). compile_program lowers and emits only when stopping
 // after those stages (compile_to_target); emit_source runs them once.
-// Tests: tests/golden/golden_test.cpp, tests/plan/plan_test.cpp.
+// Tests: tests/passes/passes_test.cpp (the stage dumps, against tests/passes/golden/),
+// tests/plan/plan_test.cpp.
 #include "compiler/pipeline.h"
 
 #include "codegen/cpu.h"

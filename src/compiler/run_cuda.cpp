@@ -327,23 +327,31 @@ std::vector<int64_t> strides_of(const PlanBuffer& B, const std::vector<int64_t>&
   return st;
 }
 
-// The words of Params after `part` of a kernel with TMA operands: from the next 64-byte
-// boundary one 16-word map per operand; zeros, and bk.tma false (the kernel built to copy by
-// cp.async runs), unless `use` and every map fits (the few-rows kernel and the combine kernel
-// read the same Params and no map).
-// "b = 2, h = 16, m = 4096, ..." (the extents of the dims `dims`, or of every dim), for errors
-// of calls whose extents overflow what a kernel can address.
+// "b = 2, h = 16, m = 4096, ..." (the extents of the dims `dims`), for errors of calls whose
+// extents overflow what a kernel can address.
+std::vector<int> dims_with(std::vector<int> dims, int d) {
+  dims.push_back(d);
+  return dims;
+}
+std::vector<int> all_dims(const Program& p) {
+  std::vector<int> dims(p.dims.size());
+  for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int>(d);
+  return dims;
+}
 std::string extents_text(const Program& p, const std::vector<int64_t>& extv,
-                         const std::vector<int>& dims = {}) {
+                         const std::vector<int>& dims) {
   std::string s;
   for (size_t d = 0; d < extv.size() && d < p.dims.size(); ++d) {
-    if (!dims.empty() && std::find(dims.begin(), dims.end(), static_cast<int>(d)) == dims.end())
-      continue;
+    if (std::find(dims.begin(), dims.end(), static_cast<int>(d)) == dims.end()) continue;
     s += (s.empty() ? "" : ", ") + p.dims[d] + " = " + std::to_string(extv[d]);
   }
   return s;
 }
 
+// The words of Params after `part` of a kernel with TMA operands: from the next 64-byte
+// boundary one 16-word map per operand; zeros, and bk.tma false (the kernel built to copy by
+// cp.async runs), unless `use` and every map fits (the few-rows kernel and the combine kernel
+// read the same Params and no map).
 void bind_tma(const Sm80Launch& la, const std::vector<DevicePtr>& ptrs,
               const std::vector<std::vector<int64_t>>& strides, const std::vector<int64_t>& extv,
               bool use, CudaBoundKernel& bk) {
@@ -455,8 +463,7 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
     if (rows > (INT64_MAX / 4) / la.part_row)
       throw CallError("the partial states of a key loop split " + std::to_string(ks.split) +
                       " ways overflow 64-bit offsets at " +
-                      extents_text(p, extv, la.par_dims) + ", " +
-                      extents_text(p, extv, {la.row_dim}));
+                      extents_text(p, extv, dims_with(la.par_dims, la.row_dim)));
     bk.scratch_bytes = at + rows * la.part_row * 4;
     const int64_t threads = M * (la.value_cols / 2);  // one per row and padded column pair
     bk.combine_grid = {static_cast<unsigned>((threads + 127) / 128),
@@ -543,7 +550,7 @@ void bind_element(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
   const int64_t ws = element_workspace(k, e, extv, &offsets);
   if (ws < 0)
     throw CallError("the workspace of kernel " + k.name + " overflows 64-bit offsets at " +
-                    extents_text(plan.program, extv));
+                    extents_text(plan.program, extv, all_dims(plan.program)));
   for (size_t i = 0; i < offsets.size(); ++i) bk.params[l.off() + i] = offsets[i];
   int64_t points = 1;
   for (int d : k.grid) {
@@ -982,7 +989,8 @@ CudaBenchResult bench_cuda(const Program& p, const Extents& sizes, int warmup, i
     }
   }
   r.tflops = r.median_ms > 0 ? r.flops / (r.median_ms * 1e-3) / 1e12 : 0;
-  // dense bf16 tensor-core peaks from the datasheets (H100/H200 SXM, A100); 0 for other GPUs
+  // dense bf16 tensor-core peaks from the datasheets (compute capability 9.0: the H100/H200 SXM
+  // figure, which overstates PCIe parts; 8.0: the A100); 0 for other GPUs
   const CudaDeviceInfo& di = cuda_device_info();
   r.peak_tflops = di.cc_major == 9 && di.cc_minor == 0   ? 989.0
                   : di.cc_major == 8 && di.cc_minor == 0 ? 312.0

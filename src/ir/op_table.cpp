@@ -1,10 +1,11 @@
 // The op table (include/flashgen/ir.h: OpDef): one row per op with its text-form name, source
-// spelling, arity, kind, type rule, C function, f64 value and per-element cost class. Every consumer reads it: the IR's
-// op_name / op_arity / is_unary (ir.cpp), the parser's built-in function names
-// (frontend/parser.cpp; its operator tokens map to ops there), the builder's type rules and the
-// spellings in its messages (ir/builder.cpp), the
-// reference's and constant folding's scalar evaluation (ir/scalar_semantics.h), and the element
-// emitter's C functions per target (codegen/target.cpp). A new element-wise function is one row.
+// spelling, arity, kind, type rule, C function, f64 value and per-element cost class. Every
+// consumer reads it: the IR's op_name / op_arity / is_unary (ir.cpp), the parser's built-in
+// function names (frontend/parser.cpp; its operator tokens map to ops there), the builder's type
+// rules and the spellings in its messages (ir/builder.cpp), the reference's and constant
+// folding's scalar evaluation (ir/scalar_semantics.h), the element emitter's C functions per
+// target (codegen/target.cpp) and lowering's values per diagonal (the cost class,
+// lower/lower_tensor_core.cpp). A new element-wise function is one row.
 // Tests: tests/ir/op_table_test.cpp, and every consumer's own tests (error messages:
 // tests/error/types_errors_test.cpp).
 #include <cmath>

@@ -41,7 +41,6 @@ int zero_condition(const Program& p, int x) {
   return -1;
 }
 
-}  // namespace
 
 // The mask's gathers bounded by the data a tile reads (DataRange).
 std::vector<DataRange> data_ranges(const Program& p, const PlanKernel& k) {
@@ -63,6 +62,7 @@ std::vector<DataRange> data_ranges(const Program& p, const PlanKernel& k) {
   }
   return out;
 }
+}  // namespace
 
 void classify_tiles(Plan& plan) {
   const Program& p = plan.program;
