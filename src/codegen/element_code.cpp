@@ -232,6 +232,10 @@ std::string ElementEmitter::compute(int node, const ElementContext& c) const {
     return s;
   };
   auto infix = [&](const char* o) { return cat({"(", as(R, 0), o, as(R, 1), ")"}); };
+  // the op table's float functions of one argument (exp, log, tanh, floor, ...): the target's C
+  // function of it
+  if (op_def(n.op).c_fn && op_arity(n.op) == 1)
+    return t_.float_fn.at(n.op) + "(" + as(t_.float_t, 0) + ")";
   switch (n.op) {
     case Op::Param: {
       std::vector<std::string> idx;
@@ -250,9 +254,6 @@ std::string ElementEmitter::compute(int node, const ElementContext& c) const {
     case Op::Not: return "(!" + as("bool", 0) + ")";
     case Op::Relu: return "fg_relu(" + as(R, 0) + ")";
     case Op::Abs: return w("fg_abs(" + as(R, 0) + ")");
-    case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2: case Op::Sqrt: case Op::Rsqrt:
-    case Op::Tanh: case Op::Sigmoid: case Op::Floor: case Op::Ceil: case Op::Sin: case Op::Cos:
-      return t_.float_fn.at(n.op) + "(" + as(t_.float_t, 0) + ")";
     case Op::Cast: {
       if (n.type == DType::bf16) return "fg_round_bf16(" + as(t_.float_t, 0) + ")";
       if (n.type == DType::f16) return "fg_round_f16(" + as(t_.float_t, 0) + ")";
@@ -278,8 +279,8 @@ std::string ElementEmitter::compute(int node, const ElementContext& c) const {
       DType a = p.nodes[n.args[0]].type, b = p.nodes[n.args[1]].type;
       std::string C = (a == DType::boolean && b == DType::boolean) ? "bool" : ctype(promote(a, b));
       if (is_integer(a) && is_integer(b) && arg_in32(0) && arg_in32(1)) C = "int";
-      const char* o = n.op == Op::Eq ? " == " : n.op == Op::Ne ? " != " : n.op == Op::Lt ? " < "
-                    : n.op == Op::Le ? " <= " : n.op == Op::Gt ? " > " : " >= ";
+      // (the op table's spelling is C's)
+      const std::string o = std::string(" ") + op_def(n.op).source + " ";
       return cat({"(", as(C, 0), o, as(C, 1), ")"});
     }
     case Op::And: return cat({"(", as("bool", 0), " && ", as("bool", 1), ")"});
