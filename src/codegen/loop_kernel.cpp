@@ -483,18 +483,6 @@ class KernelWriter {
         << ";\n";
     close_elements(v.local_dims.size());
   }
-  // The nodes the tile mask depends on (itself included), in id order.
-  std::vector<int> mask_nodes() const {
-    std::set<int> seen;
-    std::vector<int> stack = {k_.tiles.mask};
-    while (!stack.empty()) {
-      const int id = stack.back();
-      stack.pop_back();
-      if (id < 0 || !seen.insert(id).second) continue;
-      for (int a : p_.nodes[id].args) stack.push_back(a);
-    }
-    return std::vector<int>(seen.begin(), seen.end());
-  }
   // The profile build (FG_COUNT_TILES): count this key tile by its class (0 skipped, 1 masked,
   // 2 full; full counts as unmasked only when the kernel runs full tiles without mask code).
   void emit_tile_count(const std::string& cls, bool unmasked_full) {

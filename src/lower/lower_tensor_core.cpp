@@ -892,8 +892,8 @@ bool TensorCoreView::is_acc(int node) const {
 }
 
 void TensorCoreView::ancestors(int id, std::set<int>& out) const {
-  if (!out.insert(id).second) return;
-  for (int a : N(id).args) ancestors(a, out);
+  const std::set<int> nodes = closure_of(p_, id);
+  out.insert(nodes.begin(), nodes.end());
 }
 
 std::vector<int> TensorCoreView::arg_dims(int gather) const {

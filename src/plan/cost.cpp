@@ -3,10 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
+#include <set>
 
 #include "flashgen/error.h"
 #include "ir/scalar_semantics.h"
+#include "passes/passes.h"
 
 namespace flashgen {
 
@@ -24,52 +25,79 @@ double numel(const Program& p, const Extents& s, const DimSet& d) {
   return n;
 }
 
-// The mask node at one index point, with the evaluator's scalar semantics (ir/scalar_semantics.h):
-// nullopt where the host cannot tell (an op other than element code over indices, sizes and
-// gathers, a gather out of range or of a tensor not given, x % 0: the kernel reports those).
-std::optional<scalar::Value> eval_at(const Program& p, int id, const std::vector<int64_t>& idx,
-                                     const TensorMap& in, const std::vector<int64_t>& ext) {
-  const Node& n = p.nodes[id];
-  auto integer = [](int64_t v) { return scalar::Value{DType::i64, v, 0}; };
-  switch (n.op) {
-    case Op::Const: {
-      scalar::Value v{n.type, 0, n.value};
-      if (scalar::int_storage(n.type)) v.i = scalar::int_constant(n.value, n.type);
-      return v;
-    }
-    case Op::Index: return integer(idx[n.dim]);
-    case Op::Size: return integer(ext[n.dim]);
-    case Op::Gather: {
-      std::vector<int64_t> at;
-      for (int a : n.args) {
-        std::optional<scalar::Value> v = eval_at(p, a, idx, in, ext);
-        if (!v || !scalar::int_storage(v->type)) return std::nullopt;
-        at.push_back(v->i);
+// The mask at index points, with the evaluator's scalar semantics (ir/scalar_semantics.h): its
+// nodes in topological order, their values reused from point to point (no allocation per point).
+// A value is unknown where the host cannot tell (an op other than element code over indices,
+// sizes and gathers; a gather out of range or of a tensor not given; x % 0): the kernel reports
+// those, and an unknown mask counts as kept.
+class MaskAt {
+ public:
+  MaskAt(const Program& p, int mask, const TensorMap& in, const std::vector<int64_t>& ext)
+      : p_(p), in_(in), ext_(ext), val_(p.nodes.size()), known_(p.nodes.size(), 0) {
+    const std::set<int> nodes = closure_of(p, mask);
+    nodes_.assign(nodes.begin(), nodes.end());
+  }
+
+  // Whether the mask (the last node) keeps the point `idx`.
+  bool keeps(const std::vector<int64_t>& idx) {
+    for (int id : nodes_) known_[id] = eval(id, idx);
+    const int m = nodes_.back();
+    if (!known_[m]) return true;
+    return scalar::int_storage(val_[m].type) ? val_[m].i != 0 : val_[m].f != 0;
+  }
+
+ private:
+  bool eval(int id, const std::vector<int64_t>& idx) {
+    const Node& n = p_.nodes[id];
+    scalar::Value& v = val_[id];
+    switch (n.op) {
+      case Op::Const:
+        v = {n.type, 0, n.value};
+        if (scalar::int_storage(n.type)) v.i = scalar::int_constant(n.value, n.type);
+        return true;
+      case Op::Index: v = {DType::i64, idx[n.dim], 0}; return true;
+      case Op::Size: v = {DType::i64, ext_[n.dim], 0}; return true;
+      case Op::Gather: {
+        auto it = in_.find(p_.params[n.param].name);
+        if (it == in_.end()) return false;
+        const Tensor& t = it->second;
+        at_.clear();
+        for (size_t i = 0; i < n.args.size(); ++i) {
+          const int a = n.args[i];
+          if (!known_[a] || !scalar::int_storage(val_[a].type)) return false;
+          if (val_[a].i < 0 || val_[a].i >= t.shape()[i]) return false;
+          at_.push_back(val_[a].i);
+        }
+        const double x = t.at(at_);
+        v = scalar::int_storage(n.type) ? scalar::Value{n.type, static_cast<int64_t>(x), 0}
+                                        : scalar::Value{n.type, 0, x};
+        return true;
       }
-      auto it = in.find(p.params[n.param].name);
-      if (it == in.end()) return std::nullopt;
-      const Tensor& t = it->second;
-      for (size_t i = 0; i < at.size(); ++i)
-        if (at[i] < 0 || at[i] >= t.shape()[i]) return std::nullopt;
-      const double x = t.at(at);
-      if (scalar::int_storage(n.type)) return scalar::Value{n.type, static_cast<int64_t>(x), 0};
-      return scalar::Value{n.type, 0, x};
+      default: break;
     }
-    default: break;
+    if (n.op == Op::Param || is_reduction(n.op) || is_sugar(n.op)) return false;
+    args_.clear();
+    for (int a : n.args) {
+      if (!known_[a]) return false;
+      args_.push_back(val_[a]);
+    }
+    try {
+      v = scalar::eval(n.op, n.type, args_);
+    } catch (const CallError&) {
+      return false;  // x % 0
+    }
+    return true;
   }
-  if (n.op == Op::Param || is_reduction(n.op) || is_sugar(n.op)) return std::nullopt;
-  std::vector<scalar::Value> args;
-  for (int a : n.args) {
-    std::optional<scalar::Value> v = eval_at(p, a, idx, in, ext);
-    if (!v) return std::nullopt;
-    args.push_back(*v);
-  }
-  try {
-    return scalar::eval(n.op, n.type, args);
-  } catch (const CallError&) {
-    return std::nullopt;  // x % 0
-  }
-}
+
+  const Program& p_;
+  const TensorMap& in_;
+  const std::vector<int64_t>& ext_;
+  std::vector<int> nodes_;             // the mask and what it depends on, by id
+  std::vector<scalar::Value> val_;     // by node id
+  std::vector<char> known_;            // by node id
+  std::vector<scalar::Value> args_;    // reused argument buffers
+  std::vector<int64_t> at_;
+};
 
 }  // namespace
 
@@ -112,14 +140,13 @@ double mask_fraction(const Plan& plan, const PlanKernel& k, const TensorMap& inp
   // At most max_rows rows and about 2^22 (row, key) pairs, so long sequences stay quick.
   const int64_t rows =
       std::max<int64_t>(1, std::min({M, max_rows, std::max<int64_t>(1, (int64_t(1) << 22) / N)}));
+  MaskAt mask(plan.program, k.tiles.mask, inputs, ext);
   double kept = 0, total = 0;
   for (int64_t r = 0; r < rows; ++r) {
     idx[k.row_dim] = rows == M ? r : rows == 1 ? 0 : (r * (M - 1)) / (rows - 1);
     for (int64_t n = 0; n < N; ++n) {
       idx[k.red_dim] = n;
-      // (what the host cannot tell counts as kept)
-      const std::optional<scalar::Value> v = eval_at(plan.program, k.tiles.mask, idx, inputs, ext);
-      kept += !v || (scalar::int_storage(v->type) ? v->i != 0 : v->f != 0) ? 1 : 0;
+      kept += mask.keeps(idx) ? 1 : 0;
       total += 1;
     }
   }
