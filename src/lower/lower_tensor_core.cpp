@@ -469,7 +469,8 @@ class Lowering : public TensorCoreView {
   // dims, hoisted values, sizes, constants) has BM + BN - 1 distinct values in a BM x BN tile;
   // the template computes those once per tile into shared memory (Spec::diagonals) and the
   // score code reads them. Only worth it for code dearer than the read (OpDef::costly: a
-  // gather or a special-function op). The largest such values, at most kMaxDiagonal.
+  // gather or a special-function op; or an integer converted to float, which sm_90 runs on
+  // the special-function pipe: ALiBi's slope * (n - m), bench/NOTES.md). The largest such values, at most kMaxDiagonal.
   static constexpr size_t kMaxDiagonal = 4;
   int delta_sign(int id) const {  // +1 for n - m, -1 for m - n, else 0
     const Node& n = N(id);
@@ -501,6 +502,10 @@ class Lowering : public TensorCoreView {
         for (int d : x.dims)
           if (!is_par(d)) return false;
       if (op_def(x.op).costly) dear = true;
+      // an integer operand converted to float (slope * (n - m))
+      if (is_float(x.type) && x.op != Op::Gather)
+        for (size_t i = x.op == Op::Where ? 1 : 0; i < x.args.size(); ++i)
+          if (is_integer(N(x.args[i]).type)) dear = true;
       for (int arg : x.args) stack.push_back(arg);
     }
     return dear;

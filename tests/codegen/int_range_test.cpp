@@ -103,7 +103,11 @@ TEST(IntRange, CpuKeepsSixtyFourBitIndices) {
 TEST(IntRange, CudaSourceComputesTheDifferenceInInt) {
   Program p = parse_source(kProgram, "f.attn").at(0);
   std::string src = emit_cuda(p, Target::cuda_sm80, {{"d", 64}, {"e", 64}});
-  EXPECT_NE(src.find("((int)(((int)n))) - ((int)(((int)m)))"), std::string::npos);
+  // f32(n - m) is a value per diagonal (a conversion is dearer than a shared-memory read): the
+  // template passes the diagonal's n - m as an int, and the value converts that int.
+  EXPECT_NE(src.find("static __device__ void diagonals(const Ctx& ctx, int delta,"),
+            std::string::npos);
+  EXPECT_NE(src.find("(float)((((float)((int)(delta)))))"), std::string::npos);
   // The per-head parameters are read once per block (hoisted into Ctx), not per element.
   EXPECT_NE(src.find("ctx.h"), std::string::npos);
   std::string why;

@@ -570,8 +570,9 @@ program raw(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table
 
 // Score code that depends on the row and key only through n - m (or m - n) and per-block values
 // is computed once per tile diagonal when it is dearer than a shared-memory read (a gather, a
-// transcendental): the rel-position gather and exp(-|n - m|) are; ALiBi's slope * (n - m) and
-// the causal mask are not; a value that also reads m on its own is not.
+// transcendental, an integer converted to float): the rel-position gather, exp(-|n - m|) and
+// ALiBi's slope * (n - m) are; the causal mask is not; a value that
+// also reads m on its own is not.
 TEST(Lower, FunctionsOfTheDiagonalAreComputedOncePerDiagonal) {
   std::vector<Program> ps = parse_source(R"(
 program rel(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[h, r]) {
@@ -624,8 +625,12 @@ program rows(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], tabl
     const int few_pitch = (16 + tc.launch.few_block_n - 1 + 3) / 4 * 4;
     EXPECT_EQ(tc.launch.smem_bytes - lr.smem_bytes, copies * 2 * pitch * 4);
     EXPECT_EQ(tc.launch.few_smem_bytes - lr.few_smem_bytes, 2 * few_pitch * 4);
-    Compiled none = lowered(ps[1], t, {{"d", 64}, {"e", 64}});
-    EXPECT_TRUE(none.lowered.kernels.at(0).tensor_core.diagonal.empty());
+    Compiled alibi = lowered(ps[1], t, {{"d", 64}, {"e", 64}});
+    const TensorCoreKernel& at = alibi.lowered.kernels.at(0).tensor_core;
+    ASSERT_EQ(at.diagonal.size(), 1u);  // slope * (n - m), not the mask n <= m
+    const Node& bias = alibi.plan.program.nodes[at.diagonal[0]];
+    EXPECT_EQ(bias.op, Op::Mul);
+    EXPECT_EQ(bias.type, DType::f32);
     // at d = 128 two copies of one diagonal (bench/programs/rel_bias.attn) leave room for the
     // third stage of K and V that the kernel without it has (one copy per stage would not:
     // 229504 + 3 x 1 KiB > 227 KiB)
