@@ -183,7 +183,7 @@ std::string cuda_text(const CudaShape& s) {
   }
   if (l.value_split > 1)
     os << "             value columns split in " << l.value_split << " chunks of "
-       << l.value_dim / l.value_split << " (the accumulators would not fit the registers); "
+       << l.value_dim / l.value_split << " (" << l.value_split_why << "); "
        << "scores recomputed per chunk\n";
   if (s.split.split > 0)
     os << "             at these sizes (" << s.sm_count << " SMs): "
@@ -241,6 +241,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["min_blocks_per_sm"] = l.min_blocks;
   j["few_rows_blocks_per_sm"] = l.few_blocks_per_sm;
   j["value_split"] = l.value_split;
+  if (!l.value_split_why.empty()) j["value_split_why"] = l.value_split_why;
   j["head_dims"] = nlohmann::json::object();
   for (const auto& [d, e] : l.head_dims) j["head_dims"][d] = e;
   if (s.split.split > 0) {

@@ -144,6 +144,7 @@ struct Sm80Launch {
   int key_dim = -1;             // the streamed key loop's dim
   std::vector<int> par_dims;    // flattened into grid y/z: product of their extents
   int value_split = 1;          // times this many value-column chunks (innermost)
+  std::string value_split_why;  // why value_split > 1 (empty when it is 1)
   // Flash-decoding (a per-call choice: choose_key_split in lower/tensor_core.h): `few_entry`
   // is the kernel with one warp of 16 rows per block (calls of at most 16 rows; few_smem_bytes
   // of shared memory; the same key tiles, which staged reads are printed for); either kernel may split each row tile's key loop across key_split blocks

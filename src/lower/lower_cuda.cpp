@@ -211,7 +211,8 @@ std::string LoweredCuda::str(const Plan& plan) const {
       const Sm80Launch& la = lk.tensor_core.launch;
       os << "  grid: x = ceil(" << p.dims[la.row_dim] << " / " << la.block_m << "), y*z = "
          << dims_text(la.par_dims);
-      if (la.value_split > 1) os << " * " << la.value_split << " value-column chunks";
+      if (la.value_split > 1)
+        os << " * " << la.value_split << " value-column chunks (" << la.value_split_why << ")";
       if (la.persistent)
         os << "; calls of short key loops: "
            << (la.walk_entry.empty() ? la.walk_pipelined ? "the main build, pipelined, ping-pong"

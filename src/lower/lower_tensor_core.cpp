@@ -312,6 +312,8 @@ class Lowering : public TensorCoreView {
       vsplit_ *= 2;
     DVc_ = DVt_ / vsplit_;
     launch_.value_split = vsplit_;
+    if (vsplit_ > 1)
+      launch_.value_split_why = "the accumulators of all value columns would not fit the registers";
     launch_.min_blocks = mw_ == 2 ? 2 : (small_heads ? 5 : 1);
     skip_ = Dt_ >= 96 || Sn == 2;
     launch_.entry = k_.name;
@@ -652,7 +654,40 @@ class Lowering : public TensorCoreView {
                              " columns does not fill wgmma's 64-column panels";
       return;
     }
-    try_wgmma(Sn, A, vs);
+    if (try_wgmma(Sn, A, vs)) return;
+    // Where the arrays do not fit at that split, a wider one (narrower value chunks, each
+    // block recomputing the scores and their exponentials) may. Taken while the multiply-adds
+    // per (row, key) pair stay within kWgmmaWorkRatio times the mma.sync shape's and the
+    // kernel stays tensor-bound: its exponentials take the special-function pipe fewer clocks
+    // than its products take the tensor pipe (measured both ways: bench/NOTES.md, session 20).
+    const int64_t mma_work = products_per_pair(Sn, A, vsplit_);
+    for (vs *= 2; DVt_ == DV_ && (DVt_ / vs) % 64 == 0 && DVt_ % vs == 0 &&
+                  products_per_pair(Sn, A, vs) <= kWgmmaWorkRatio * mma_work;
+         vs *= 2) {
+      if (!tensor_bound(Sn, A, vs)) {
+        launch_.products_why =
+            "mma.sync: at a value split of " + S(vs) + " (where wgmma's arrays fit) the " +
+            S(vs * Sn) + " exponentials a (row, key) pair would keep the special-function pipe " +
+            "busy at least as long as the " + S(products_per_pair(Sn, A, vs)) +
+            " multiply-adds keep the tensor pipe";
+        return;
+      }
+      if (try_wgmma(Sn, A, vs)) {
+        launch_.value_split_why = "wgmma's scores, accumulators and P operands fit the "
+                                  "registers at this split, not at " + S(vs / 2) +
+                                  ", and the kernel stays tensor-bound";
+        return;
+      }
+    }
+  }
+  // Multiply-adds per (row, key) pair at value split vs: every chunk recomputes the scores.
+  int64_t products_per_pair(int Sn, int A, int vs) const { return vs * Sn * Dt_ + A * DVt_; }
+  static constexpr double kWgmmaWorkRatio = 1.5;
+  // sm_90 per SM and clock: 16 exponentials (the special-function pipe) against 2048 bf16
+  // multiply-adds (the tensor pipe), so an exponential costs as long as 128 multiply-adds.
+  static constexpr int64_t kMultiplyAddsPerExp = 2048 / 16;
+  bool tensor_bound(int Sn, int A, int vs) const {
+    return vs * Sn * kMultiplyAddsPerExp < products_per_pair(Sn, A, vs);
   }
   // wgmma at value split vs, with keys in tiles of 128 or else 64: true when taken; otherwise
   // products_why says what did not fit at 64-key tiles.

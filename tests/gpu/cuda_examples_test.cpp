@@ -848,6 +848,35 @@ TEST(CudaBackend, HopperRunsWgmmaUnlessTheSm80PathIsForced) {
   }
 }
 
+// Value columns too wide for wgmma's registers at the split their accumulators need: on a
+// Hopper GPU the kernel takes wgmma at a wider split (each chunk recomputing the scores; the
+// lowering's rule: Lower.HopperGrowsTheValueSplitWhileTensorBound), also in the few-rows
+// kernel of a decode step, a split key loop and the walking build of short key loops.
+TEST(CudaBackend, WideValueColumnsSplitAcrossBlocksMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const bool hopper = cuda_device_info().cc_major == 9;
+  struct Case { const char* name; int64_t d, e; int split90; };
+  struct Shape { int64_t m, n, batch; };
+  for (const Case& c : {Case{"vanilla", 64, 256, 2}, Case{"causal", 128, 256, 2},
+                        Case{"sliding_window", 192, 256, 2}, Case{"gqa", 256, 256, 2},
+                        Case{"diff_attn", 128, 128, 2}, Case{"diff_attn", 128, 256, 4}}) {
+    Program p = example(c.name);
+    for (const Shape& s : {Shape{333, 700, 2}, Shape{1, 3001, 2}, Shape{200, 150, 8}}) {
+      const Extents ext = testing::example_extents(p, s.m, s.n, c.d, c.e, s.batch);
+      SCOPED_TRACE(std::string(c.name) + " d=" + std::to_string(c.d) + " e=" +
+                   std::to_string(c.e) + " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n));
+      std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
+      ASSERT_EQ(L->kernels.at(0).low.path, LoweredKernel::Path::tensor_core);
+      const Sm80Launch& la = L->kernels.at(0).low.tensor_core.launch;
+      if (hopper && L->kernels.at(0).low.tensor_core.target == Target::cuda_sm90) {
+        EXPECT_TRUE(la.wgmma) << la.products_why;
+        EXPECT_EQ(la.value_split, c.split90);
+      }
+      check_example(p, ext, 41 + s.m);
+    }
+  }
+}
+
 // Random template-shaped programs (tests/support/random_program.h): every one runs against the
 // reference, on the tensor-core path where the template takes it and the element path elsewhere.
 TEST(CudaProperty, RandomProgramsMatchTheReference) {

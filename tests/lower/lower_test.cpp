@@ -157,13 +157,15 @@ program mixed(q: bf16[b, h, m, d], k: f16[b, h, n, d], v: bf16[b, h, n, e]) {
 // the fragments fit the registers: two compute warpgroups (8 warps of 16 rows) and a producer
 // warpgroup, 128-key tiles when nothing is staged (64 otherwise), as many K/V stages as shared
 // memory holds (at most 4); the few-rows kernel keeps one warp and
-// 64-key tiles. Tiles that are not multiples of 64 columns (d = 100 pads to 128, 96 does not),
-// accumulators too wide for the registers (e = 256) and cuda-sm80 keep mma.sync.
+// 64-key tiles. Accumulators too wide for the registers (e = 256) take a wider value split
+// (HopperGrowsTheValueSplitWhileTensorBound). Tiles that are not multiples of 64 columns
+// (d = 100 pads to 128, 96 does not) and cuda-sm80 keep mma.sync (the other reasons:
+// HopperSaysWhyProductsStayOnMmaSync).
 TEST(Lower, HopperTakesWgmmaWhereItsTilesLineUp) {
   struct Case { const char* name; int64_t d, e; bool wgmma; int block_n; };
   for (const Case& t : {Case{"vanilla", 128, 128, true, 128}, Case{"causal", 64, 64, true, 128},
                         Case{"gqa", 128, 128, true, 128}, Case{"vanilla", 100, 128, true, 128},
-                        Case{"vanilla", 64, 256, false, 64}, Case{"vanilla", 96, 96, false, 64},
+                        Case{"vanilla", 64, 256, true, 128}, Case{"vanilla", 96, 96, false, 64},
                         Case{"evoformer_row", 32, 32, false, 64}}) {
     Program p = testing::example_program(t.name);
     Compiled c = lowered(p, Target::cuda_sm90, {{"d", t.d}, {"e", t.e}});
@@ -257,10 +259,12 @@ TEST(Lower, HopperPipelinesWhereTheNextScoresFitAndWidensWgmmaToTheKeyTile) {
 TEST(Lower, HopperSaysWhyProductsStayOnMmaSync) {
   struct Case { const char* name; int64_t d, e; bool wgmma; };
   for (const Case& t : {Case{"vanilla", 128, 128, true}, Case{"diff_attn", 64, 64, true},
-                        // two scores and two accumulators of 128 columns: 224 registers
-                        Case{"diff_attn", 128, 256, false},
-                        // one accumulator of 256 columns: 176 registers at 64-key tiles
-                        Case{"vanilla", 64, 256, false},
+                        // two scores and two accumulators of 128 columns: 224 registers,
+                        // and at a value split of 4 1.6x mma.sync's multiply-adds
+                        Case{"diff_attn", 192, 256, false},
+                        // wgmma's arrays fit at a value split of 4, where its exponentials
+                        // would take the kernel off the tensor pipe
+                        Case{"diff_attn", 64, 256, false},
                         Case{"vanilla", 96, 96, false}, Case{"evoformer_row", 32, 32, false}}) {
     const Extents sizes = {{"d", t.d}, {"e", t.e}};
     Compiled c = lowered(testing::example_program(t.name), Target::cuda_sm90, sizes);
@@ -292,6 +296,34 @@ program f32attn(q: f32[h, m, d], k: f32[h, n, d], v: f32[h, n, e]) {
   EXPECT_GT(la.pieces, 1);
   EXPECT_FALSE(la.wgmma);
   EXPECT_FALSE(la.products_why.empty());
+}
+
+// Where wgmma's arrays do not fit the registers at the mma.sync shape's value split, a wider
+// split (each chunk recomputing the scores) takes wgmma while it stays tensor-bound: one
+// exponential a score against at least 128 multiply-adds a (row, key) pair. The cuda-sm80
+// target keeps the split its accumulators need.
+TEST(Lower, HopperGrowsTheValueSplitWhileTensorBound) {
+  struct Case { const char* name; int64_t d, e; bool wgmma; int split90, split80; };
+  for (const Case& t : {Case{"vanilla", 64, 256, true, 2, 1}, Case{"causal", 128, 256, true, 2, 1},
+                        Case{"vanilla", 256, 256, true, 2, 1},
+                        // 2 x 2 exponentials against 2 x 2 x 128 + 2 x 128 multiply-adds
+                        Case{"diff_attn", 128, 128, true, 2, 1},
+                        Case{"diff_attn", 128, 256, true, 4, 2},
+                        // 2 x 2 exponentials against 2 x 2 x 64 + 2 x 128: exactly as long
+                        Case{"diff_attn", 64, 128, false, 1, 1}}) {
+    const Extents sizes = {{"d", t.d}, {"e", t.e}};
+    const std::string at = std::string(t.name) + " d=" + std::to_string(t.d) +
+                           " e=" + std::to_string(t.e);
+    Compiled c = lowered(testing::example_program(t.name), Target::cuda_sm90, sizes);
+    const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+    EXPECT_EQ(la.wgmma, t.wgmma) << at << ": " << la.products_why;
+    EXPECT_EQ(la.value_split, t.split90) << at;
+    EXPECT_EQ(la.value_split > 1, !la.value_split_why.empty()) << at;
+    EXPECT_EQ(la.value_cols, t.e / t.split90) << at;
+    if (!t.wgmma) EXPECT_NE(la.products_why.find("exponentials"), std::string::npos) << at;
+    Compiled c80 = lowered(testing::example_program(t.name), Target::cuda_sm80, sizes);
+    EXPECT_EQ(c80.lowered.kernels.at(0).tensor_core.launch.value_split, t.split80) << at;
+  }
 }
 
 TEST(Lower, HopperKernelsWithStagedTilesKeep64KeyTiles) {
