@@ -75,8 +75,8 @@ struct Sm80Launch {
   // The columns of one wgmma instruction (kWgmmaN: 64, or 128 where the key tile and the value
   // columns are multiples of it).
   int wgmma_n = 64;
-  // Why the products take wgmma or mma.sync on cuda-sm90, where it is not plain (empty: wgmma
-  // at the value split the accumulators need, or a cuda-sm80 target).
+  // Why the products stay on mma.sync on cuda-sm90 (empty: wgmma, or a cuda-sm80 target; why a
+  // wgmma kernel's value split is wider than its accumulators need: value_split_why).
   std::string products_why;
   // Hopper, with wgmma: the last `producer_warps` (4) of `warps` are a producer warpgroup that
   // fills a ring of `stages` K/V stages guarded by mbarriers (fg_attn_sm80.cuh,
