@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <sstream>
 
 #include "flashgen/error.h"
 #include "ir/index_range.h"
@@ -21,6 +22,11 @@ namespace flashgen {
 namespace {
 
 std::string S(int64_t v) { return std::to_string(v); }
+std::string ratio_text(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
 
 class Lowering : public TensorCoreView {
  public:
@@ -340,6 +346,7 @@ class Lowering : public TensorCoreView {
       launch_.min_blocks = 4;
       staged_ = fit_staged(4);
     }
+    out_.special_ops = special_ops_per_pair();
     choose_wgmma(Sn, A);
     launch_.smem_bytes = smem_bytes(staged_, 0, 0, launch_.stages, launch_.warp_specialized);
     // Flash-decoding: the few-rows variant (one warp of 16 rows per block, the same staged
@@ -471,8 +478,8 @@ class Lowering : public TensorCoreView {
   // dims, hoisted values, sizes, constants) has BM + BN - 1 distinct values in a BM x BN tile;
   // the template computes those once per tile into shared memory (Spec::diagonals) and the
   // score code reads them. Only worth it for code dearer than the read (OpDef::costly: a
-  // gather or a special-function op; or an integer converted to float, which sm_90 runs on
-  // the special-function pipe: ALiBi's slope * (n - m), bench/NOTES.md). The largest such values, at most kMaxDiagonal.
+  // gather or a special-function op; or an integer per element converted to float: ALiBi's
+  // slope * (n - m) ran 1.06x faster per diagonal on the H200, bench/NOTES.md session 20).
   static constexpr size_t kMaxDiagonal = 4;
   int delta_sign(int id) const {  // +1 for n - m, -1 for m - n, else 0
     const Node& n = N(id);
@@ -483,12 +490,16 @@ class Lowering : public TensorCoreView {
     if (a.dim == k_.row_dim && b.dim == k_.red_dim) return -1;
     return 0;
   }
-  bool diagonal(int id) const {
+  // The cost of computing value id per element where it is a diagonal value (the dear ops it
+  // takes: see above), else 0.
+  int diagonal_cost(int id) const {
     const Node& n = N(id);
-    if (is_integer(n.type) || n.type == DType::boolean || hoisted_.count(id)) return false;
-    if (!dimset_contains(n.dims, k_.row_dim) || !dimset_contains(n.dims, k_.red_dim))
-      return false;
-    bool dear = false;
+    if (is_integer(n.type) || n.type == DType::boolean || hoisted_.count(id)) return 0;
+    auto per_element = [&](int v) {
+      return dimset_contains(N(v).dims, k_.row_dim) && dimset_contains(N(v).dims, k_.red_dim);
+    };
+    if (!per_element(id)) return 0;
+    int cost = 0;
     std::set<int> seen;
     std::vector<int> stack = {id};
     while (!stack.empty()) {
@@ -498,29 +509,40 @@ class Lowering : public TensorCoreView {
       const Node& x = N(a);
       const PlanValue* v = k_.value(a);
       if (!v || v->load_buffer >= 0 || v->contraction || is_acc(a) || is_reduction(x.op))
-        return false;
-      if (x.op == Op::Index && !is_par(x.dim)) return false;
+        return 0;
+      if (x.op == Op::Index && !is_par(x.dim)) return 0;
       if (x.op == Op::Param)
         for (int d : x.dims)
-          if (!is_par(d)) return false;
-      if (op_def(x.op).costly) dear = true;
-      // an integer operand converted to float (slope * (n - m))
+          if (!is_par(d)) return 0;
+      if (op_def(x.op).costly) ++cost;
+      // an integer operand per element converted to float (slope * (n - m)); not a where's
+      // condition, a literal or a per-block integer
       if (is_float(x.type) && x.op != Op::Gather)
         for (size_t i = x.op == Op::Where ? 1 : 0; i < x.args.size(); ++i)
-          if (is_integer(N(x.args[i]).type)) dear = true;
+          if (is_integer(N(x.args[i]).type) && per_element(x.args[i])) ++cost;
       for (int arg : x.args) stack.push_back(arg);
     }
-    return dear;
+    return cost;
   }
+  // The largest diagonal values (users first: a value covers its operands), the dearest
+  // kMaxDiagonal of them.
   void find_diagonals(const std::set<int>& score_code) {
     std::set<int> covered;
-    for (auto it = score_code.rbegin(); it != score_code.rend(); ++it) {  // users first
-      if (covered.count(*it) || !diagonal(*it)) continue;
-      if (diagonal_.size() == kMaxDiagonal) break;
-      diagonal_.push_back(*it);
-      std::set<int> sub;
-      ancestors(*it, sub);
-      covered.insert(sub.begin(), sub.end());
+    std::vector<std::pair<int, int>> found;  // (cost, node)
+    for (auto it = score_code.rbegin(); it != score_code.rend(); ++it) {
+      if (covered.count(*it)) continue;
+      const int cost = diagonal_cost(*it);
+      if (!cost) continue;
+      found.push_back({cost, *it});
+      ancestors(*it, covered);
+    }
+    std::stable_sort(found.begin(), found.end(),
+                     [](const auto& x, const auto& y) { return x.first > y.first; });
+    if (found.size() > kMaxDiagonal) found.resize(kMaxDiagonal);
+    covered.clear();
+    for (const auto& [cost, id] : found) {
+      diagonal_.push_back(id);
+      ancestors(id, covered);
     }
     for (int id : covered)
       if (int s = delta_sign(id)) out_.deltas[id] = s;
@@ -656,26 +678,37 @@ class Lowering : public TensorCoreView {
     }
     if (try_wgmma(Sn, A, vs)) return;
     // Where the arrays do not fit at that split, a wider one (narrower value chunks, each
-    // block recomputing the scores and their exponentials) may. Taken while the multiply-adds
+    // block recomputing the scores and their element code) may. Taken while the multiply-adds
     // per (row, key) pair stay within kWgmmaWorkRatio times the mma.sync shape's and the
-    // kernel stays tensor-bound: its exponentials take the special-function pipe fewer clocks
-    // than its products take the tensor pipe (measured both ways: bench/NOTES.md, session 20).
+    // kernel stays tensor-bound: its special-function ops take that pipe fewer clocks than its
+    // products take the tensor pipe (measured both ways: bench/NOTES.md, session 20).
+    const int G = static_cast<int>(groups_.size());
     const int64_t mma_work = products_per_pair(Sn, A, vsplit_);
-    for (vs *= 2; DVt_ == DV_ && (DVt_ / vs) % 64 == 0 && DVt_ % vs == 0 &&
-                  products_per_pair(Sn, A, vs) <= kWgmmaWorkRatio * mma_work;
-         vs *= 2) {
-      if (!tensor_bound(Sn, A, vs)) {
+    const int special = out_.special_ops;
+    for (vs *= 2; DVt_ == DV_ && (DVt_ / vs) % 64 == 0 && DVt_ % vs == 0; vs *= 2) {
+      const std::string failed = launch_.products_why.substr(launch_.products_why.find(": ") + 2);
+      if (products_per_pair(Sn, A, vs) > kWgmmaWorkRatio * mma_work) {
+        launch_.products_why += "; a value split of " + S(vs) + " would take " +
+                                S(products_per_pair(Sn, A, vs)) + " multiply-adds a (row, key) " +
+                                "pair, more than " + ratio_text(kWgmmaWorkRatio) + "x mma.sync's " +
+                                S(mma_work);
+        return;
+      }
+      // (where the arrays do not fit at 64-key tiles either, try_wgmma says so)
+      if (wgmma_live_regs(Sn, A, G, 64, DVt_ / vs) <= kWgmmaLiveRegs &&
+          !tensor_bound(Sn, A, vs, special)) {
         launch_.products_why =
-            "mma.sync: at a value split of " + S(vs) + " (where wgmma's arrays fit) the " +
-            S(vs * Sn) + " exponentials a (row, key) pair would keep the special-function pipe " +
+            "mma.sync: at a value split of " + S(vs) + ", where wgmma's arrays fit, the " +
+            S(vs * special) + " special-function ops a (row, key) pair would keep that pipe " +
             "busy at least as long as the " + S(products_per_pair(Sn, A, vs)) +
             " multiply-adds keep the tensor pipe";
         return;
       }
       if (try_wgmma(Sn, A, vs)) {
-        launch_.value_split_why = "wgmma's scores, accumulators and P operands fit the "
-                                  "registers at this split, not at " + S(vs / 2) +
-                                  ", and the kernel stays tensor-bound";
+        launch_.value_split_why = "wgmma fits at this split, not at " + S(vs / 2) + " (" +
+                                  failed + "), and the kernel stays tensor-bound (" +
+                                  S(vs * special) + " special-function ops against " +
+                                  S(products_per_pair(Sn, A, vs)) + " multiply-adds a pair)";
         return;
       }
     }
@@ -683,11 +716,43 @@ class Lowering : public TensorCoreView {
   // Multiply-adds per (row, key) pair at value split vs: every chunk recomputes the scores.
   int64_t products_per_pair(int Sn, int A, int vs) const { return vs * Sn * Dt_ + A * DVt_; }
   static constexpr double kWgmmaWorkRatio = 1.5;
-  // sm_90 per SM and clock: 16 exponentials (the special-function pipe) against 2048 bf16
-  // multiply-adds (the tensor pipe), so an exponential costs as long as 128 multiply-adds.
-  static constexpr int64_t kMultiplyAddsPerExp = 2048 / 16;
-  bool tensor_bound(int Sn, int A, int vs) const {
-    return vs * Sn * kMultiplyAddsPerExp < products_per_pair(Sn, A, vs);
+  // sm_90 per SM and clock: 16 special-function ops (MUFU: ex2, rcp, tanh, ...) against 2048
+  // bf16 multiply-adds (the tensor pipe), so one costs as long as 128 multiply-adds.
+  static constexpr int64_t kMultiplyAddsPerSpecial = 2048 / 16;
+  bool tensor_bound(int Sn, int A, int vs, int special) const {
+    return vs * special * kMultiplyAddsPerSpecial < products_per_pair(Sn, A, vs);
+  }
+  // Special-function ops a (row, key) pair takes in one value chunk: the exponential of each
+  // softmax group (its scale folded into exp2) and the score code's own, per element (not the
+  // values per diagonal, the hoisted ones or those of fewer dims, computed once per tile row
+  // or column). Sigmoid is an exponential and a reciprocal, pow a log and an exponential;
+  // a division is a reciprocal where its divisor varies per element (fast math).
+  int special_ops_per_pair() const {
+    int count = 0;
+    for (const Group& g : groups_) count += g.max_node >= 0;
+    std::set<int> seen;
+    std::vector<int> stack;
+    for (const Group& g : groups_) stack.push_back(g.arg);
+    auto per_element = [&](int id) {
+      return dimset_contains(N(id).dims, k_.row_dim) && dimset_contains(N(id).dims, k_.red_dim);
+    };
+    while (!stack.empty()) {
+      const int id = stack.back();
+      stack.pop_back();
+      if (!seen.insert(id).second || !per_element(id) || hoisted_.count(id) || is_acc(id) ||
+          std::find(diagonal_.begin(), diagonal_.end(), id) != diagonal_.end())
+        continue;
+      bool score = false;
+      for (const Score& sc : scores_) score = score || sc.node == id;
+      const PlanValue* v = k_.value(id);
+      if (score || !v || v->load_buffer >= 0) continue;
+      const Node& n = N(id);
+      if (n.op == Op::Sigmoid || n.op == Op::Pow) count += 2;
+      else if (n.op == Op::Div) count += per_element(n.args[1]);
+      else if (op_def(n.op).costly && n.op != Op::Gather) count += 1;
+      for (int a : n.args) stack.push_back(a);
+    }
+    return count;
   }
   // wgmma at value split vs, with keys in tiles of 128 or else 64: true when taken; otherwise
   // products_why says what did not fit at 64-key tiles.
@@ -910,7 +975,9 @@ void TensorCoreView::fail(const std::string& why) const {
 }
 
 std::string TensorCoreView::nt(int id) const {
-  return "%" + S(id) + " (" + node_text(p_, id) + ")";
+  std::string out = "%";  // (appending: GCC 12's -Wrestrict misfires on "%" + S(id))
+  out += S(id) + " (" + node_text(p_, id) + ")";
+  return out;
 }
 
 // k_.grid is in memory order (not a sorted DimSet): search it linearly.

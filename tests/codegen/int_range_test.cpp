@@ -110,10 +110,23 @@ TEST(IntRange, CudaSourceComputesTheDifferenceInInt) {
   EXPECT_NE(src.find("(float)((((float)((int)(delta)))))"), std::string::npos);
   // The per-head parameters are read once per block (hoisted into Ctx), not per element.
   EXPECT_NE(src.find("ctx.h"), std::string::npos);
+  // Where n - m stays per element (m % 3 breaks the function of the diagonal), the element
+  // code subtracts the indices as int.
+  Program pe = parse_source(
+      "program g(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], w: f32[h, n]) {\n"
+      "  s = sum(q * k, d) + w * f32(n - m + m % 3)\n"
+      "  out o: bf16[h, m, e] = sum(softmax(s, n) * v, n)\n"
+      "}\n", "g.attn").at(0);
+  std::string per_element = emit_cuda(pe, Target::cuda_sm80, {{"d", 64}, {"e", 64}});
+  EXPECT_EQ(per_element.find("diagonals("), std::string::npos);
+  EXPECT_NE(per_element.find("(((int)(((int)n))) - ((int)(((int)m))))"), std::string::npos);
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
-  std::string cubin = compile_cuda_cubin(p, Target::cuda_sm80, {{"d", 64}, {"e", 64}}, "sm_90a");
-  EXPECT_EQ(cubin.substr(1, 3), "ELF");
+  for (const Program* prog : {&p, &pe}) {
+    std::string cubin =
+        compile_cuda_cubin(*prog, Target::cuda_sm80, {{"d", 64}, {"e", 64}}, "sm_90a");
+    EXPECT_EQ(cubin.substr(1, 3), "ELF");
+  }
 }
 
 }  // namespace

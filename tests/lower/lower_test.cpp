@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <set>
 
 #include "compiler/cuda_call.h"
@@ -299,30 +300,118 @@ program f32attn(q: f32[h, m, d], k: f32[h, n, d], v: f32[h, n, e]) {
 }
 
 // Where wgmma's arrays do not fit the registers at the mma.sync shape's value split, a wider
-// split (each chunk recomputing the scores) takes wgmma while it stays tensor-bound: one
-// exponential a score against at least 128 multiply-adds a (row, key) pair. The cuda-sm80
-// target keeps the split its accumulators need.
+// split (each chunk recomputing the scores) takes wgmma while it stays tensor-bound: each
+// special-function op a (row, key) pair takes in a chunk (softmax exponentials and the score
+// code's own: TensorCoreKernel::special_ops) against at least 128 multiply-adds a pair. The
+// cuda-sm80 target keeps the split its accumulators need.
 TEST(Lower, HopperGrowsTheValueSplitWhileTensorBound) {
-  struct Case { const char* name; int64_t d, e; bool wgmma; int split90, split80; };
-  for (const Case& t : {Case{"vanilla", 64, 256, true, 2, 1}, Case{"causal", 128, 256, true, 2, 1},
-                        Case{"vanilla", 256, 256, true, 2, 1},
+  std::vector<Program> own = parse_source(R"(
+program divides(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], c: f32[h]) {
+  s = sum(q * k, d)
+  out o: bf16[b, h, m, e] = sum(softmax(s / (1 + abs(s)) + s / c + pow(abs(s), 0.5), n) * v, n)
+}
+program linear(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  out o: bf16[b, h, m, e] = sum(relu(sum(q * k, d)) * v, n)
+}
+)", "t.attn");
+  std::map<std::string, Program> programs = {
+      {"sigmoid_causal",
+       parse_file(testing::source_path("bench/programs/sigmoid_causal.attn")).at(0)},
+      {"divides", own.at(0)}, {"linear", own.at(1)}};
+  for (const char* name : {"vanilla", "causal", "diff_attn", "softcap", "alibi"})
+    programs.emplace(name, testing::example_program(name));
+  struct Case { const char* name; int64_t d, e; int special; bool wgmma; int split90, split80; };
+  for (const Case& t : {Case{"vanilla", 64, 256, 1, true, 2, 1},
+                        Case{"causal", 128, 256, 1, true, 2, 1},
+                        Case{"vanilla", 256, 256, 1, true, 2, 1},
+                        // ALiBi's bias is a value per diagonal: no op per element
+                        Case{"alibi", 128, 256, 1, true, 2, 1},
                         // 2 x 2 exponentials against 2 x 2 x 128 + 2 x 128 multiply-adds
-                        Case{"diff_attn", 128, 128, true, 2, 1},
-                        Case{"diff_attn", 128, 256, true, 4, 2},
+                        Case{"diff_attn", 128, 128, 2, true, 2, 1},
+                        Case{"diff_attn", 128, 256, 2, true, 4, 2},
                         // 2 x 2 exponentials against 2 x 2 x 64 + 2 x 128: exactly as long
-                        Case{"diff_attn", 64, 128, false, 1, 1}}) {
+                        Case{"diff_attn", 64, 128, 2, false, 1, 1},
+                        // tanh and the exponential: 2 x 2 x 128 against 2 x 128 + 256
+                        Case{"softcap", 128, 256, 2, false, 1, 1},
+                        Case{"softcap", 64, 256, 2, false, 1, 1},
+                        Case{"softcap", 128, 128, 2, true, 1, 1},
+                        // sigmoid: an exponential and a reciprocal (a plain group: no softmax)
+                        Case{"sigmoid_causal", 128, 256, 2, false, 1, 1},
+                        // a reciprocal of 1 + |s| (not of c, once per block), pow's log and
+                        // exponential, the softmax's exponential
+                        Case{"divides", 128, 256, 4, false, 1, 1},
+                        // no special-function op at all
+                        Case{"linear", 64, 256, 0, true, 2, 1}}) {
     const Extents sizes = {{"d", t.d}, {"e", t.e}};
     const std::string at = std::string(t.name) + " d=" + std::to_string(t.d) +
                            " e=" + std::to_string(t.e);
-    Compiled c = lowered(testing::example_program(t.name), Target::cuda_sm90, sizes);
-    const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+    const Program& p = programs.at(t.name);
+    Compiled c = lowered(p, Target::cuda_sm90, sizes);
+    const TensorCoreKernel& tc = c.lowered.kernels.at(0).tensor_core;
+    const Sm80Launch& la = tc.launch;
+    EXPECT_EQ(tc.special_ops, t.special) << at;
     EXPECT_EQ(la.wgmma, t.wgmma) << at << ": " << la.products_why;
     EXPECT_EQ(la.value_split, t.split90) << at;
     EXPECT_EQ(la.value_split > 1, !la.value_split_why.empty()) << at;
     EXPECT_EQ(la.value_cols, t.e / t.split90) << at;
-    if (!t.wgmma) EXPECT_NE(la.products_why.find("exponentials"), std::string::npos) << at;
-    Compiled c80 = lowered(testing::example_program(t.name), Target::cuda_sm80, sizes);
+    if (t.wgmma && t.split90 > 1) {
+      // why the narrower split did not take wgmma: its registers
+      EXPECT_NE(la.value_split_why.find("not at " + std::to_string(t.split90 / 2) +
+                                        " (wgmma's scores, accumulators and P operands would "
+                                        "take"),
+                std::string::npos) << at << ": " << la.value_split_why;
+    }
+    if (!t.wgmma)
+      EXPECT_NE(la.products_why.find(std::to_string(2 * t.special) + " special-function ops"),
+                std::string::npos) << at << ": " << la.products_why;
+    Compiled c80 = lowered(p, Target::cuda_sm80, sizes);
     EXPECT_EQ(c80.lowered.kernels.at(0).tensor_core.launch.value_split, t.split80) << at;
+    EXPECT_EQ(c80.lowered.kernels.at(0).tensor_core.special_ops, t.special) << at;
+  }
+  // Growth stops at 1.5x mma.sync's multiply-adds a pair, and the reason says so.
+  Compiled wide = lowered(testing::example_program("diff_attn"), Target::cuda_sm90,
+                          {{"d", 256}, {"e", 128}});
+  const Sm80Launch& lw = wide.lowered.kernels.at(0).tensor_core.launch;
+  EXPECT_FALSE(lw.wgmma);
+  EXPECT_NE(lw.products_why.find("a value split of 2 would take 1280 multiply-adds a (row, key) "
+                                 "pair, more than 1.5x mma.sync's 768"),
+            std::string::npos) << lw.products_why;
+}
+
+// The value split's and the products' reasons reach every text form as the lowering wrote
+// them: the lower dump, explain's text and its JSON.
+TEST(Lower, WhyTheValueSplitAndTheProductsReachEveryTextForm) {
+  for (const char* name : {"vanilla", "softcap"}) {
+    const Extents sizes = {{"d", 64}, {"e", 256}};
+    Program p = testing::example_program(name);
+    Compiled c = lowered(p, Target::cuda_sm90, sizes);
+    const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+    // vanilla: wgmma at split 2; softcap: mma.sync (tanh), split 1
+    const bool wgmma = std::string(name) == "vanilla";
+    ASSERT_EQ(la.wgmma, wgmma) << name;
+    CompileOptions o;
+    o.target = Target::cuda_sm90;
+    o.sizes = sizes;
+    const std::string text = explain(p, o);
+    const nlohmann::json j = nlohmann::json::parse(explain_json(p, o))["kernels"][0]["cuda"];
+    const std::string dump = c.lowered.str(c.plan);
+    if (wgmma) {
+      ASSERT_FALSE(la.value_split_why.empty());
+      EXPECT_EQ(j["value_split"], 2);
+      EXPECT_EQ(j["value_split_why"], la.value_split_why);
+      EXPECT_FALSE(j.contains("products_why"));
+      EXPECT_NE(text.find("value columns split in 2 chunks of 128 (" + la.value_split_why + ")"),
+                std::string::npos) << text;
+      EXPECT_NE(dump.find("(" + la.value_split_why + ")"), std::string::npos) << dump;
+    } else {
+      ASSERT_FALSE(la.products_why.empty());
+      EXPECT_TRUE(la.value_split_why.empty());
+      EXPECT_EQ(j["products"], "mma.sync");
+      EXPECT_EQ(j["products_why"], la.products_why);
+      EXPECT_FALSE(j.contains("value_split_why"));
+      EXPECT_NE(text.find(la.products_why), std::string::npos) << text;
+      EXPECT_NE(dump.find(la.products_why), std::string::npos) << dump;
+    }
   }
 }
 
@@ -623,6 +712,14 @@ program rows(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], tabl
   s = sum(q * k, d) + table[h, clamp(m, 0, size(r) - 1)] + exp(abs(m) * -0.1)
   out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
 }
+program cheap(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: f32[h]) {
+  s = sum(q * k, d) + where(n - m > 8, 0, w)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program many(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], a: f32[h], b1: f32[h], b2: f32[h], b3: f32[h], b4: f32[h]) {
+  s = sum(q * k, d) + exp(a * (n - m)) + b1 * (n - m) + b2 * (m - n) + b3 * (n - m) + b4 * (m - n)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
 )", "t.attn");
   for (Target t : {Target::cuda_sm80, Target::cuda_sm90}) {
     Compiled c = lowered(ps[0], t, {{"d", 64}, {"e", 64}});
@@ -674,6 +771,18 @@ program rows(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], tabl
     EXPECT_EQ(l128.stages, causal128.lowered.kernels.at(0).tensor_core.launch.stages);
     Compiled mixed = lowered(ps[2], t, {{"d", 64}, {"e", 64}});
     EXPECT_TRUE(mixed.lowered.kernels.at(0).tensor_core.diagonal.empty());
+    // A where's condition and an integer literal convert nothing per element: no value there
+    // is dearer than the read.
+    Compiled cheap = lowered(ps[4], t, {{"d", 64}, {"e", 64}});
+    EXPECT_TRUE(cheap.lowered.kernels.at(0).tensor_core.diagonal.empty());
+    // More diagonal values than slots: the dearest (exp of a converted n - m) is kept though
+    // it comes first in the source (the users-first walk meets it last).
+    Compiled many = lowered(ps[5], t, {{"d", 64}, {"e", 64}});
+    const TensorCoreKernel& mt = many.lowered.kernels.at(0).tensor_core;
+    ASSERT_EQ(mt.diagonal.size(), 4u);
+    std::multiset<Op> kept;
+    for (int id : mt.diagonal) kept.insert(many.plan.program.nodes[id].op);
+    EXPECT_EQ(kept, (std::multiset<Op>{Op::Exp, Op::Mul, Op::Mul, Op::Mul}));
   }
 }
 
