@@ -346,7 +346,6 @@ class Lowering : public TensorCoreView {
       launch_.min_blocks = 4;
       staged_ = fit_staged(4);
     }
-    out_.special_ops = special_ops_per_pair();
     choose_wgmma(Sn, A);
     launch_.smem_bytes = smem_bytes(staged_, 0, 0, launch_.stages, launch_.warp_specialized);
     // Flash-decoding: the few-rows variant (one warp of 16 rows per block, the same staged
@@ -680,11 +679,12 @@ class Lowering : public TensorCoreView {
     // Where the arrays do not fit at that split, a wider one (narrower value chunks, each
     // block recomputing the scores and their element code) may. Taken while the multiply-adds
     // per (row, key) pair stay within kWgmmaWorkRatio times the mma.sync shape's and the
-    // kernel stays tensor-bound: its special-function ops take that pipe fewer clocks than its
-    // products take the tensor pipe (measured both ways: bench/NOTES.md, session 20).
+    // softmax exponentials a pair take the special-function pipe fewer clocks than its
+    // products take the tensor pipe (tensor_bound).
     const int G = static_cast<int>(groups_.size());
     const int64_t mma_work = products_per_pair(Sn, A, vsplit_);
-    const int special = out_.special_ops;
+    int exps = 0;  // a softmax group's exponential per (row, key) pair and value chunk
+    for (const Group& g : groups_) exps += g.max_node >= 0;
     for (vs *= 2; DVt_ == DV_ && (DVt_ / vs) % 64 == 0 && DVt_ % vs == 0; vs *= 2) {
       const std::string failed = launch_.products_why.substr(launch_.products_why.find(": ") + 2);
       if (products_per_pair(Sn, A, vs) > kWgmmaWorkRatio * mma_work) {
@@ -696,18 +696,19 @@ class Lowering : public TensorCoreView {
       }
       // (where the arrays do not fit at 64-key tiles either, try_wgmma says so)
       if (wgmma_live_regs(Sn, A, G, 64, DVt_ / vs) <= kWgmmaLiveRegs &&
-          !tensor_bound(Sn, A, vs, special)) {
+          !tensor_bound(Sn, A, vs, exps)) {
         launch_.products_why =
             "mma.sync: at a value split of " + S(vs) + ", where wgmma's arrays fit, the " +
-            S(vs * special) + " special-function ops a (row, key) pair would keep that pipe " +
-            "busy at least as long as the " + S(products_per_pair(Sn, A, vs)) +
+            S(vs * exps) + " softmax exponentials a (row, key) pair would keep the " +
+            "special-function pipe busy at least as long as the " +
+            S(products_per_pair(Sn, A, vs)) +
             " multiply-adds keep the tensor pipe";
         return;
       }
       if (try_wgmma(Sn, A, vs)) {
         launch_.value_split_why = "wgmma fits at this split, not at " + S(vs / 2) + " (" +
                                   failed + "), and the kernel stays tensor-bound (" +
-                                  S(vs * special) + " special-function ops against " +
+                                  S(vs * exps) + " softmax exponentials against " +
                                   S(products_per_pair(Sn, A, vs)) + " multiply-adds a pair)";
         return;
       }
@@ -716,43 +717,15 @@ class Lowering : public TensorCoreView {
   // Multiply-adds per (row, key) pair at value split vs: every chunk recomputes the scores.
   int64_t products_per_pair(int Sn, int A, int vs) const { return vs * Sn * Dt_ + A * DVt_; }
   static constexpr double kWgmmaWorkRatio = 1.5;
-  // sm_90 per SM and clock: 16 special-function ops (MUFU: ex2, rcp, tanh, ...) against 2048
-  // bf16 multiply-adds (the tensor pipe), so one costs as long as 128 multiply-adds.
-  static constexpr int64_t kMultiplyAddsPerSpecial = 2048 / 16;
-  bool tensor_bound(int Sn, int A, int vs, int special) const {
-    return vs * special * kMultiplyAddsPerSpecial < products_per_pair(Sn, A, vs);
-  }
-  // Special-function ops a (row, key) pair takes in one value chunk: the exponential of each
-  // softmax group (its scale folded into exp2) and the score code's own, per element (not the
-  // values per diagonal, the hoisted ones or those of fewer dims, computed once per tile row
-  // or column). Sigmoid is an exponential and a reciprocal, pow a log and an exponential;
-  // a division is a reciprocal where its divisor varies per element (fast math).
-  int special_ops_per_pair() const {
-    int count = 0;
-    for (const Group& g : groups_) count += g.max_node >= 0;
-    std::set<int> seen;
-    std::vector<int> stack;
-    for (const Group& g : groups_) stack.push_back(g.arg);
-    auto per_element = [&](int id) {
-      return dimset_contains(N(id).dims, k_.row_dim) && dimset_contains(N(id).dims, k_.red_dim);
-    };
-    while (!stack.empty()) {
-      const int id = stack.back();
-      stack.pop_back();
-      if (!seen.insert(id).second || !per_element(id) || hoisted_.count(id) || is_acc(id) ||
-          std::find(diagonal_.begin(), diagonal_.end(), id) != diagonal_.end())
-        continue;
-      bool score = false;
-      for (const Score& sc : scores_) score = score || sc.node == id;
-      const PlanValue* v = k_.value(id);
-      if (score || !v || v->load_buffer >= 0) continue;
-      const Node& n = N(id);
-      if (n.op == Op::Sigmoid || n.op == Op::Pow) count += 2;
-      else if (n.op == Op::Div) count += per_element(n.args[1]);
-      else if (op_def(n.op).costly && n.op != Op::Gather) count += 1;
-      for (int a : n.args) stack.push_back(a);
-    }
-    return count;
+  // sm_90 per SM and clock: 16 exponentials (the special-function pipe) against 2048 bf16
+  // multiply-adds (the tensor pipe), so an exponential costs as long as 128 multiply-adds.
+  // Only the softmax exponentials count: this bound separates the measured losses (diff_attn
+  // d = 64: exactly as long) from the wins, and counting the score code's own ops too (tanh,
+  // sigmoid) would have kept softcap and sigmoid attention at e = 256 on mma.sync, where the
+  // wider split measured 1.16x and 1.24x faster (bench/NOTES.md, sessions 20 and 21).
+  static constexpr int64_t kMultiplyAddsPerExp = 2048 / 16;
+  bool tensor_bound(int Sn, int A, int vs, int exps) const {
+    return vs * exps * kMultiplyAddsPerExp < products_per_pair(Sn, A, vs);
   }
   // wgmma at value split vs, with keys in tiles of 128 or else 64: true when taken; otherwise
   // products_why says what did not fit at 64-key tiles.

@@ -56,10 +56,6 @@ struct TensorCoreKernel {
   // (-1) nodes inside them, which the diagonal function reads as its argument.
   std::vector<int> diagonal;
   std::map<int, int> deltas;
-  // Special-function ops (exp2, tanh, reciprocals, ...) a (row, key) pair takes in one value
-  // chunk: each softmax group's exponential and the score code's own per element (not the
-  // diagonal or hoisted values). Hopper's value-split growth weighs them (choose_wgmma).
-  int special_ops = 0;
   std::vector<DataRange> data_ranges;  // mask data the classifier bounds per tile
   std::set<int> ranged, row_ranged;    // their nodes; those over the row dim (once per block)
   Sm80Launch launch;
