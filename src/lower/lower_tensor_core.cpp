@@ -698,7 +698,8 @@ class Lowering : public TensorCoreView {
       if (wgmma_live_regs(Sn, A, G, 64, DVt_ / vs) <= kWgmmaLiveRegs &&
           !tensor_bound(Sn, A, vs, exps)) {
         launch_.products_why =
-            "mma.sync: at a value split of " + S(vs) + ", where wgmma's arrays fit, the " +
+            "mma.sync: at a value split of " + S(vs) + ", where wgmma's arrays fit the " +
+            "registers, the " +
             S(vs * exps) + " softmax exponentials a (row, key) pair would keep the " +
             "special-function pipe busy at least as long as the " +
             S(products_per_pair(Sn, A, vs)) +
