@@ -685,7 +685,12 @@ class Lowering : public TensorCoreView {
     const int64_t mma_work = products_per_pair(Sn, A, vsplit_);
     int exps = 0;  // a softmax group's exponential per (row, key) pair and value chunk
     for (const Group& g : groups_) exps += g.max_node >= 0;
-    for (vs *= 2; DVt_ == DV_ && (DVt_ / vs) % 64 == 0 && DVt_ % vs == 0; vs *= 2) {
+    for (vs *= 2;; vs *= 2) {
+      if (!(DVt_ == DV_ && (DVt_ / vs) % 64 == 0 && DVt_ % vs == 0)) {
+        launch_.products_why += "; a value split of " + S(vs) + " would leave chunks that do " +
+                                "not fill wgmma's 64-column panels";
+        return;
+      }
       const std::string failed = launch_.products_why.substr(launch_.products_why.find(": ") + 2);
       if (products_per_pair(Sn, A, vs) > kWgmmaWorkRatio * mma_work) {
         launch_.products_why += "; a value split of " + S(vs) + " would take " +
@@ -698,19 +703,20 @@ class Lowering : public TensorCoreView {
       if (wgmma_live_regs(Sn, A, G, 64, DVt_ / vs) <= kWgmmaLiveRegs &&
           !tensor_bound(Sn, A, vs, exps)) {
         launch_.products_why =
-            "mma.sync: at a value split of " + S(vs) + ", where wgmma's arrays fit the " +
-            "registers, the " +
-            S(vs * exps) + " softmax exponentials a (row, key) pair would keep the " +
-            "special-function pipe busy at least as long as the " +
-            S(products_per_pair(Sn, A, vs)) +
-            " multiply-adds keep the tensor pipe";
+            "mma.sync: " + failed + "; at a value split of " + S(vs) + ", where wgmma's " +
+            "arrays fit the registers, the " + S(vs * exps) + " softmax exponentials a (row, " +
+            "key) pair would keep the special-function pipe busy at least as long as the " +
+            S(products_per_pair(Sn, A, vs)) + " multiply-adds keep the tensor pipe";
         return;
       }
       if (try_wgmma(Sn, A, vs)) {
-        launch_.value_split_why = "wgmma fits at this split, not at " + S(vs / 2) + " (" +
-                                  failed + "), and the kernel stays tensor-bound (" +
-                                  S(vs * exps) + " softmax exponentials against " +
-                                  S(products_per_pair(Sn, A, vs)) + " multiply-adds a pair)";
+        launch_.value_split_why =
+            "wgmma fits at this split, not at " + S(vs / 2) + " (" + failed +
+            "), and the kernel stays tensor-bound (" +
+            (exps ? S(vs * exps) + " softmax exponentials against " +
+                        S(products_per_pair(Sn, A, vs)) + " multiply-adds a pair"
+                  : std::string("no softmax exponentials")) +
+            ")";
         return;
       }
     }
