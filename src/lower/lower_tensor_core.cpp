@@ -686,7 +686,11 @@ class Lowering : public TensorCoreView {
     int exps = 0;  // a softmax group's exponential per (row, key) pair and value chunk
     for (const Group& g : groups_) exps += g.max_node >= 0;
     for (vs *= 2;; vs *= 2) {
-      if (!(DVt_ == DV_ && (DVt_ / vs) % 64 == 0 && DVt_ % vs == 0)) {
+      if (DVt_ != DV_) {
+        launch_.products_why += "; a padded value dim is not split wider";
+        return;
+      }
+      if ((DVt_ / vs) % 64 != 0 || DVt_ % vs != 0) {
         launch_.products_why += "; a value split of " + S(vs) + " would leave chunks that do " +
                                 "not fill wgmma's 64-column panels";
         return;

@@ -364,6 +364,14 @@ program linear(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
   EXPECT_NE(lw.products_why.find("a value split of 2 would take 1280 multiply-adds a (row, key) "
                                  "pair, more than 1.5x mma.sync's 768"),
             std::string::npos) << lw.products_why;
+  // A padded value dim (250 columns in tiles of 256) is not split: its chunks would differ.
+  Compiled padded = lowered(testing::example_program("vanilla"), Target::cuda_sm90,
+                            {{"d", 64}, {"e", 250}});
+  const Sm80Launch& lp = padded.lowered.kernels.at(0).tensor_core.launch;
+  EXPECT_FALSE(lp.wgmma);
+  EXPECT_EQ(lp.value_split, 1);
+  EXPECT_NE(lp.products_why.find("; a padded value dim is not split wider"), std::string::npos)
+      << lp.products_why;
 }
 
 // The value split's and the products' reasons reach every text form as the lowering wrote
