@@ -70,7 +70,7 @@ struct StdSpec {
     float* lse;
     float scale_log2, softcap, tanh_arg, slope_nat, slope_over_scale;
   };
-  static __device__ void make_ctx(const Params& p, int par, Ctx& c) {
+  static __device__ void make_ctx(const Params& p, int par, int, Ctx& c) {
     const int b = par / p.H, h = par % p.H;
     const int hk = h / (p.H / p.Hkv);  // GQA: query head -> kv head
     c.M = p.M;
@@ -151,7 +151,7 @@ struct DiffSpec {
     bf16raw* o;
     float scale_log2, lam;
   };
-  static __device__ void make_ctx(const Params& p, int par, Ctx& c) {
+  static __device__ void make_ctx(const Params& p, int par, int, Ctx& c) {
     c.M = p.M;
     c.N = p.N;
     c.q[0] = p.q1 + (i64)par * p.M * D_;

@@ -25,20 +25,24 @@ namespace flashgen {
 // NaN: run again after the plain build flagged a non-finite accumulator).
 enum class CudaBuild { plain, count_tiles, careful };
 
-// A kernel compiled from `source` with `options` at its first use (once; thread-safe).
+// A kernel compiled from `source` with `options` at its first use (once; thread-safe), and
+// optionally a second entry of the same module (the few-rows kernel's combine).
 class LazyCudaKernel {
  public:
-  LazyCudaKernel(std::string source, NvrtcOptions options, std::string entry)
-      : source_(std::move(source)), options_(std::move(options)), entry_(std::move(entry)) {}
+  LazyCudaKernel(std::string source, NvrtcOptions options, std::string entry,
+                 std::string second_entry = "")
+      : source_(std::move(source)), options_(std::move(options)), entry_(std::move(entry)),
+        second_entry_(std::move(second_entry)) {}
   const CudaKernel& get() const;
+  const CudaKernel& second() const;  // (compiles as get() does)
   bool compiled() const;  // whether get() has run
 
  private:
   std::string source_;
   NvrtcOptions options_;
-  std::string entry_;
+  std::string entry_, second_entry_;
   mutable std::once_flag once_;
-  mutable CudaKernel kernel_;
+  mutable CudaKernel kernel_, second_;
   mutable std::atomic<bool> done_{false};
 };
 
@@ -47,7 +51,8 @@ struct CudaLoadedKernel {
   LoweredKernel low;
   CudaKernel kernel;
   CudaKernel combine;  // tensor_core: the split-key combine (the same module as `kernel`)
-  // tensor_core: the few-rows variant, its own module, compiled at the first call that runs it
+  // tensor_core: the few-rows variant and its combine (second()), its own module, compiled at
+  // the first call that runs it
   std::shared_ptr<const LazyCudaKernel> few_rows;
   // tensor_core with TMA operands: the full kernel copying K/V by cp.async (FG_KV_CP_ASYNC),
   // for calls whose tensors no map describes, compiled at the first such call
@@ -64,6 +69,8 @@ struct CudaBoundKernel;
 // The kernel a bound call launches: the few-rows kernel, the full kernel or its walking build,
 // either built to copy K/V by cp.async when the call has no tensor maps.
 const CudaKernel& launched_kernel(const CudaLoadedKernel& k, const CudaBoundKernel& bk);
+// The combine kernel of its split key loops (the few-rows kernel's own, or the full kernel's).
+const CudaKernel& launched_combine(const CudaLoadedKernel& k, const CudaBoundKernel& bk);
 // Its entry point's name (the few-rows, walking or main entry).
 const std::string& launched_entry(const CudaLoadedKernel& k, const CudaBoundKernel& bk);
 

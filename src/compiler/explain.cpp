@@ -78,10 +78,11 @@ CudaShape cuda_shape(const Plan& plan, const LoweredKernel& lk, const Extents& s
     };
     // Only for a grid the runtime launches: no zero extent, the parallel indices and rows
     // below 2^31 (larger calls are refused).
-    int64_t par = la.value_split;
+    int64_t par = 1;  // (times either kernel's value split: below 2^31)
+    const int64_t vs = std::max(la.value_split, la.few_value_split);
     bool known = ext(la.row_dim) > 0 && ext(la.row_dim) <= INT32_MAX && ext(la.key_dim) >= 0;
     for (int d : la.par_dims) {
-      known = known && ext(d) > 0 && par <= INT32_MAX / ext(d);
+      known = known && ext(d) > 0 && par * vs <= INT32_MAX / ext(d);
       if (known) par *= ext(d);
     }
     if (known) {
@@ -185,6 +186,13 @@ std::string cuda_text(const CudaShape& s) {
     os << "             value columns split in " << l.value_split << " chunks of "
        << l.value_dim / l.value_split << " (" << l.value_split_why << "); "
        << "scores recomputed per chunk\n";
+  if (l.few_value_split != l.value_split)
+    os << "             the few-rows kernel's value columns "
+       << (l.few_value_split > 1 ? "split in " + std::to_string(l.few_value_split) +
+                                       " chunks of " + std::to_string(l.few_value_cols) + " (" +
+                                       l.few_value_split_why + ")"
+                                 : std::string("in one chunk (they fit one warp's registers)"))
+       << "\n";
   if (s.split.split > 0)
     os << "             at these sizes (" << s.sm_count << " SMs): "
        << (s.split.few ? "the few-rows kernel (one warp of 16 rows per block, " +
@@ -242,6 +250,8 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["few_rows_blocks_per_sm"] = l.few_blocks_per_sm;
   j["value_split"] = l.value_split;
   if (!l.value_split_why.empty()) j["value_split_why"] = l.value_split_why;
+  j["few_rows_value_split"] = l.few_value_split;
+  if (!l.few_value_split_why.empty()) j["few_rows_value_split_why"] = l.few_value_split_why;
   j["head_dims"] = nlohmann::json::object();
   for (const auto& [d, e] : l.head_dims) j["head_dims"][d] = e;
   if (s.split.split > 0) {

@@ -415,7 +415,7 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
       kp.row_tile = bk.few ? 16 : la.block_m;
       kp.key_tile = bk.few ? la.few_block_n : la.block_n;
       kp.blocks_per_sm = bk.few ? 1 : la.min_blocks;
-      kp.value_split = la.value_split;
+      kp.value_split = la.value_split_of(bk.few);
       kp.key_split = bk.key_split;
       if (la.warp_specialized && !bk.few) kp.kv_copies = bk.tma ? "TMA" : "cp.async";
       kp.walk = bk.walk;

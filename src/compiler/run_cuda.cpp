@@ -163,8 +163,8 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
         k.walking =
             std::make_shared<const LazyCudaKernel>(c.sources[i], std::move(walk), la.walk_entry);
       }
-      k.few_rows = std::make_shared<const LazyCudaKernel>(c.sources[i], std::move(few),
-                                                          lk.tensor_core.launch.few_entry);
+      k.few_rows = std::make_shared<const LazyCudaKernel>(
+          c.sources[i], std::move(few), la.few_entry, la.few_combine_entry);
     }
     L->kernels.push_back(std::move(k));
     L->from_disk_cache = L->from_disk_cache && cubin.from_cache;
@@ -220,6 +220,10 @@ const std::string& launched_entry(const CudaLoadedKernel& k, const CudaBoundKern
   return k.low.entry;
 }
 
+const CudaKernel& launched_combine(const CudaLoadedKernel& k, const CudaBoundKernel& bk) {
+  return bk.few ? k.few_rows->second() : k.combine;
+}
+
 const CudaKernel& launched_kernel(const CudaLoadedKernel& k, const CudaBoundKernel& bk) {
   if (bk.few) return k.few();
   if (bk.walk && k.walking)  // (without a build of its own, the main build walks)
@@ -236,10 +240,17 @@ void cuda_prepare(const CudaLoaded& L, const CudaBound& b) {
 
 const CudaKernel& LazyCudaKernel::get() const {
   std::call_once(once_, [this] {
-    kernel_ = CudaModule(nvrtc_compile(source_, options_).bytes).kernel(entry_);
+    CudaModule mod(nvrtc_compile(source_, options_).bytes);
+    kernel_ = mod.kernel(entry_);
+    if (!second_entry_.empty()) second_ = mod.kernel(second_entry_);
     done_ = true;
   });
   return kernel_;
+}
+
+const CudaKernel& LazyCudaKernel::second() const {
+  get();
+  return second_;
 }
 
 bool LazyCudaKernel::compiled() const { return done_; }
@@ -393,13 +404,13 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
   bk.params[err_at] = static_cast<int64_t>(err);
   int64_t P = 1;
   for (int d : la.par_dims) P *= extv[d];
-  P *= la.value_split;
   int64_t M = extv[la.row_dim];
   if (P == 0 || M == 0) {
     bk.empty = true;
     return;
   }
   const KeySplit ks = choose_key_split(la, M, P, extv[la.key_dim], sm_count);
+  P *= la.value_split_of(ks.few);  // (each kernel its own value split)
   bk.few = ks.few;
   bk.key_split = ks.split;
   bk.smem = ks.few ? la.few_smem_bytes : la.smem_bytes;
@@ -460,12 +471,14 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
   if (!la.tma.empty()) bind_tma(la, ptrs, strides, extv, !ks.few, bk);
   if (ks.split > 1) {
     const int64_t rows = P * ks.split * M;  // below 2^31 * 64 * 2^31: no overflow
-    if (rows > (INT64_MAX / 4) / la.part_row)
+    const int64_t part_row = la.part_row_of(ks.few);
+    if (rows > (INT64_MAX / 4) / part_row)
       throw CallError("the partial states of a key loop split " + std::to_string(ks.split) +
                       " ways overflow 64-bit offsets at " +
                       extents_text(p, extv, dims_with(la.par_dims, la.row_dim)));
-    bk.scratch_bytes = at + rows * la.part_row * 4;
-    const int64_t threads = M * (la.value_cols / 2);  // one per row and padded column pair
+    bk.scratch_bytes = at + rows * part_row * 4;
+    // one per row and padded column pair
+    const int64_t threads = M * (la.value_cols_of(ks.few) / 2);
     bk.combine_grid = {static_cast<unsigned>((threads + 127) / 128),
                        static_cast<unsigned>(std::min<int64_t>(P, 65535)),
                        static_cast<unsigned>((P + 65534) / 65535)};
@@ -485,7 +498,8 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
   // grid row (those blocks exit): keep it below 2^31.
   if (P > INT32_MAX - 65535)
     throw CallError(std::to_string(P) + " parallel indices (the product of the batch-like dims" +
-                    (la.value_split > 1 ? " times the value-column split" : std::string()) +
+                    (la.value_split_of(ks.few) > 1 ? " times the value-column split"
+                                                   : std::string()) +
                     ") is more than one grid takes (2^31 - 65536)");
   // A persistent kernel numbers its work items (row tiles x P) in an int.
   if (ks.walk && m_tiles * P > INT32_MAX - 65535)
@@ -618,7 +632,8 @@ void cuda_launch(const CudaLoaded& L, CudaBound& b, CudaStreamHandle stream, int
       k.split.launch(sp.grid, sp.block, 0, stream, sargs);
     }
     launched_kernel(k, bk).launch(bk.grid, bk.block, bk.smem, stream, args);
-    if (bk.key_split > 1) k.combine.launch(bk.combine_grid, bk.combine_block, 0, stream, args);
+    if (bk.key_split > 1)
+      launched_combine(k, bk).launch(bk.combine_grid, bk.combine_block, 0, stream, args);
   }
 }
 

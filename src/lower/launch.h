@@ -156,6 +156,17 @@ struct Sm80Launch {
   int few_block_n = 64;         // the few-rows kernel's keys per tile
   int few_blocks_per_sm = 1;    // few-rows blocks resident per SM (shared memory, at most 8)
   int value_cols = 0;           // value columns per block (the padded chunk: kValueDim)
+  // The few-rows kernel's value split, its own (SpecFew::kValueSplit; its one warp holds the
+  // accumulators of its rows, where the full kernel's may spread over a warpgroup): chunks
+  // of few_value_cols columns, partial rows of few_part_row floats, merged by
+  // few_combine_entry (the combine of SpecFew, in the few-rows kernel's module).
+  int few_value_split = 1, few_value_cols = 0, few_part_row = 0;
+  std::string few_combine_entry;
+  std::string few_value_split_why;  // why few_value_split > 1 (empty when it is 1)
+  // The value split, chunk width and partial row of the full (few = false) or few-rows kernel.
+  int value_split_of(bool few) const { return few ? few_value_split : value_split; }
+  int value_cols_of(bool few) const { return few ? few_value_cols : value_cols; }
+  int part_row_of(bool few) const { return few ? few_part_row : part_row; }
   int num_buffers = 0, max_rank = 1, num_dims = 0;  // num_buffers: the plan's, then `split`'s
   // Params = { const void* buf[num_buffers]; i64 st[num_buffers][max_rank];
   //            i64 ext[num_dims]; i64* err; i64 key_split; float* part; i64 m_tiles; }

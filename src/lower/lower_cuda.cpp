@@ -274,9 +274,13 @@ std::string LoweredCuda::str(const Plan& plan) const {
            << plan.buffers[a.v_buffer].name << " over " << p.dims[st.value_dim] << "\n";
       os << "  calls of at most 16 rows: " << la.few_entry << " (one warp of 16 rows per block, "
          << la.few_blocks_per_sm << " per SM by " << la.few_smem_bytes
-         << " bytes of shared memory); "
-         << "key loops split across blocks when the grid is small, merged by "
-         << la.combine_entry << "\n";
+         << " bytes of shared memory";
+      if (la.few_value_split > 1)
+        os << ", " << la.few_value_split << " value-column chunks of " << la.few_value_cols
+           << " (" << la.few_value_split_why << ")";
+      os << "); key loops split across blocks when the grid is small, merged by "
+         << la.combine_entry << " (" << la.few_combine_entry << " after " << la.few_entry
+         << ")\n";
       for (const Sm80Launch::GatherCheck& g : la.gather_checks)
         os << "  gather " << p.params[g.param].name << " position " << g.pos << ": index of "
            << p.dims[g.index_dim] << ", checked on the host\n";

@@ -353,14 +353,18 @@ class Lowering : public TensorCoreView {
     // both per call (choose_key_split).
     launch_.few_entry = k_.name + "_few";
     launch_.few_block_n = launch_.pieces > 1 ? launch_.block_n : 64;
-    launch_.few_smem_bytes = smem_bytes(staged_, 16, launch_.few_block_n);
+    choose_few_value_split(Sn, A);
+    launch_.few_smem_bytes =
+        smem_bytes(staged_, 16, launch_.few_block_n, 2, false, launch_.few_value_cols);
     // One warp a block: shared memory (1 KiB reserved each) and the register file bound how
     // many are resident; the few-rows entry has no minimum-blocks bound, so at up to 255
     // registers a thread 65536 registers hold 8 one-warp blocks.
     launch_.few_blocks_per_sm =
         std::max(1, std::min(8, budget_.per_sm / (launch_.few_smem_bytes + 1024)));
     launch_.combine_entry = k_.name + "_combine";
+    launch_.few_combine_entry = k_.name + "_few_combine";
     launch_.part_row = 2 * static_cast<int>(groups_.size()) + A * static_cast<int>(DVc_);
+    launch_.few_part_row = 2 * static_cast<int>(groups_.size()) + A * launch_.few_value_cols;
     launch_.value_cols = static_cast<int>(DVc_);
     for (const Staged& t : staged_) launch_.staged.push_back(node_text(p_, t.node));
     launch_.row_dim = k_.row_dim;
@@ -586,8 +590,9 @@ class Lowering : public TensorCoreView {
   // ring's 256 bytes of mbarriers, tile indices and range slots; the generated source static_asserts that
   // both agree).
   int smem_bytes(const std::vector<Staged>& staged, int block_m = 0, int block_n = 0,
-                 int stages = 2, bool ws = false) const {
+                 int stages = 2, bool ws = false, int64_t value_cols = 0) const {
     const int BM = block_m ? block_m : launch_.block_m, BN = block_n ? block_n : launch_.block_n;
+    const int64_t DVc = value_cols ? value_cols : DVc_;
     const int Sn = static_cast<int>(scores_.size());
     int st = 0;
     for (const Staged& t : staged) st += (t.rows ? BM : 1) * (BN * t.elem_bytes + 16);
@@ -596,7 +601,7 @@ class Lowering : public TensorCoreView {
     const int np = launch_.pieces;
     return static_cast<int>(
         np * Sn * BM * Dt_ * 2 +
-        stages * (np * (Sn * BN * Dt_ * 2 + vbufs_.size() * BN * DVc_ * 2) + st) +
+        stages * (np * (Sn * BN * Dt_ * 2 + vbufs_.size() * BN * DVc * 2) + st) +
         (ws && stages > 1 ? 2 : 1) * diag + (ws ? 256 : 0));
   }
   // The bf16 pieces a value of type t needs to be held exactly (0: not a float operand): 8
@@ -648,8 +653,9 @@ class Lowering : public TensorCoreView {
   // block (8 compute warps of 16 rows, 128 rows a block), when the tiles line up with its 64-column
   // swizzled panels (head dims and the value chunk multiples of 64, 16-bit operands) and the
   // fragments that live across the key loop fit the registers of 256 threads (scores
-  // S * BN / 2, accumulators A * DV / 2, P as operands G * BN / 4 per thread; at most 160,
-  // the rest for addresses and element code): keys in tiles of 128, or of 64 when that does
+  // S * BN / 2, accumulators A * DV / 2, P as operands G * BN / 4 per thread; at most
+  // kWgmmaLiveRegs of the compute warps' 224 after setmaxnreg, the rest for addresses and
+  // element code): keys in tiles of 128, or of 64 when that does
   // not fit or a staged tile is printed for the few-rows kernel's tiles of 64. Otherwise the
   // mma.sync shape chosen above. The careful build runs the same shape with mma.sync.
   // Registers a thread of a wgmma warpgroup holds across the key loop: `score_arrays` arrays of
@@ -657,6 +663,10 @@ class Lowering : public TensorCoreView {
   static int wgmma_live_regs(int score_arrays, int A, int G, int bn, int64_t dvc) {
     return score_arrays * bn / 2 + A * static_cast<int>(dvc) / 2 + G * bn / 4;
   }
+  // 176 (e = 256 in one chunk at 64-key tiles): ptxas spills nothing at d = 64 to 256, and
+  // those kernels ran 1.26-1.36x as fast as at a value split of 2, which 160 had required
+  // (bench/NOTES.md, sessions 21 and 22).
+  static constexpr int kWgmmaLiveRegs = 176;
   void choose_wgmma(int Sn, int A) {
     if (out_.target != Target::cuda_sm90) return;
     if (!launch_.split.empty()) {
@@ -724,6 +734,28 @@ class Lowering : public TensorCoreView {
         return;
       }
     }
+  }
+  // The few-rows kernel's value split (Sm80Launch::few_value_split): its one warp holds the
+  // accumulators of its 16 rows (A x chunk / 2 f32 a thread) and their scores (Sn x keys a
+  // tile / 2) while it issues the loads of whole K/V tiles alone, so the chunk narrows, as
+  // the full kernel's does (whole chunks of 32 columns; a padded value dim is not split),
+  // until those take at most kFewLiveRegs registers a thread. (At e = 256, one chunk: ptxas
+  // spilled at d = 192 and 256 and the decode calls ran 0.67-0.94x as fast: bench/NOTES.md,
+  // sessions 21 and 22.)
+  static constexpr int kFewLiveRegs = 128;
+  void choose_few_value_split(int Sn, int A) {
+    auto live = [&](int vs) {
+      return A * static_cast<int>(DVt_ / vs) / 2 + Sn * launch_.few_block_n / 2;
+    };
+    int vs = 1;
+    while (live(vs) > kFewLiveRegs && (DVt_ / (2 * vs)) % 32 == 0 && DVt_ == DV_) vs *= 2;
+    launch_.few_value_split = vs;
+    launch_.few_value_cols = static_cast<int>(DVt_ / vs);
+    if (vs > 1)
+      launch_.few_value_split_why =
+          "one warp's accumulators and scores would take " + S(live(vs / 2)) +
+          " registers a thread at " + S(DVt_ / (vs / 2)) + "-column chunks (at most " +
+          S(kFewLiveRegs) + ")";
   }
   // Multiply-adds per (row, key) pair at value split vs: every chunk recomputes the scores.
   int64_t products_per_pair(int Sn, int A, int vs) const { return vs * Sn * Dt_ + A * DVt_; }
@@ -816,10 +848,10 @@ class Lowering : public TensorCoreView {
     launch_.pipelined = live <= kPipelinedLiveRegs;
     launch_.ping_pong = launch_.pipelined;
     if (!launch_.persistent) return;
-    launch_.walk_pipelined = live <= kWgmmaLiveRegs;
+    launch_.walk_pipelined = live <= kWalkPipelinedLiveRegs;
     if (launch_.walk_pipelined != launch_.pipelined) launch_.walk_entry = k_.name + "_walk";
   }
-  static constexpr int kPipelinedLiveRegs = 128, kWgmmaLiveRegs = 160;
+  static constexpr int kPipelinedLiveRegs = 128, kWalkPipelinedLiveRegs = 160;
 
   // The producer warpgroup's K and V tiles by TMA (Sm80Launch::tma): every operand whose
   // buffer is indexed by its column dim, the key dim and at most three parallel dims, each
@@ -924,7 +956,7 @@ KeySplit choose_key_split(const Sm80Launch& la, int64_t rows, int64_t par, int64
   KeySplit k;
   k.few = rows <= 16;
   const int64_t block_rows = k.few ? 16 : la.block_m;
-  const int64_t blocks = (rows + block_rows - 1) / block_rows * par;
+  const int64_t blocks = (rows + block_rows - 1) / block_rows * par * la.value_split_of(k.few);
   const int64_t block_n = k.few ? la.few_block_n : la.block_n;
   const int64_t tiles = (keys + block_n - 1) / block_n;
   if (k.few && blocks > 0) {

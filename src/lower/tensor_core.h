@@ -66,7 +66,8 @@ struct TensorCoreKernel {
 TensorCoreKernel lower_tensor_core(const Plan& plan, int kernel, Target target,
                                    const Extents& sizes, const SmemBudget& budget);
 // Flash-decoding, per call: whether a call of `rows` query rows, `par` parallel indices (the
-// grid's y extent before the split) and `keys` keys runs the few-rows variant (at most 16 rows:
+// product of the parallel dims' extents; the chosen kernel's value split multiplies them into
+// the grid's y extent before the key split) and `keys` keys runs the few-rows variant (at most 16 rows:
 // Sm80Launch::few_entry), and across how many blocks each row tile's key loop is split (then
 // the combine kernel merges their partial states): for the few-rows kernel the split that
 // takes the fewest waves of its resident blocks (Sm80Launch::few_blocks_per_sm on each of

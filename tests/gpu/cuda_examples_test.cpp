@@ -791,7 +791,7 @@ TEST(CudaBackend, SplitKeyLoopsMatchTheReference) {
       Compiled c = compile_program(p, o, "lower");
       ASSERT_EQ(c.lowered.kernels.size(), 1u);
       const Sm80Launch& la = c.lowered.kernels[0].tensor_core.launch;
-      int64_t par = la.value_split;
+      int64_t par = 1;
       for (int d : la.par_dims) par *= ext.at(c.plan.program.dims[d]);
       const KeySplit ks = choose_key_split(la, ext.at(c.plan.program.dims[la.row_dim]), par,
                                            ext.at(c.plan.program.dims[la.key_dim]), sms);
@@ -850,15 +850,19 @@ TEST(CudaBackend, HopperRunsWgmmaUnlessTheSm80PathIsForced) {
 
 // Value columns too wide for wgmma's registers at the split their accumulators need: on a
 // Hopper GPU the kernel takes wgmma at a wider split (each chunk recomputing the scores; the
-// lowering's rule: Lower.HopperGrowsTheValueSplitWhileTensorBound), also in the few-rows
-// kernel of a decode step, a split key loop and the walking build of short key loops.
+// lowering's rule: Lower.HopperGrowsTheValueSplitWhileTensorBound), also in a split key loop
+// and the walking build of short key loops. The few-rows kernel of a decode step has a value
+// split of its own (Lower.TheFewRowsKernelHasAValueSplitOfItsOwn), here wider than the full
+// kernel's, with its own combine of split key loops and per-row outputs (lse) written once.
 TEST(CudaBackend, WideValueColumnsSplitAcrossBlocksMatchTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   const bool hopper = cuda_device_info().cc_major == 9;
-  struct Case { const char* name; int64_t d, e; int split90; };
+  // the value splits on the sm90 path: the full kernel's and the few-rows kernel's own
+  struct Case { const char* name; int64_t d, e; int split90, few90; };
   struct Shape { int64_t m, n, batch; };
-  for (const Case& c : {Case{"vanilla", 64, 256, 2}, Case{"causal", 128, 256, 2},
-                        Case{"diff_attn", 128, 256, 4}}) {
+  for (const Case& c : {Case{"vanilla", 64, 256, 1, 2}, Case{"causal", 128, 256, 1, 2},
+                        Case{"lse", 128, 256, 1, 2}, Case{"diff_attn", 64, 128, 1, 2},
+                        Case{"diff_attn", 128, 256, 4, 4}}) {
     Program p = example(c.name);
     for (const Shape& s : {Shape{333, 700, 2}, Shape{1, 3001, 2}, Shape{200, 150, 8}}) {
       const Extents ext = testing::example_extents(p, s.m, s.n, c.d, c.e, s.batch);
@@ -870,6 +874,7 @@ TEST(CudaBackend, WideValueColumnsSplitAcrossBlocksMatchTheReference) {
       if (hopper && L->kernels.at(0).low.tensor_core.target == Target::cuda_sm90) {
         EXPECT_TRUE(la.wgmma) << la.products_why;
         EXPECT_EQ(la.value_split, c.split90);
+        EXPECT_EQ(la.few_value_split, c.few90);
       }
       check_example(p, ext, 41 + s.m);
     }

@@ -38,7 +38,7 @@ struct Spec1 {  // causal + ALiBi + GQA + logsumexp, d = 128
   using Params = P1;
   static __device__ int num_parallel(const Params& p) { return p.B * p.H; }
   struct Ctx : fg::CtxBase<1, 1> { bf16raw* o; float* lse; float sc, slope; };
-  static __device__ void make_ctx(const Params& p, int par, Ctx& c) {
+  static __device__ void make_ctx(const Params& p, int par, int, Ctx& c) {
     const int b = par / p.H, h = par % p.H, hk = h / (p.H / p.Hkv);
     c.M = p.M; c.N = p.N;
     c.q[0] = p.q + (i64)par * p.M * 128; c.q_ld[0] = 128;
@@ -84,7 +84,7 @@ struct Spec2 {  // diff_attn, d = 64, v width 128
   using Params = P2;
   static __device__ int num_parallel(const Params& p) { return p.P; }
   struct Ctx : fg::CtxBase<2, 1> { bf16raw* o; float sc, lam; };
-  static __device__ void make_ctx(const Params& p, int par, Ctx& c) {
+  static __device__ void make_ctx(const Params& p, int par, int, Ctx& c) {
     c.M = p.M; c.N = p.N;
     c.q[0] = p.q1 + (i64)par * p.M * 64; c.q[1] = p.q2 + (i64)par * p.M * 64;
     c.k[0] = p.k1 + (i64)par * p.N * 64; c.k[1] = p.k2 + (i64)par * p.N * 64;

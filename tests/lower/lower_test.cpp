@@ -158,15 +158,15 @@ program mixed(q: bf16[b, h, m, d], k: f16[b, h, n, d], v: bf16[b, h, n, e]) {
 // the fragments fit the registers: two compute warpgroups (8 warps of 16 rows) and a producer
 // warpgroup, 128-key tiles when nothing is staged (64 otherwise), as many K/V stages as shared
 // memory holds (at most 4); the few-rows kernel keeps one warp and
-// 64-key tiles. Accumulators too wide for the registers (e = 256) take a wider value split
-// (HopperGrowsTheValueSplitWhileTensorBound). Tiles that are not multiples of 64 columns
+// 64-key tiles. Accumulators of 256 columns fit at 64-key tiles; wider ones take a wider value
+// split (HopperGrowsTheValueSplitWhileTensorBound). Tiles that are not multiples of 64 columns
 // (d = 100 pads to 128, 96 does not) and cuda-sm80 keep mma.sync (the other reasons:
 // HopperSaysWhyProductsStayOnMmaSync).
 TEST(Lower, HopperTakesWgmmaWhereItsTilesLineUp) {
   struct Case { const char* name; int64_t d, e; bool wgmma; int block_n; };
   for (const Case& t : {Case{"vanilla", 128, 128, true, 128}, Case{"causal", 64, 64, true, 128},
                         Case{"gqa", 128, 128, true, 128}, Case{"vanilla", 100, 128, true, 128},
-                        Case{"vanilla", 64, 256, true, 128}, Case{"vanilla", 96, 96, false, 64},
+                        Case{"vanilla", 64, 256, true, 64}, Case{"vanilla", 96, 96, false, 64},
                         Case{"evoformer_row", 32, 32, false, 64}}) {
     Program p = testing::example_program(t.name);
     Compiled c = lowered(p, Target::cuda_sm90, {{"d", t.d}, {"e", t.e}});
@@ -201,11 +201,11 @@ TEST(Lower, HopperTakesWgmmaWhereItsTilesLineUp) {
       EXPECT_EQ(la.stages, 2);
       EXPECT_EQ(la.producer_warps, 0);
     }
-    // the few-rows kernel: one warp, two stages of 64-key tiles
+    // the few-rows kernel: one warp, two stages of 64-key tiles (of its own value chunk)
     if (la.staged.empty())
       EXPECT_EQ(la.few_smem_bytes, static_cast<int>(16 * k.tensor_core.Dt * 2 +
                                                   2 * (64 * k.tensor_core.Dt * 2 +
-                                                       64 * k.tensor_core.DVc * 2)));
+                                                       64 * la.few_value_cols * 2)));
     Compiled c80 = lowered(p, Target::cuda_sm80, {{"d", t.d}, {"e", t.e}});
     EXPECT_FALSE(c80.lowered.kernels[0].tensor_core.launch.wgmma);
     EXPECT_EQ(c80.lowered.kernels[0].tensor_core.launch.warps, 4);
@@ -303,8 +303,10 @@ program f32attn(q: f32[h, m, d], k: f32[h, n, d], v: f32[h, n, e]) {
 // split (each chunk recomputing the scores) takes wgmma while it stays tensor-bound: each
 // softmax exponential a (row, key) pair takes in a chunk against at least 128 multiply-adds a
 // pair. The score code's own special-function ops (softcap's tanh, sigmoid) do not count: the
-// wider split measured faster for them (bench/NOTES.md, session 21). The cuda-sm80 target
-// keeps the split its accumulators need.
+// wider split measured faster for them (bench/NOTES.md, session 21). One accumulator of 256
+// value columns fits in one chunk (176 registers at 64-key tiles: session 22); two scores and
+// two groups (diff_attn) grow the split. The cuda-sm80 target keeps the split its
+// accumulators need.
 TEST(Lower, HopperGrowsTheValueSplitWhileTensorBound) {
   std::map<std::string, Program> programs = {
       {"sigmoid_causal",
@@ -317,22 +319,23 @@ program linear(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
   for (const char* name : {"vanilla", "causal", "diff_attn", "softcap", "alibi"})
     programs.emplace(name, testing::example_program(name));
   struct Case { const char* name; int64_t d, e; bool wgmma; int split90, split80; };
-  for (const Case& t : {Case{"vanilla", 64, 256, true, 2, 1},
-                        Case{"causal", 128, 256, true, 2, 1},
-                        Case{"vanilla", 256, 256, true, 2, 1},
-                        Case{"alibi", 128, 256, true, 2, 1},
+  for (const Case& t : {Case{"vanilla", 64, 256, true, 1, 1},
+                        Case{"causal", 128, 256, true, 1, 1},
+                        Case{"vanilla", 256, 256, true, 1, 1},
+                        Case{"alibi", 128, 256, true, 1, 1},
+                        // 32 + 128 + 16 registers at 64-key tiles: the bound
+                        Case{"vanilla", 192, 256, true, 1, 1},
                         // 2 x 2 exponentials against 2 x 2 x 128 + 2 x 128 multiply-adds
                         Case{"diff_attn", 128, 128, true, 2, 1},
                         Case{"diff_attn", 128, 256, true, 4, 2},
                         // 2 x 2 exponentials against 2 x 2 x 64 + 2 x 128: exactly as long
                         Case{"diff_attn", 64, 128, false, 1, 1},
-                        // 2 x 1 exponentials against 2 x 128 + 256 (tanh not counted)
-                        Case{"softcap", 128, 256, true, 2, 1},
-                        Case{"softcap", 64, 256, true, 2, 1},
+                        Case{"softcap", 128, 256, true, 1, 1},
+                        Case{"softcap", 64, 256, true, 1, 1},
                         Case{"softcap", 128, 128, true, 1, 1},
                         // no softmax: a plain group of sigmoid weights, or of relu weights
-                        Case{"sigmoid_causal", 64, 256, true, 2, 1},
-                        Case{"linear", 64, 256, true, 2, 1}}) {
+                        Case{"sigmoid_causal", 64, 256, true, 1, 1},
+                        Case{"linear", 64, 256, true, 1, 1}}) {
     const Extents sizes = {{"d", t.d}, {"e", t.e}};
     const std::string at = std::string(t.name) + " d=" + std::to_string(t.d) +
                            " e=" + std::to_string(t.e);
@@ -365,8 +368,12 @@ program linear(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
                                  "pair, more than 1.5x mma.sync's 768"),
             std::string::npos) << lw.products_why;
   // A padded value dim (250 columns in tiles of 256) is not split: its chunks would differ.
-  Compiled padded = lowered(testing::example_program("vanilla"), Target::cuda_sm90,
-                            {{"d", 64}, {"e", 250}});
+  // One accumulator fits in one chunk; diff_attn's two do not.
+  Compiled padded1 = lowered(testing::example_program("vanilla"), Target::cuda_sm90,
+                             {{"d", 64}, {"e", 250}});
+  EXPECT_TRUE(padded1.lowered.kernels.at(0).tensor_core.launch.wgmma);
+  Compiled padded = lowered(testing::example_program("diff_attn"), Target::cuda_sm90,
+                            {{"d", 128}, {"e", 250}});
   const Sm80Launch& lp = padded.lowered.kernels.at(0).tensor_core.launch;
   EXPECT_FALSE(lp.wgmma);
   EXPECT_EQ(lp.value_split, 1);
@@ -377,11 +384,12 @@ program linear(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
 // The value split's and the products' reasons reach every text form as the lowering wrote
 // them: the lower dump, explain's text and its JSON.
 TEST(Lower, WhyTheValueSplitAndTheProductsReachEveryTextForm) {
-  for (const char* name : {"vanilla", "diff_attn"}) {
-    // vanilla: wgmma at split 2; diff_attn: mma.sync (its exponentials), split 1
-    const bool wgmma = std::string(name) == "vanilla";
-    const Extents sizes = {{"d", 64}, {"e", wgmma ? 256 : 128}};
-    Program p = testing::example_program(name);
+  for (const int64_t d : {128, 64}) {
+    // diff_attn d = 128: wgmma at split 2; d = 64: mma.sync (its exponentials), split 1
+    const bool wgmma = d == 128;
+    const Extents sizes = {{"d", d}, {"e", 128}};
+    const std::string name = "diff_attn d=" + std::to_string(d);
+    Program p = testing::example_program("diff_attn");
     Compiled c = lowered(p, Target::cuda_sm90, sizes);
     const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
     ASSERT_EQ(la.wgmma, wgmma) << name;
@@ -396,7 +404,7 @@ TEST(Lower, WhyTheValueSplitAndTheProductsReachEveryTextForm) {
       EXPECT_EQ(j["value_split"], 2);
       EXPECT_EQ(j["value_split_why"], la.value_split_why);
       EXPECT_FALSE(j.contains("products_why"));
-      EXPECT_NE(text.find("value columns split in 2 chunks of 128 (" + la.value_split_why + ")"),
+      EXPECT_NE(text.find("value columns split in 2 chunks of 64 (" + la.value_split_why + ")"),
                 std::string::npos) << text;
       EXPECT_NE(dump.find("(" + la.value_split_why + ")"), std::string::npos) << dump;
     } else {
@@ -409,6 +417,72 @@ TEST(Lower, WhyTheValueSplitAndTheProductsReachEveryTextForm) {
       EXPECT_NE(dump.find(la.products_why), std::string::npos) << dump;
     }
   }
+}
+
+// The few-rows kernel (one warp of 16 rows) has a value split of its own: the chunk narrows
+// until its accumulators and scores take at most 128 registers a thread, whatever the full
+// kernel's split (wgmma holds 256 value columns in one chunk; mma.sync at 16 rows a warp too).
+// Its partial rows, shared memory and combine entry follow its chunk, and the split and its
+// reason reach the lower dump and explain (text and JSON).
+TEST(Lower, TheFewRowsKernelHasAValueSplitOfItsOwn) {
+  for (const Target target : {Target::cuda_sm90, Target::cuda_sm80}) {
+    for (const std::string& name : testing::example_names()) {
+      for (const int64_t e : {64, 128, 192, 256}) {
+        Program p = testing::example_program(name);
+        Extents sizes = {{"d", 128}, {"e", e}};
+        if (name.rfind("evoformer", 0) == 0) sizes = {{"d", e}};  // (its value dim is d)
+        Compiled c = lowered(p, target, sizes);
+        const std::string at = name + " e=" + std::to_string(e) + " " + target_name(target);
+        const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+        const int A = la.num_acc, Sn = la.num_scores;
+        const int fvs = la.few_value_split, cols = la.few_value_cols;
+        // the whole (padded) value dim in either kernel's chunks
+        EXPECT_EQ(fvs * cols, la.value_split * la.value_cols) << at;
+        auto live = [&](int w) { return A * w / 2 + Sn * la.few_block_n / 2; };
+        EXPECT_TRUE(live(cols) <= 128 || cols % 64 != 0) << at;  // else it would have halved
+        if (fvs > 1) {
+          EXPECT_GT(live(2 * cols), 128) << at;  // and no narrower than it needs
+          EXPECT_NE(la.few_value_split_why.find(std::to_string(live(2 * cols)) + " registers"),
+                    std::string::npos) << at << ": " << la.few_value_split_why;
+        } else {
+          EXPECT_TRUE(la.few_value_split_why.empty()) << at;
+        }
+        EXPECT_EQ(la.few_part_row - A * cols, la.part_row - A * la.value_cols) << at;
+        EXPECT_EQ(la.value_split_of(true), fvs);
+        EXPECT_EQ(la.part_row_of(true), la.few_part_row);
+        EXPECT_EQ(la.few_combine_entry, la.few_entry + "_combine") << at;
+      }
+    }
+  }
+  // vanilla d64/e256 on Hopper: wgmma in one chunk; the few-rows kernel in 2 of 128 columns
+  // (1 x 256 / 2 + 64 / 2 = 160 registers in one)
+  Program p = testing::example_program("vanilla");
+  const Extents sizes = {{"d", 64}, {"e", 256}};
+  Compiled c = lowered(p, Target::cuda_sm90, sizes);
+  const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+  ASSERT_TRUE(la.wgmma);
+  EXPECT_EQ(la.value_split, 1);
+  EXPECT_EQ(la.few_value_split, 2);
+  EXPECT_EQ(la.few_value_cols, 128);
+  EXPECT_EQ(la.few_part_row, 2 + 128);
+  EXPECT_EQ(la.part_row, 2 + 256);
+  // Q (16 x 64), then two stages of a 64-key K tile and a 64-key V tile of 128 columns
+  EXPECT_EQ(la.few_smem_bytes, 16 * 64 * 2 + 2 * (64 * 64 * 2 + 64 * 128 * 2));
+  EXPECT_EQ(la.few_value_split_why, "one warp's accumulators and scores would take 160 "
+                                    "registers a thread at 256-column chunks (at most 128)");
+  CompileOptions o;
+  o.target = Target::cuda_sm90;
+  o.sizes = sizes;
+  const nlohmann::json j = nlohmann::json::parse(explain_json(p, o))["kernels"][0]["cuda"];
+  EXPECT_EQ(j["value_split"], 1);
+  EXPECT_EQ(j["few_rows_value_split"], 2);
+  EXPECT_EQ(j["few_rows_value_split_why"], la.few_value_split_why);
+  EXPECT_NE(explain(p, o).find("the few-rows kernel's value columns split in 2 chunks of 128 (" +
+                               la.few_value_split_why + ")"),
+            std::string::npos);
+  EXPECT_NE(c.lowered.str(c.plan).find("2 value-column chunks of 128 (" +
+                                       la.few_value_split_why + ")"),
+            std::string::npos);
 }
 
 TEST(Lower, HopperKernelsWithStagedTilesKeep64KeyTiles) {

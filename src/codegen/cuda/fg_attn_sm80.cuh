@@ -52,6 +52,10 @@
 //     static constexpr int kNumAcc;      // A: P.V accumulators (1..4)
 //     static constexpr int kHeadDim;     // D: width of every Q_s/K_s (32, 64, 96, 128)
 //     static constexpr int kValueDim;    // DV: width of every V / accumulator (32..256, % 32 == 0)
+//     static constexpr int kValueSplit;  // optional (default 1): the value columns are
+//                                        // kValueSplit chunks of kValueDim, one a block (a grid
+//                                        // factor: P' below counts P x kValueSplit; each chunk's
+//                                        // blocks recompute the scores)
 //     static constexpr int kHeadDimData, kValueDimData;  // optional (default kHeadDim,
 //                                        // kValueDim): the columns the tensors hold, when the
 //                                        // head dims are padded (the rest read as 0; store()
@@ -112,10 +116,12 @@
 //     //   fg::StagedSrc staged[T];               (when kNumStaged > 0) where each staged
 //     //                                          tile's elements live in global memory
 //     // plus anything the element code needs (offset pointers, slopes, ...).
-//     // make_ctx must be a pure function of (p, par): the kernel calls it again before the
-//     // epilogue so the output pointers do not occupy registers during the key loop.
+//     // make_ctx must be a pure function of (p, par, e_begin): the kernel calls it again before
+//     // the epilogue so the output pointers do not occupy registers during the key loop.
+//     // e_begin is the block's first value column (its chunk times kValueDim; 0 without
+//     // kValueSplit): V_i's pointer starts there, and store() adds it to its column.
 //     struct Ctx;
-//     static __device__ void make_ctx(const Params& p, int par, Ctx& ctx);
+//     static __device__ void make_ctx(const Params& p, int par, int e_begin, Ctx& ctx);
 //
 //     // Tile classifier over the index box [m0,m1) x [n0,n1) (already clipped to M, N):
 //     // fg::kTileEmpty (every element masked: the tile is skipped), fg::kTileFull (no element
@@ -151,14 +157,15 @@
 //     static __device__ void store_row(const Ctx& ctx, int m, const fg::RowStats<G>& st);
 //   };
 //
-// Launch: grid = (ceil(max M / kBlockM), min(P', 65535), ceil(P' / 65535)) with P' = P times the
-//   key split (1 without kKeySplit); with kPersistent and Params::m_tiles = ceil(max M /
+// Launch: grid = (ceil(max M / kBlockM), min(P', 65535), ceil(P' / 65535)) with P' = P times
+//   kValueSplit times the key split (1 without kKeySplit); with kPersistent and Params::m_tiles = ceil(max M /
 //   kBlockM) (0: the grid above), grid = (min(m_tiles * P', the blocks resident at once), 1,
 //   1); block = 32 * kWarps,
 //   dynamic shared memory =
 //   fg::AttnSm80<Spec>::kSmemBytes (raise the limit above 48 KiB with cuFuncSetAttribute). With a
 //   key split above 1, `part` holds P' * M * kPartRow floats, and attn_combine_sm80 runs after
-//   it: grid (ceil(M * kValueDim / 2 / 128), min(P, 65535), ceil(P / 65535)), 128 threads. One
+//   it: grid (ceil(M * kValueDim / 2 / 128), min(P'', 65535), ceil(P'' / 65535)) with P'' = P
+//   times kValueSplit, 128 threads (the combine entry of the same Spec as the kernel). One
 //   compiled kernel serves every M, N, batch and head count.
 #pragma once
 
@@ -251,6 +258,10 @@ FG_OPTIONAL_FLAG(WarpSpecializedOf, kWarpSpecialized)
 // + gridDim.x, ... of m_tiles row tiles times P'; the producer fills the next item's stages
 // while the compute warps finish the last one. With m_tiles 0, the grid of one block per item.
 FG_OPTIONAL_FLAG(PersistentOf, kPersistent)
+
+// Optional Spec member kValueSplit (default 1): blocks take value-column chunks of kValueDim
+// (the chunk innermost in the parallel index the kernel decodes: AttnSm80::context).
+FG_OPTIONAL(ValueSplitOf, kValueSplit, int, 1)
 
 // Optional Spec member kStages (default 2): stages of K/V (and staged) tiles in shared memory.
 FG_OPTIONAL(StagesOf, kStages, int, 2)
@@ -392,6 +403,13 @@ struct AttnSm80 {
   static constexpr int kSmemBytes = kRingOff + (kWs ? kRingBytes : 0);
   // floats per row of a split block's partial state: G running maxima, G row sums, A x DV
   static constexpr int kPartRow = 2 * G + A * DV;
+  // The parallel indices with the value chunks (innermost), and the context of one of them.
+  static constexpr int VS = ValueSplitOf<Spec>::value;
+  static FG_DEV int parallel(const typename Spec::Params& p) { return Spec::num_parallel(p) * VS; }
+  static FG_DEV void context(const typename Spec::Params& p, int par, typename Spec::Ctx& ctx) {
+    Spec::make_ctx(p, (int)((unsigned)par / (unsigned)VS), (int)((unsigned)par % (unsigned)VS) * DV,
+                   ctx);
+  }
   static_assert(S >= 1 && S <= 2 && G >= 1 && G <= 2 && V >= 1 && V <= 2 && A >= 1 && A <= 4,
                 "unsupported numbers of scores / groups / values / accumulators");
   static_assert(MW == 1 || MW == 2, "a warp owns 16 or 32 query rows");
@@ -620,7 +638,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     walk = params.m_tiles > 0;
     if (walk) {
       m_tiles = (int)params.m_tiles;
-      n_items = m_tiles * Spec::num_parallel(params) * ksplit;
+      n_items = m_tiles * K::parallel(params) * ksplit;
       w_step = (int)gridDim.x;
     }
   }
@@ -643,8 +661,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     }
     const int par = pidx / ksplit;
     chunk = pidx - par * ksplit;
-    if (par >= Spec::num_parallel(params)) return false;
-    Spec::make_ctx(params, par, ctx);
+    if (par >= K::parallel(params)) return false;
+    K::context(params, par, ctx);
     M = ctx.M;
     N = ctx.N;
     m0 = (Spec::kReverseM ? mts - 1 - mt_i : mt_i) * BM;
@@ -1340,7 +1358,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     int par2 = pidx_out;
     if constexpr (KeySplitOf<Spec>::value) par2 = pidx_out / (int)params.key_split;
     asm volatile("mov.b32 %0, %0;" : "+r"(par2));
-    Spec::make_ctx(params, par2, ctx);
+    K::context(params, par2, ctx);
 #pragma unroll
     for (int b = 0; b < MW; ++b) {
       RowStats<G> rs[2];  // quad reductions first: every lane must take part in the shuffles
@@ -1415,9 +1433,9 @@ FG_DEV void attn_combine_sm80(const typename Spec::Params& params) {
   using K = AttnSm80<Spec>;
   constexpr int G = K::G, A = K::A, DV = K::DV, W = K::kPartRow;
   const int par = (int)(blockIdx.y + gridDim.y * blockIdx.z);
-  if (par >= Spec::num_parallel(params)) return;
+  if (par >= K::parallel(params)) return;
   typename Spec::Ctx ctx;
-  Spec::make_ctx(params, par, ctx);
+  K::context(params, par, ctx);
   const int M = ctx.M, ks = (int)params.key_split;
   const int idx = (int)(blockIdx.x * blockDim.x + threadIdx.x);
   const int m = idx / (DV / 2), e0 = (idx % (DV / 2)) * 2;
