@@ -353,7 +353,7 @@ class Lowering : public TensorCoreView {
     // both per call (choose_key_split).
     launch_.few_entry = k_.name + "_few";
     launch_.few_block_n = launch_.pieces > 1 ? launch_.block_n : 64;
-    choose_few_value_split(Sn, A);
+    choose_few_value_split();
     launch_.few_smem_bytes =
         smem_bytes(staged_, 16, launch_.few_block_n, 2, false, launch_.few_value_cols);
     // One warp a block: shared memory (1 KiB reserved each) and the register file bound how
@@ -735,27 +735,22 @@ class Lowering : public TensorCoreView {
       }
     }
   }
-  // The few-rows kernel's value split (Sm80Launch::few_value_split): its one warp holds the
-  // accumulators of its 16 rows (A x chunk / 2 f32 a thread) and their scores (Sn x keys a
-  // tile / 2) while it issues the loads of whole K/V tiles alone, so the chunk narrows, as
-  // the full kernel's does (whole chunks of 32 columns; a padded value dim is not split),
-  // until those take at most kFewLiveRegs registers a thread. (At e = 256, one chunk: ptxas
-  // spilled at d = 192 and 256 and the decode calls ran 0.67-0.94x as fast: bench/NOTES.md,
-  // sessions 21 and 22.)
-  static constexpr int kFewLiveRegs = 128;
-  void choose_few_value_split(int Sn, int A) {
-    auto live = [&](int vs) {
-      return A * static_cast<int>(DVt_ / vs) / 2 + Sn * launch_.few_block_n / 2;
-    };
+  // The few-rows kernel's value split (Sm80Launch::few_value_split): its one warp holds at most
+  // kFewValueCols value columns of each accumulator; a wider value dim takes chunks, halved as
+  // the full kernel's are (whole chunks of 32 columns; a padded value dim is not split). The
+  // bound is measured, not derived: 256 columns in one chunk ran 0.67-0.94x as fast as two
+  // chunks of 128 (vanilla decode, d = 128 to 256), while diff_attn's two accumulators of 128
+  // columns ran 0.90x as fast in two chunks of 64 as in one; a count of live registers
+  // (accumulators and scores) ranks those the other way (bench/NOTES.md, sessions 21 and 22).
+  static constexpr int kFewValueCols = 128;
+  void choose_few_value_split() {
     int vs = 1;
-    while (live(vs) > kFewLiveRegs && (DVt_ / (2 * vs)) % 32 == 0 && DVt_ == DV_) vs *= 2;
+    while (DVt_ / vs > kFewValueCols && (DVt_ / (2 * vs)) % 32 == 0 && DVt_ == DV_) vs *= 2;
     launch_.few_value_split = vs;
     launch_.few_value_cols = static_cast<int>(DVt_ / vs);
     if (vs > 1)
-      launch_.few_value_split_why =
-          "one warp's accumulators and scores would take " + S(live(vs / 2)) +
-          " registers a thread at " + S(DVt_ / (vs / 2)) + "-column chunks (at most " +
-          S(kFewLiveRegs) + ")";
+      launch_.few_value_split_why = "one warp holds at most " + S(kFewValueCols) +
+                                    " value columns an accumulator, not " + S(DVt_ / (vs / 2));
   }
   // Multiply-adds per (row, key) pair at value split vs: every chunk recomputes the scores.
   int64_t products_per_pair(int Sn, int A, int vs) const { return vs * Sn * Dt_ + A * DVt_; }

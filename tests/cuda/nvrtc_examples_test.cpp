@@ -324,30 +324,39 @@ program causal32(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
 
 TEST(CudaEmit, WideValuesSplitIntoColumnChunks) {
   // diff_attn at d = 128, e = 256: two 256-wide accumulators do not fit the registers, so
-  // blocks take 128-column chunks of e (a grid factor) and per-row outputs come from chunk 0;
-  // the few-rows kernel (one warp) takes chunks of 64, its own split, with its own combine.
-  Program p = example("diff_attn");
-  const Extents sizes = {{"d", 128}, {"e", 256}};
-  std::string src = emit_cuda(p, Target::cuda_sm80, sizes);
-  Compiled c = compile_program(p, [&] {
+  // blocks take 128-column chunks of e (a grid factor) and per-row outputs come from chunk 0.
+  // vanilla at e = 256 keeps one chunk in the full kernel, while the few-rows kernel (one
+  // warp) takes chunks of 128 of its own, with its own combine. Both compile for sm_90a.
+  auto launch = [](const Program& p, const Extents& sizes) {
     CompileOptions o;
     o.target = Target::cuda_sm80;
     o.sizes = sizes;
-    return o;
-  }(), "lower");
-  const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
-  ASSERT_EQ(la.value_split, 2);
-  ASSERT_EQ(la.few_value_split, 4);
+    return compile_program(p, o, "lower").lowered.kernels.at(0).tensor_core.launch;
+  };
+  const Extents sizes = {{"d", 128}, {"e", 256}};
+  Program diff = example("diff_attn");
+  const Sm80Launch ld = launch(diff, sizes);
+  ASSERT_EQ(ld.value_split, 2);
+  ASSERT_EQ(ld.few_value_split, 2);
+  std::string src = emit_cuda(diff, Target::cuda_sm80, sizes);
   EXPECT_NE(src.find("kValueDim = 128"), std::string::npos);
   EXPECT_NE(src.find("kValueSplit = 2;"), std::string::npos);
-  EXPECT_NE(src.find("kValueDim = 64, kValueSplit = 4;"), std::string::npos);
   EXPECT_NE(src.find("if (ctx.e_begin != 0) return;"), std::string::npos);
-  EXPECT_NE(src.find(la.few_combine_entry + "(const Params p) { fg::attn_combine_sm80<SpecFew>(p); }"),
+  Program van = example("vanilla");
+  const Sm80Launch lv = launch(van, sizes);
+  ASSERT_EQ(lv.value_split, 1);
+  ASSERT_EQ(lv.few_value_split, 2);
+  std::string vsrc = emit_cuda(van, Target::cuda_sm80, sizes);
+  EXPECT_NE(vsrc.find("kValueDim = 128, kValueSplit = 2;"), std::string::npos);
+  EXPECT_NE(vsrc.find(lv.few_combine_entry +
+                      "(const Params p) { fg::attn_combine_sm80<SpecFew>(p); }"),
             std::string::npos);
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
-  std::string cubin = compile_cuda_cubin(p, Target::cuda_sm80, {{"d", 128}, {"e", 256}}, "sm_90a");
-  EXPECT_EQ(cubin.substr(1, 3), "ELF");
+  for (const Program* p : {&diff, &van}) {
+    std::string cubin = compile_cuda_cubin(*p, Target::cuda_sm80, sizes, "sm_90a");
+    EXPECT_EQ(cubin.substr(1, 3), "ELF") << p->name;
+  }
 }
 
 TEST(CudaEmit, OutputDimOrderIsFree) {
