@@ -494,6 +494,7 @@ void DeviceBuffer::upload(const void* host, std::size_t bytes, std::size_t offse
   check_range(size_, bytes, offset, "upload");
   if (bytes == 0) return;
   check(api().cuMemcpyHtoD(ptr_ + offset, host, bytes), "cuMemcpyHtoD");
+  check(api().cuStreamSynchronize(nullptr), "cuStreamSynchronize");  // (the header says why)
 }
 
 void DeviceBuffer::download(void* host, std::size_t bytes, std::size_t offset) const {
@@ -505,6 +506,7 @@ void DeviceBuffer::download(void* host, std::size_t bytes, std::size_t offset) c
 void DeviceBuffer::memset(std::uint8_t value) {
   if (size_ == 0) return;
   check(api().cuMemsetD8(ptr_, value, size_), "cuMemsetD8");
+  check(api().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
 }
 
 void DeviceBuffer::fill_u32(std::uint32_t pattern) {
@@ -514,6 +516,7 @@ void DeviceBuffer::fill_u32(std::uint32_t pattern) {
   }
   if (size_ == 0) return;
   check(api().cuMemsetD32(ptr_, pattern, size_ / 4), "cuMemsetD32");
+  check(api().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
 }
 
 // ---- streams, events, timing ----

@@ -121,7 +121,10 @@ class DeviceBuffer {
   DevicePtr ptr() const { return ptr_; }
   std::size_t size() const { return size_; }
 
-  // Synchronous copies of `bytes` at byte `offset` (range-checked: BackendError).
+  // Synchronous copies of `bytes` at byte `offset` (range-checked: BackendError). Uploads and
+  // fills are complete on the device when they return: the driver's copy from pageable memory
+  // and its memsets run on the legacy stream and may still be in flight at return, where a
+  // kernel on a non-blocking stream (CudaStream) would race with them.
   void upload(const void* host, std::size_t bytes, std::size_t offset = 0);
   void download(void* host, std::size_t bytes, std::size_t offset = 0) const;
   template <class T>
