@@ -831,8 +831,9 @@ class Lowering : public TensorCoreView {
   // most 128 registers a thread (d = e = 64 at 128 keys a tile). At d = e = 128 (160) it was
   // slower on long key loops and spilled with gathers.
   // Walking calls (short key loops: a block's items of at most KeySplit::kWalkTiles tiles),
-  // where it was faster, take it up to 160 registers, the bound choose_wgmma puts on the
-  // scores'. They get a build of their own where the main loop is not pipelined. Where the two
+  // where it was faster, take it up to 160 registers (choose_wgmma's bound then; it allows
+  // 176 since session 22, which the walking loop was not measured at). They get a build of
+  // their own where the main loop is not pipelined. Where the two
   // loops agree, the main build walks too: one compile, and at d = e = 64 the main build was
   // faster with the walking code in than without it.
   // The measurements: bench/NOTES.md, sessions 17 and 18.
