@@ -55,7 +55,8 @@ std::string num(double v) {
 
 std::string data_value_bounds(const Program& p, int node, const std::string& value,
                               const std::string& indent, const std::string& note) {
-  const std::string r = "r" + std::to_string(node);
+  std::string r = "r";  // (appending: GCC 12's -Wrestrict misfires on "r" + a string)
+  r += std::to_string(node);
   const bool integer = is_integer(p.nodes[node].type);
   return indent + "const double " + r + "v = (double)" + value + ";  // " + note + "\n" + indent +
          "const double " + r + "lo = " + r + "v == " + r + "v" +

@@ -184,7 +184,8 @@ std::string score_form_text(const Sm80Structure::Group& g) {
   if (g.score_steps.empty()) return "";
   std::string masks, scale;
   for (const Sm80Structure::ScoreStep& s : g.score_steps) {
-    const std::string n = "%" + std::to_string(s.node);
+    std::string n = "%";  // (appending: GCC 12's -Wrestrict misfires on "%" + a string)
+    n += std::to_string(s.node);
     if (s.kind == Sm80Structure::ScoreStep::mask) masks += (masks.empty() ? "" : " ") + n;
     else scale += (s.kind == Sm80Structure::ScoreStep::divide ? " / " : " * ") + n;
   }

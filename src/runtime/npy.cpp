@@ -366,7 +366,9 @@ void write_npy_files(const std::vector<std::pair<std::string, Tensor>>& files) {
   const std::string pid = std::to_string(::getpid());
   auto sibling = [&](const std::string& path, const char* kind) {
     fs::path p(path);
-    return (p.parent_path() / ("." + p.filename().string() + kind + pid)).string();
+    std::string name = ".";  // (appending: GCC 12's -Wrestrict misfires on "." + a string)
+    name += p.filename().string() + kind + pid;
+    return (p.parent_path() / name).string();
   };
   struct Entry {
     std::string target, tmp, backup;
