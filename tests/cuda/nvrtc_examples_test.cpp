@@ -327,30 +327,23 @@ TEST(CudaEmit, WideValuesSplitIntoColumnChunks) {
   // blocks take 128-column chunks of e (a grid factor) and per-row outputs come from chunk 0.
   // vanilla at e = 256 keeps one chunk in the full kernel, while the few-rows kernel (one
   // warp) takes chunks of 128 of its own, with its own combine. Both compile for sm_90a.
-  auto launch = [](const Program& p, const Extents& sizes) {
-    CompileOptions o;
-    o.target = Target::cuda_sm80;
-    o.sizes = sizes;
-    return compile_program(p, o, "lower").lowered.kernels.at(0).tensor_core.launch;
-  };
   const Extents sizes = {{"d", 128}, {"e", 256}};
-  Program diff = example("diff_attn");
-  const Sm80Launch ld = launch(diff, sizes);
-  ASSERT_EQ(ld.value_split, 2);
-  ASSERT_EQ(ld.few_value_split, 2);
-  std::string src = emit_cuda(diff, Target::cuda_sm80, sizes);
-  EXPECT_NE(src.find("kValueDim = 128"), std::string::npos);
-  EXPECT_NE(src.find("kValueSplit = 2;"), std::string::npos);
-  EXPECT_NE(src.find("if (ctx.e_begin != 0) return;"), std::string::npos);
-  Program van = example("vanilla");
-  const Sm80Launch lv = launch(van, sizes);
-  ASSERT_EQ(lv.value_split, 1);
-  ASSERT_EQ(lv.few_value_split, 2);
-  std::string vsrc = emit_cuda(van, Target::cuda_sm80, sizes);
-  EXPECT_NE(vsrc.find("kValueDim = 128, kValueSplit = 2;"), std::string::npos);
-  EXPECT_NE(vsrc.find(lv.few_combine_entry +
-                      "(const Params p) { fg::attn_combine_sm80<SpecFew>(p); }"),
-            std::string::npos);
+  CompileOptions o;
+  o.target = Target::cuda_sm80;
+  o.sizes = sizes;
+  struct Case { Program p; int split, few_split; std::vector<std::string> printed; };
+  Program diff = example("diff_attn"), van = example("vanilla");
+  for (const Case& c :
+       {Case{diff, 2, 2, {"kValueDim = 128", "kValueSplit = 2;", "if (ctx.e_begin != 0) return;"}},
+        Case{van, 1, 2, {"kValueDim = 128, kValueSplit = 2;",
+                         "_few_combine(const Params p) { fg::attn_combine_sm80<SpecFew>(p); }"}}}) {
+    const Sm80Launch la = compile_program(c.p, o, "lower").lowered.kernels.at(0).tensor_core.launch;
+    ASSERT_EQ(la.value_split, c.split) << c.p.name;
+    ASSERT_EQ(la.few_value_split, c.few_split) << c.p.name;
+    const std::string src = emit_cuda(c.p, Target::cuda_sm80, sizes);
+    for (const std::string& line : c.printed)
+      EXPECT_NE(src.find(line), std::string::npos) << c.p.name << ": " << line;
+  }
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
   for (const Program* p : {&diff, &van}) {
