@@ -127,7 +127,8 @@ struct CudaBoundKernel {
 };
 
 // The grid of a tensor-core kernel's call of m_tiles row tiles (of the full kernel, or of the
-// few-rows one) and P parallel indices (the key split included), as choose_key_split chose:
+// few-rows one) and P parallel indices (the value split of the kernel launched and the key
+// split included), as choose_key_split chose:
 // (m_tiles, P over y and z); blocks that walk the work items (ks.walk) as many as are resident
 // at once (sm_count x min_blocks), or fewer when there are fewer items, (x, 1, 1).
 Dim3 sm80_grid(const Sm80Launch& la, const KeySplit& ks, int64_t m_tiles, int64_t P,

@@ -191,7 +191,8 @@ std::string cuda_text(const CudaShape& s) {
        << (l.few_value_split > 1 ? "split in " + std::to_string(l.few_value_split) +
                                        " chunks of " + std::to_string(l.few_value_cols) + " (" +
                                        l.few_value_split_why + ")"
-                                 : std::string("in one chunk (they fit one warp's registers)"))
+                                 : std::string("in one chunk (at most 128 columns an accumulator and 128 registers of "
+                                             "accumulators a thread)"))
        << "\n";
   if (s.split.split > 0)
     os << "             at these sizes (" << s.sm_count << " SMs): "

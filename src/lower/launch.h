@@ -147,10 +147,11 @@ struct Sm80Launch {
   std::string value_split_why;  // why value_split > 1 (empty when it is 1)
   // Flash-decoding (a per-call choice: choose_key_split in lower/tensor_core.h): `few_entry`
   // is the kernel with one warp of 16 rows per block (calls of at most 16 rows; few_smem_bytes
-  // of shared memory; the same key tiles, which staged reads are printed for); either kernel may split each row tile's key loop across key_split blocks
-  // (grid y * key_split), which write part_row floats of partial state per row to device memory
-  // for `combine_entry` (one thread per row and value-column pair, 128 per block; grid y*z the
-  // parallel index) to merge and store.
+  // of shared memory; the same key tiles, which staged reads are printed for); either kernel
+  // may split each row tile's key loop across key_split blocks (grid y * key_split), which
+  // write part_row_of(few) floats of partial state per row to device memory for
+  // `combine_entry`, or `few_combine_entry` after the few-rows kernel (one thread per row and
+  // value-column pair, 128 per block; grid y*z the parallel index) to merge and store.
   std::string few_entry, combine_entry;
   int few_smem_bytes = 0, part_row = 0;
   int few_block_n = 64;         // the few-rows kernel's keys per tile

@@ -353,7 +353,7 @@ class Lowering : public TensorCoreView {
     // both per call (choose_key_split).
     launch_.few_entry = k_.name + "_few";
     launch_.few_block_n = launch_.pieces > 1 ? launch_.block_n : 64;
-    choose_few_value_split();
+    choose_few_value_split(A);
     launch_.few_smem_bytes =
         smem_bytes(staged_, 16, launch_.few_block_n, 2, false, launch_.few_value_cols);
     // One warp a block: shared memory (1 KiB reserved each) and the register file bound how
@@ -736,21 +736,42 @@ class Lowering : public TensorCoreView {
     }
   }
   // The few-rows kernel's value split (Sm80Launch::few_value_split): its one warp holds at most
-  // kFewValueCols value columns of each accumulator; a wider value dim takes chunks, halved as
-  // the full kernel's are (whole chunks of 32 columns; a padded value dim is not split). The
-  // bound is measured, not derived: 256 columns in one chunk ran 0.67-0.94x as fast as two
-  // chunks of 128 (vanilla decode, d = 128 to 256), while diff_attn's two accumulators of 128
-  // columns ran 0.90x as fast in two chunks of 64 as in one; a count of live registers
+  // kFewValueCols value columns of each accumulator, and its accumulators take at most 128
+  // registers a thread (A x chunk / 2: the mma.sync rule of 16 rows a warp, for kernels of
+  // three or four accumulators); a wider value dim takes chunks, halved as the full kernel's
+  // are (whole chunks of 32 columns; a padded value dim is not split), also while its two
+  // stages of tiles would not fit a block's shared memory (several value tensors in pieces).
+  // The column bound is measured, not derived: 256 columns in one chunk ran 0.67-0.94x as fast
+  // as two chunks of 128 (vanilla decode, d = 128 to 256), while diff_attn's two accumulators of
+  // 128 columns ran 0.90x as fast in two chunks of 64 as in one; a count of live registers
   // (accumulators and scores) ranks those the other way (bench/NOTES.md, sessions 21 and 22).
   static constexpr int kFewValueCols = 128;
-  void choose_few_value_split() {
+  void choose_few_value_split(int A) {
+    auto smem = [&](int vs) {
+      return smem_bytes(staged_, 16, launch_.few_block_n, 2, false, DVt_ / vs);
+    };
+    auto why = [&](int vs) -> std::string {
+      const int64_t cols = DVt_ / vs;
+      if (cols > kFewValueCols)
+        return "one warp holds at most " + S(kFewValueCols) + " value columns an accumulator, not " +
+               S(cols);
+      if (A * cols / 2 > 128)
+        return "one warp's " + S(A) + " accumulators would take " + S(A * cols / 2) +
+               " registers a thread at " + S(cols) + " columns (at most 128)";
+      if (smem(vs) > budget_.per_block)
+        return "its two stages of tiles would take " + S(smem(vs)) + " bytes of shared memory (at most " +
+               S(budget_.per_block) + " a block)";
+      return "";
+    };
     int vs = 1;
-    while (DVt_ / vs > kFewValueCols && (DVt_ / (2 * vs)) % 32 == 0 && DVt_ == DV_) vs *= 2;
+    while (!why(vs).empty() && (DVt_ / (2 * vs)) % 32 == 0 && DVt_ == DV_) vs *= 2;
+    if (smem(vs) > budget_.per_block)
+      fail("the few-rows kernel's tiles take " + std::to_string(smem(vs)) +
+           " bytes of shared memory at a value chunk of " + std::to_string(DVt_ / vs) +
+           " columns (at most " + std::to_string(budget_.per_block) + " a block)");
     launch_.few_value_split = vs;
     launch_.few_value_cols = static_cast<int>(DVt_ / vs);
-    if (vs > 1)
-      launch_.few_value_split_why = "one warp holds at most " + S(kFewValueCols) +
-                                    " value columns an accumulator, not " + S(DVt_ / (vs / 2));
+    if (vs > 1) launch_.few_value_split_why = why(vs / 2);
   }
   // Multiply-adds per (row, key) pair at value split vs: every chunk recomputes the scores.
   int64_t products_per_pair(int Sn, int A, int vs) const { return vs * Sn * Dt_ + A * DVt_; }

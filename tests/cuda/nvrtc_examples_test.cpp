@@ -214,14 +214,15 @@ TEST(CudaEmit, EntryPointsCompileApartOrTogether) {
                                                 : std::vector<std::string>{}))
             .bytes;
     std::set<std::string> found;  // entry names as NUL-terminated symbols of the ELF
-    for (const char* e : {"causal_k0", "causal_k0_few", "causal_k0_combine"})
+    for (const char* e : {"causal_k0", "causal_k0_few", "causal_k0_combine", "causal_k0_few_combine"})
       if (bin.find(std::string(e) + '\0') != std::string::npos) found.insert(e);
     return found;
   };
   using Set = std::set<std::string>;
   EXPECT_EQ(entries("-DFG_ONLY_MAIN"), (Set{"causal_k0", "causal_k0_combine"}));
-  EXPECT_EQ(entries("-DFG_ONLY_FEW"), (Set{"causal_k0_few"}));
-  EXPECT_EQ(entries(""), (Set{"causal_k0", "causal_k0_few", "causal_k0_combine"}));
+  EXPECT_EQ(entries("-DFG_ONLY_FEW"), (Set{"causal_k0_few", "causal_k0_few_combine"}));
+  EXPECT_EQ(entries(""),
+            (Set{"causal_k0", "causal_k0_few", "causal_k0_combine", "causal_k0_few_combine"}));
   // an unmasked kernel has a walking build too (FG_ONLY_WALK: calls of short key loops), with
   // K/V by TMA or, for calls no tensor map describes, by cp.async
   const std::string vsrc =

@@ -420,31 +420,80 @@ TEST(Lower, WhyTheValueSplitAndTheProductsReachEveryTextForm) {
 }
 
 // The few-rows kernel (one warp of 16 rows) has a value split of its own: chunks of at most
-// 128 value columns (a measured bound: bench/NOTES.md, session 22), whatever the full kernel's
-// split (wgmma holds 256 value columns in one chunk; diff_attn's two accumulators take more
-// chunks there). Its partial rows, shared memory and combine entry follow its chunk, and the
-// split and its reason reach the lower dump and explain (text and JSON).
+// 128 value columns (a measured bound: bench/NOTES.md, session 22) whose accumulators take at
+// most 128 registers a thread and whose tiles fit a block's shared memory, whatever the full
+// kernel's split (wgmma holds 256 value columns in one chunk; diff_attn's two accumulators take
+// more chunks there). Its partial rows, shared memory and combine entry follow its chunk, and
+// the split and its reason reach the lower dump and explain (text and JSON). Programs of three
+// and four accumulators, and of f32 operands in pieces, too.
 TEST(Lower, TheFewRowsKernelHasAValueSplitOfItsOwn) {
+  std::vector<Program> programs;
+  for (const std::string& name : testing::example_names())
+    programs.push_back(testing::example_program(name));
+  for (const char* type : {"bf16", "f32"}) {
+    std::string src = R"(
+program four(q1: T[b, h, m, d], k1: T[b, h, n, d], q2: T[b, h, m, d], k2: T[b, h, n, d],
+             v1: T[b, h, n, e], v2: T[b, h, n, e]) {
+  p1 = softmax(sum(q1 * k1, d), n)
+  p2 = softmax(sum(q2 * k2, d), n)
+  out o1: f32[b, h, m, e] = sum(p1 * v1, n)
+  out o2: f32[b, h, m, e] = sum(p1 * v2, n)
+  out o3: f32[b, h, m, e] = sum(p2 * v1, n)
+  out o4: f32[b, h, m, e] = sum(p2 * v2, n)
+}
+program three(q: T[b, h, m, d], k: T[b, h, n, d], v: T[b, h, n, e], w: T[b, h, n, e]) {
+  s = sum(q * k, d)
+  p1 = softmax(s, n)
+  p2 = softmax(where(n <= m, s, -inf), n)
+  out o1: f32[b, h, m, e] = sum(p1 * v, n)
+  out o2: f32[b, h, m, e] = sum(p1 * w, n)
+  out o3: f32[b, h, m, e] = sum(p2 * v, n)
+}
+)";
+    for (size_t at = src.find(": T["); at != std::string::npos; at = src.find(": T[", at))
+      src.replace(at + 2, 1, type);
+    for (Program& p : parse_source(src, "t.attn")) programs.push_back(std::move(p));
+  }
+  int multi = 0;  // kernels of three or four accumulators split for their registers
+  int lowered_tc = 0;
   for (const Target target : {Target::cuda_sm90, Target::cuda_sm80}) {
-    for (const std::string& name : testing::example_names()) {
+    const SmemBudget budget = smem_budget(target);
+    for (const Program& p : programs) {
       for (const int64_t e : {64, 128, 192, 256, 250}) {
-        Program p = testing::example_program(name);
-        Extents sizes = {{"d", 128}, {"e", e}};
-        if (name.rfind("evoformer", 0) == 0) sizes = {{"d", e}};  // (its value dim is d)
+        Extents sizes = {{"d", 32}, {"e", e}};
+        if (p.name.rfind("evoformer", 0) == 0) sizes = {{"d", e}};  // (its value dim is d)
         Compiled c = lowered(p, target, sizes);
-        const std::string at = name + " e=" + std::to_string(e) + " " + target_name(target);
+        const std::string at = p.name + " e=" + std::to_string(e) + " " + target_name(target);
+        // (f32 operands at e = 250: the full kernel's tiles do not fit; the element path)
+        if (c.lowered.kernels.at(0).path != LoweredKernel::Path::tensor_core) continue;
+        ++lowered_tc;
         const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
         const int A = la.num_acc;
         const int fvs = la.few_value_split, cols = la.few_value_cols;
         // the whole (padded) value dim in either kernel's chunks
         EXPECT_EQ(fvs * cols, la.value_split * la.value_cols) << at;
+        EXPECT_LE(la.few_smem_bytes, budget.per_block) << at;
         if (e == 250) {
           EXPECT_EQ(fvs, 1) << at;  // padded to 256: not split (the chunks would differ)
-        } else {
+        } else if (cols % 64 == 0) {  // (else it could not halve into whole chunks of 32)
           EXPECT_LE(cols, 128) << at;
-          EXPECT_TRUE(fvs == 1 || 2 * cols > 128) << at;  // no narrower than it needs
+          EXPECT_LE(A * cols / 2, 128) << at;
         }
-        EXPECT_EQ(fvs > 1, !la.few_value_split_why.empty()) << at;
+        if (fvs > 1) {  // and no narrower than it needs: the reason held at twice the chunk
+          const std::string& why = la.few_value_split_why;
+          if (2 * cols > 128)
+            EXPECT_EQ(why, "one warp holds at most 128 value columns an accumulator, not " +
+                               std::to_string(2 * cols)) << at;
+          else if (A * cols > 128)
+            EXPECT_NE(why.find(std::to_string(A) + " accumulators would take " +
+                               std::to_string(A * cols) + " registers"),
+                      std::string::npos) << at << ": " << why;
+          else
+            EXPECT_NE(why.find("bytes of shared memory"), std::string::npos) << at << ": " << why;
+          multi += A > 2 && 2 * cols <= 128;
+        } else {
+          EXPECT_TRUE(la.few_value_split_why.empty()) << at;
+        }
         EXPECT_EQ(la.few_part_row - A * cols, la.part_row - A * la.value_cols) << at;
         EXPECT_EQ(la.value_split_of(true), fvs);
         EXPECT_EQ(la.value_cols_of(true), cols);
@@ -453,6 +502,8 @@ TEST(Lower, TheFewRowsKernelHasAValueSplitOfItsOwn) {
       }
     }
   }
+  EXPECT_GT(multi, 0);  // the register bound was exercised
+  EXPECT_GE(lowered_tc, 2 * 5 * static_cast<int>(programs.size()) - 8);
   // vanilla d64/e256 on Hopper: wgmma in one chunk; the few-rows kernel in 2 of 128 columns
   Program p = testing::example_program("vanilla");
   const Extents sizes = {{"d", 64}, {"e", 256}};
@@ -995,6 +1046,54 @@ program ints(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
   c = lowered(ps[3], Target::cuda_sm90, {{"d", 64}, {"e", 64}});
   EXPECT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::element);
   EXPECT_NE(c.lowered.kernels[0].why.find("is of i64"), std::string::npos) << c.lowered.kernels[0].why;
+}
+
+// A call binds the value split of the kernel it launches (bind_sm80, host pointers only):
+// vanilla d64/e256 on Hopper runs its full kernel in one chunk and its few-rows kernel in two
+// of 128. A decode call's grid, partial states and combine grid count the few-rows chunks; a
+// prefill call's the full kernel's.
+TEST(Lower, ACallBindsTheValueSplitOfTheKernelItLaunches) {
+  Program p = testing::example_program("vanilla");
+  Compiled c = lowered(p, Target::cuda_sm90, {{"d", 64}, {"e", 256}});
+  const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+  ASSERT_EQ(la.value_split, 1);
+  ASSERT_EQ(la.few_value_split, 2);
+  const int64_t B = 2, H = 4, D = 64, E = 256;
+  for (const int64_t M : {1, 300}) {
+    const int64_t N = 16384;
+    SCOPED_TRACE("m=" + std::to_string(M));
+    const std::vector<int64_t> extv = {B, H, M, D, N, E};  // b h m d n e
+    std::vector<DevicePtr> ptrs;
+    std::vector<std::vector<int64_t>> strides;
+    for (const PlanBuffer& b : c.plan.buffers) {
+      ptrs.push_back(0x100000 * (ptrs.size() + 1));
+      std::vector<int64_t> st(b.dims.size());
+      int64_t acc = 1;
+      for (size_t j = st.size(); j-- > 0;) st[j] = acc, acc *= extv[b.dims[j]];
+      strides.push_back(st);
+    }
+    CudaBoundKernel bk;
+    bind_sm80(la, p, ptrs, strides, 0x9000, 0x40000000, extv, 132, bk);
+    const KeySplit ks = choose_key_split(la, M, B * H, N, 132);
+    ASSERT_EQ(bk.few, M <= 16);
+    ASSERT_EQ(bk.key_split, ks.split);
+    const int vs = bk.few ? 2 : 1, cols = bk.few ? 128 : 256;
+    const int64_t P = B * H * vs * ks.split;  // the grid's parallel indices
+    ASSERT_LE(P, 65535);
+    EXPECT_EQ(bk.grid.y, static_cast<unsigned>(P));
+    EXPECT_EQ(bk.grid.z, 1u);
+    if (bk.few) {
+      ASSERT_GT(bk.key_split, 1);  // 8 heads of 16K keys: a decode call splits its key loop
+      const int64_t part_row = 2 + cols;  // a running max, a row sum, the accumulator's chunk
+      EXPECT_EQ(la.few_part_row, part_row);
+      EXPECT_EQ(bk.scratch_bytes, P * M * part_row * 4);
+      EXPECT_EQ(bk.combine_grid.x, static_cast<unsigned>((M * cols / 2 + 127) / 128));
+      EXPECT_EQ(bk.combine_grid.y, static_cast<unsigned>(B * H * vs));
+      EXPECT_EQ(bk.smem, static_cast<size_t>(la.few_smem_bytes));
+    } else {
+      EXPECT_EQ(bk.smem, static_cast<size_t>(la.smem_bytes));
+    }
+  }
 }
 
 // The host's binding of operands in pieces (bind_sm80, host pointers only): each split operand's

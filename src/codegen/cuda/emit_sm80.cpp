@@ -694,7 +694,7 @@ class Printer : public TensorCoreView {
     std::ostringstream os;
     os << "  static constexpr int kValueDim = " << launch_.few_value_cols
        << ", kValueSplit = " << fvs << ";  // its own value split (" 
-       << (fvs > 1 ? launch_.few_value_split_why : std::string("the columns fit one warp")) << ")\n";
+       << (fvs > 1 ? launch_.few_value_split_why : std::string("one chunk: at most 128 columns an accumulator, 128 registers in all")) << ")\n";
     if (Dt_ != D_ || DVt_ != DV_)  // (a split value dim is never padded)
       os << "  static constexpr int kValueDimData = " << (fvs > 1 ? launch_.few_value_cols : DV_)
          << ";\n";

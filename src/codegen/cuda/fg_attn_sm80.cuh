@@ -106,8 +106,10 @@
 //     // Number of parallel indices P (the flattened parallel dims, e.g. B*H), from run-time
 //     // extents in Params.
 //     static __device__ int num_parallel(const Params& p);
-//     // Per-block context: built once from the block's parallel index par in [0, P)
-//     // (blockIdx.y + gridDim.y * blockIdx.z, e.g. par = b*H + h). Must contain these members (fg::CtxBase<S, V> has them):
+//     // Per-block context: built once from the block's parallel index par in [0, P) (the
+//     // grid index blockIdx.y + gridDim.y * blockIdx.z divided by the key split, then by
+//     // kValueSplit, whose remainder gives e_begin; e.g. par = b*H + h). Must contain these
+//     // members (fg::CtxBase<S, V> has them):
 //     //   int M, N;                              extents of the query / key dims for this block
 //     //   const bf16raw* q[S]; i64 q_ld[S];      row (m) 0 of Q_s and its row stride (elements;
 //                                          bf16raw: the bits of Elem, bf16 or f16)
