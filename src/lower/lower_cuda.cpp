@@ -144,6 +144,11 @@ LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
           why = "the tensor-core template needs " + std::to_string(tc.launch.smem_bytes) +
                 " bytes of shared memory per block; the budget is " +
                 std::to_string(budget.per_block);
+        } else if (tc.launch.few_smem_bytes > budget.per_block) {  // (at its narrowest chunk)
+          why = "the tensor-core template's few-rows kernel needs " +
+                std::to_string(tc.launch.few_smem_bytes) +
+                " bytes of shared memory per block; the budget is " +
+                std::to_string(budget.per_block);
         } else {
           lk.path = LoweredKernel::Path::tensor_core;
           lk.entry = tc.launch.entry;

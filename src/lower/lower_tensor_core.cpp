@@ -763,12 +763,10 @@ class Lowering : public TensorCoreView {
                S(budget_.per_block) + " a block)";
       return "";
     };
+    // (a chunk that cannot halve stays, whatever holds: 32-column chunks of an unpadded value
+    // dim only, as the full kernel's; lower_cuda refuses tiles past the shared memory)
     int vs = 1;
     while (!why(vs).empty() && (DVt_ / (2 * vs)) % 32 == 0 && DVt_ == DV_) vs *= 2;
-    if (smem(vs) > budget_.per_block)
-      fail("the few-rows kernel's tiles take " + std::to_string(smem(vs)) +
-           " bytes of shared memory at a value chunk of " + std::to_string(DVt_ / vs) +
-           " columns (at most " + std::to_string(budget_.per_block) + " a block)");
     launch_.few_value_split = vs;
     launch_.few_value_cols = static_cast<int>(DVt_ / vs);
     if (vs > 1) launch_.few_value_split_why = why(vs / 2);

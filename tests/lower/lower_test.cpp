@@ -423,9 +423,11 @@ TEST(Lower, WhyTheValueSplitAndTheProductsReachEveryTextForm) {
 // 128 value columns (a measured bound: bench/NOTES.md, session 22) whose accumulators take at
 // most 128 registers a thread and whose tiles fit a block's shared memory, whatever the full
 // kernel's split (wgmma holds 256 value columns in one chunk; diff_attn's two accumulators take
-// more chunks there). Its partial rows, shared memory and combine entry follow its chunk, and
-// the split and its reason reach the lower dump and explain (text and JSON). Programs of three
-// and four accumulators, and of f32 operands in pieces, too.
+// more chunks there, or fewer). Its partial rows, shared memory and combine entry follow its
+// chunk, and the split and its reason reach the lower dump and explain (text and JSON).
+// Programs of three and four accumulators, and of f32 operands in pieces, too. A chunk that
+// cannot halve into whole chunks of 32 columns (e = 192 at four accumulators) or a padded one
+// stays as it is.
 TEST(Lower, TheFewRowsKernelHasAValueSplitOfItsOwn) {
   std::vector<Program> programs;
   for (const std::string& name : testing::example_names())
@@ -459,11 +461,13 @@ program three(q: T[b, h, m, d], k: T[b, h, n, d], v: T[b, h, n, e], w: T[b, h, n
   for (const Target target : {Target::cuda_sm90, Target::cuda_sm80}) {
     const SmemBudget budget = smem_budget(target);
     for (const Program& p : programs) {
-      for (const int64_t e : {64, 128, 192, 256, 250}) {
-        Extents sizes = {{"d", 32}, {"e", e}};
+      for (const auto& [d, e] : std::vector<std::pair<int64_t, int64_t>>{
+               {32, 64}, {32, 128}, {32, 192}, {32, 256}, {32, 250}, {128, 128}, {128, 256}}) {
+        Extents sizes = {{"d", d}, {"e", e}};
         if (p.name.rfind("evoformer", 0) == 0) sizes = {{"d", e}};  // (its value dim is d)
         Compiled c = lowered(p, target, sizes);
-        const std::string at = p.name + " e=" + std::to_string(e) + " " + target_name(target);
+        const std::string at = p.name + " d=" + std::to_string(d) + " e=" + std::to_string(e) +
+                               " " + target_name(target);
         // (f32 operands at e = 250: the full kernel's tiles do not fit; the element path)
         if (c.lowered.kernels.at(0).path != LoweredKernel::Path::tensor_core) continue;
         ++lowered_tc;
@@ -503,7 +507,19 @@ program three(q: T[b, h, m, d], k: T[b, h, n, d], v: T[b, h, n, e], w: T[b, h, n
     }
   }
   EXPECT_GT(multi, 0);  // the register bound was exercised
-  EXPECT_GE(lowered_tc, 2 * 5 * static_cast<int>(programs.size()) - 8);
+  EXPECT_GE(lowered_tc, 2 * 7 * static_cast<int>(programs.size()) - 8);
+  // diff_attn d128/e128 on Hopper: wgmma in two chunks of 64 (its arrays fit only there), the
+  // few-rows kernel in one of 128 (mma.sync: two accumulators of 64 registers each)
+  {
+    Compiled c = lowered(testing::example_program("diff_attn"), Target::cuda_sm90,
+                         {{"d", 128}, {"e", 128}});
+    const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+    EXPECT_TRUE(la.wgmma);
+    EXPECT_EQ(la.value_split, 2);
+    EXPECT_EQ(la.few_value_split, 1);
+    EXPECT_EQ(la.few_value_cols, 128);
+    EXPECT_TRUE(la.few_value_split_why.empty());
+  }
   // vanilla d64/e256 on Hopper: wgmma in one chunk; the few-rows kernel in 2 of 128 columns
   Program p = testing::example_program("vanilla");
   const Extents sizes = {{"d", 64}, {"e", 256}};
@@ -1059,7 +1075,7 @@ TEST(Lower, ACallBindsTheValueSplitOfTheKernelItLaunches) {
   ASSERT_EQ(la.value_split, 1);
   ASSERT_EQ(la.few_value_split, 2);
   const int64_t B = 2, H = 4, D = 64, E = 256;
-  for (const int64_t M : {1, 300}) {
+  for (const int64_t M : {16, 300}) {
     const int64_t N = 16384;
     SCOPED_TRACE("m=" + std::to_string(M));
     const std::vector<int64_t> extv = {B, H, M, D, N, E};  // b h m d n e
@@ -1082,17 +1098,15 @@ TEST(Lower, ACallBindsTheValueSplitOfTheKernelItLaunches) {
     ASSERT_LE(P, 65535);
     EXPECT_EQ(bk.grid.y, static_cast<unsigned>(P));
     EXPECT_EQ(bk.grid.z, 1u);
-    if (bk.few) {
-      ASSERT_GT(bk.key_split, 1);  // 8 heads of 16K keys: a decode call splits its key loop
-      const int64_t part_row = 2 + cols;  // a running max, a row sum, the accumulator's chunk
-      EXPECT_EQ(la.few_part_row, part_row);
-      EXPECT_EQ(bk.scratch_bytes, P * M * part_row * 4);
-      EXPECT_EQ(bk.combine_grid.x, static_cast<unsigned>((M * cols / 2 + 127) / 128));
-      EXPECT_EQ(bk.combine_grid.y, static_cast<unsigned>(B * H * vs));
-      EXPECT_EQ(bk.smem, static_cast<size_t>(la.few_smem_bytes));
-    } else {
-      EXPECT_EQ(bk.smem, static_cast<size_t>(la.smem_bytes));
-    }
+    // 8 heads of 16K keys: both calls split their key loops, and their partial rows hold a
+    // running max, a row sum and the accumulator's chunk
+    ASSERT_GT(bk.key_split, 1);
+    const int64_t part_row = 2 + cols;
+    EXPECT_EQ(la.part_row_of(bk.few), part_row);
+    EXPECT_EQ(bk.scratch_bytes, P * M * part_row * 4);
+    EXPECT_EQ(bk.combine_grid.x, static_cast<unsigned>((M * cols / 2 + 127) / 128));
+    EXPECT_EQ(bk.combine_grid.y, static_cast<unsigned>(B * H * vs));
+    EXPECT_EQ(bk.smem, static_cast<size_t>(bk.few ? la.few_smem_bytes : la.smem_bytes));
   }
 }
 
