@@ -311,11 +311,7 @@ class Lowering : public TensorCoreView {
     // Value-column split: when the accumulators of all value columns would not fit the
     // registers (more than 128 f32 per thread), blocks take column chunks of the value dim
     // (a grid factor) and recompute the scores per chunk, as FA2 does for wide heads.
-    vsplit_ = 1;
-    // (A padded value dim is not split: the chunks would hold different column counts.)
-    while (A * mw_ * (DVt_ / vsplit_) / 2 > 128 && (DVt_ / (2 * vsplit_)) % 32 == 0 &&
-           DVt_ == DV_)
-      vsplit_ *= 2;
+    vsplit_ = value_split_while([&](int vs) { return A * mw_ * (DVt_ / vs) / 2 > kAccRegs; });
     DVc_ = DVt_ / vsplit_;
     launch_.value_split = vsplit_;
     if (vsplit_ > 1)
@@ -663,9 +659,9 @@ class Lowering : public TensorCoreView {
   static int wgmma_live_regs(int score_arrays, int A, int G, int bn, int64_t dvc) {
     return score_arrays * bn / 2 + A * static_cast<int>(dvc) / 2 + G * bn / 4;
   }
-  // 176 (e = 256 in one chunk at 64-key tiles): ptxas spills nothing at d = 64 to 256, and
-  // those kernels ran 1.26-1.36x as fast as at a value split of 2, which 160 had required
-  // (bench/NOTES.md, sessions 21 and 22).
+  // 176 (e = 256 in one chunk at 64-key tiles): those kernels ran 1.26-1.54x as fast as at a
+  // value split of 2, which 160 had required (d = 64 to 256; ptxas spills nothing but 24 bytes
+  // at d = 192: bench/NOTES.md, sessions 21 and 22).
   static constexpr int kWgmmaLiveRegs = 176;
   void choose_wgmma(int Sn, int A) {
     if (out_.target != Target::cuda_sm90) return;
@@ -678,8 +674,8 @@ class Lowering : public TensorCoreView {
                              " columns does not fill wgmma's 64-column panels";
       return;
     }
-    int vs = 1;  // the value split at 16 rows per warp
-    while (A * (DVt_ / vs) / 2 > 128 && (DVt_ / (2 * vs)) % 32 == 0 && DVt_ == DV_) vs *= 2;
+    // the value split at 16 rows per warp
+    int vs = value_split_while([&](int s) { return A * (DVt_ / s) / 2 > kAccRegs; });
     if ((DVt_ / vs) % 64 != 0) {
       launch_.products_why = "mma.sync: a value chunk of " + S(DVt_ / vs) +
                              " columns does not fill wgmma's 64-column panels";
@@ -735,11 +731,21 @@ class Lowering : public TensorCoreView {
       }
     }
   }
+  // The value split: 1, doubled while `too_wide(split)` holds and the value dim halves into
+  // whole chunks of 32 columns (a padded value dim is not split: its chunks would hold
+  // different column counts).
+  template <class TooWide>
+  int value_split_while(TooWide too_wide) const {
+    int vs = 1;
+    while (too_wide(vs) && (DVt_ / (2 * vs)) % 32 == 0 && DVt_ == DV_) vs *= 2;
+    return vs;
+  }
+  // f32 accumulators a thread of the mma.sync shape holds at most (more spill)
+  static constexpr int kAccRegs = 128;
   // The few-rows kernel's value split (Sm80Launch::few_value_split): its one warp holds at most
-  // kFewValueCols value columns of each accumulator, and its accumulators take at most 128
-  // registers a thread (A x chunk / 2: the mma.sync rule of 16 rows a warp, for kernels of
-  // three or four accumulators); a wider value dim takes chunks, halved as the full kernel's
-  // are (whole chunks of 32 columns; a padded value dim is not split), also while its two
+  // kFewValueCols value columns of each accumulator, and its accumulators take at most
+  // kAccRegs registers a thread (the mma.sync rule at 16 rows a warp, for kernels of three or
+  // four accumulators); a wider value dim takes chunks (value_split_while), also while its two
   // stages of tiles would not fit a block's shared memory (several value tensors in pieces).
   // The column bound is measured, not derived: 256 columns in one chunk ran 0.67-0.94x as fast
   // as two chunks of 128 (vanilla decode, d = 128 to 256), while diff_attn's two accumulators of
@@ -753,20 +759,19 @@ class Lowering : public TensorCoreView {
     auto why = [&](int vs) -> std::string {
       const int64_t cols = DVt_ / vs;
       if (cols > kFewValueCols)
-        return "one warp holds at most " + S(kFewValueCols) + " value columns an accumulator, not " +
-               S(cols);
-      if (A * cols / 2 > 128)
+        return "one warp holds at most " + S(kFewValueCols) +
+               " value columns an accumulator, not " + S(cols);
+      if (A * cols / 2 > kAccRegs)
         return "one warp's " + S(A) + " accumulators would take " + S(A * cols / 2) +
-               " registers a thread at " + S(cols) + " columns (at most 128)";
+               " registers a thread at " + S(cols) + " columns (at most " + S(kAccRegs) + ")";
       if (smem(vs) > budget_.per_block)
-        return "its two stages of tiles would take " + S(smem(vs)) + " bytes of shared memory (at most " +
-               S(budget_.per_block) + " a block)";
+        return "its two stages of tiles would take " + S(smem(vs)) +
+               " bytes of shared memory (at most " + S(budget_.per_block) + " a block)";
       return "";
     };
-    // (a chunk that cannot halve stays, whatever holds: 32-column chunks of an unpadded value
-    // dim only, as the full kernel's; lower_cuda refuses tiles past the shared memory)
-    int vs = 1;
-    while (!why(vs).empty() && (DVt_ / (2 * vs)) % 32 == 0 && DVt_ == DV_) vs *= 2;
+    // (a chunk that cannot halve stays, whatever holds; lower_cuda refuses tiles past the
+    // shared memory)
+    const int vs = value_split_while([&](int s) { return !why(s).empty(); });
     launch_.few_value_split = vs;
     launch_.few_value_cols = static_cast<int>(DVt_ / vs);
     if (vs > 1) launch_.few_value_split_why = why(vs / 2);

@@ -881,27 +881,16 @@ TEST(CudaBackend, WideValueColumnsSplitAcrossBlocksMatchTheReference) {
   }
 }
 
-// Four accumulators (two scores, one with a bottom-right causal mask; two value tensors): the
-// few-rows kernel takes chunks whose accumulators fit 128 registers a thread (two chunks of 64
-// at e = 128: 4 x 64 / 2), not one chunk of 128 columns; decode calls with split key loops and
-// a prefill call, with bf16 operands and with f32 ones (bf16 pieces).
+// Four accumulators (bench/programs/four_acc.attn: two scores, one under a bottom-right causal
+// mask; two value tensors): the few-rows kernel takes chunks whose accumulators fit 128
+// registers a thread (two chunks of 64 at e = 128: 4 x 64 / 2), not one chunk of 128 columns;
+// decode calls with split key loops and a prefill call, with bf16 operands and with f32 ones
+// (bf16 pieces).
 TEST(CudaBackend, SeveralAccumulatorsInTheFewRowsKernelMatchTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-  for (const char* type : {"bf16", "f32"}) {
-    std::string src = R"(
-program four(q1: T[b, h, m, d], k1: T[b, h, n, d], q2: T[b, h, m, d], k2: T[b, h, n, d],
-             v1: T[b, h, n, e], v2: T[b, h, n, e]) {
-  p1 = softmax(sum(q1 * k1, d), n)
-  p2 = softmax(where(n <= m + size(n) - size(m), sum(q2 * k2, d), -inf), n)
-  out o1: f32[b, h, m, e] = sum(p1 * v1, n)
-  out o2: f32[b, h, m, e] = sum(p1 * v2, n)
-  out o3: f32[b, h, m, e] = sum(p2 * v1, n)
-  out o4: f32[b, h, m, e] = sum(p2 * v2, n)
-}
-)";
-    for (size_t at = src.find(": T["); at != std::string::npos; at = src.find(": T[", at))
-      src.replace(at + 2, 1, type);
-    Program p = parse_source(src, "four.attn").at(0);
+  for (const bool f32 : {false, true}) {
+    const char* type = f32 ? "f32" : "bf16";
+    Program p = testing::source_program("bench/programs/four_acc.attn", f32);
     for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{{1, 3001}, {5, 2000}, {200, 300}}) {
       const Extents ext = {{"b", 1}, {"h", 3}, {"m", m}, {"n", n}, {"d", 64}, {"e", 128}};
       SCOPED_TRACE(std::string(type) + " m=" + std::to_string(m) + " n=" + std::to_string(n));

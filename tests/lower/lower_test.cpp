@@ -432,18 +432,10 @@ TEST(Lower, TheFewRowsKernelHasAValueSplitOfItsOwn) {
   std::vector<Program> programs;
   for (const std::string& name : testing::example_names())
     programs.push_back(testing::example_program(name));
-  for (const char* type : {"bf16", "f32"}) {
-    std::string src = R"(
-program four(q1: T[b, h, m, d], k1: T[b, h, n, d], q2: T[b, h, m, d], k2: T[b, h, n, d],
-             v1: T[b, h, n, e], v2: T[b, h, n, e]) {
-  p1 = softmax(sum(q1 * k1, d), n)
-  p2 = softmax(sum(q2 * k2, d), n)
-  out o1: f32[b, h, m, e] = sum(p1 * v1, n)
-  out o2: f32[b, h, m, e] = sum(p1 * v2, n)
-  out o3: f32[b, h, m, e] = sum(p2 * v1, n)
-  out o4: f32[b, h, m, e] = sum(p2 * v2, n)
-}
-program three(q: T[b, h, m, d], k: T[b, h, n, d], v: T[b, h, n, e], w: T[b, h, n, e]) {
+  for (const bool f32 : {false, true}) {
+    programs.push_back(testing::source_program("bench/programs/four_acc.attn", f32));
+    programs.push_back(testing::parse_typed(R"(
+program three(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: bf16[b, h, n, e]) {
   s = sum(q * k, d)
   p1 = softmax(s, n)
   p2 = softmax(where(n <= m, s, -inf), n)
@@ -451,10 +443,7 @@ program three(q: T[b, h, m, d], k: T[b, h, n, d], v: T[b, h, n, e], w: T[b, h, n
   out o2: f32[b, h, m, e] = sum(p1 * w, n)
   out o3: f32[b, h, m, e] = sum(p2 * v, n)
 }
-)";
-    for (size_t at = src.find(": T["); at != std::string::npos; at = src.find(": T[", at))
-      src.replace(at + 2, 1, type);
-    for (Program& p : parse_source(src, "t.attn")) programs.push_back(std::move(p));
+)", "three.attn", f32));
   }
   int multi = 0;  // kernels of three or four accumulators split for their registers
   int lowered_tc = 0;

@@ -106,13 +106,20 @@ const std::vector<std::string>& example_names() {
   return names;
 }
 
-Program example_program(const std::string& name, bool f32) {
-  std::string path = source_path("examples/" + name + ".attn");
-  std::string text = read_text_file(path);
+Program parse_typed(std::string text, const std::string& path, bool f32) {
   if (f32)
     for (size_t pos = 0; (pos = text.find("bf16", pos)) != std::string::npos; pos += 3)
       text.replace(pos, 4, "f32");
   return parse_source(text, path).at(0);
+}
+
+Program source_program(const std::string& relative, bool f32) {
+  const std::string path = source_path(relative);
+  return parse_typed(read_text_file(path), path, f32);
+}
+
+Program example_program(const std::string& name, bool f32) {
+  return source_program("examples/" + name + ".attn", f32);
 }
 
 void write_text_file(const std::string& path, const std::string& text) {

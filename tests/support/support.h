@@ -53,6 +53,10 @@ inline ProcessResult run_flashgen(std::vector<std::string> args, const std::stri
 const std::vector<std::string>& example_names();
 // examples/NAME.attn parsed (its first program); with `f32`, its bf16 types read as f32.
 Program example_program(const std::string& name, bool f32 = false);
+// The same for a file of the source tree (source_program("bench/programs/four_acc.attn")) and
+// for source text (its first program).
+Program source_program(const std::string& relative, bool f32 = false);
+Program parse_typed(std::string text, const std::string& path, bool f32 = false);
 
 // Extents for an example at the given row, key and head sizes: m, n, d, e as given; dims that
 // only gathers reach (document ids' t) cover m and n; every other dim is `batch`.
