@@ -20,7 +20,9 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@"; }
+# No download cache: torch and its CUDA wheels take several GB once installed, and a cached
+# copy of each would double that on a machine whose disk may be small.
+pip() { .venv/bin/python -m pip --disable-pip-version-check --no-cache-dir -q "$@"; }
 # Every pin of python/requirements-test.txt installed (a local version tag like +cu132 counts).
 pinned_ok() {
   .venv/bin/python - python/requirements-test.txt <<'PY' 2> /dev/null
