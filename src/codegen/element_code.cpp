@@ -33,6 +33,8 @@ std::string storage_ctype(DType t) {
   return "float";
 }
 
+std::string wide_storage(DType t) { return is_integer(t) ? "int64_t" : "double"; }
+
 std::vector<bool> gather_checked_positions(const Program& p, int param) {
   const std::vector<int>& dims = p.params[param].dims;
   std::vector<bool> checked(dims.size(), false);

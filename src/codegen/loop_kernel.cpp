@@ -16,11 +16,6 @@ namespace flashgen {
 
 namespace {
 
-// Outputs and intermediates the CPU kernels write, and intermediates the CUDA ones write:
-// int64 for integers (all 64 bits exact), double for everything else (run_cpu rounds outputs
-// to the declared dtype; CUDA element kernels store outputs in it: store_element).
-std::string wide_storage(DType t) { return is_integer(t) ? "int64_t" : "double"; }
-
 // The expression that stores element value `e` in a buffer of dtype `t` (CUDA outputs): the
 // declared encoding, rounded once to nearest even (fg_enc, the CUDA element prelude).
 std::string store_element(DType t, const std::string& e) {

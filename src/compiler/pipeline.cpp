@@ -15,6 +15,8 @@
 // tests/plan/plan_test.cpp.
 #include "compiler/pipeline.h"
 
+#include <cmath>
+
 #include "codegen/cpu.h"
 #include "codegen/cuda/emit_element.h"
 #include "flashgen/error.h"
@@ -92,8 +94,29 @@ Compiled compile_program(const Program& p, const CompileOptions& opt,
   // explain or a cost must not pay for passes whose result is thrown away.
   if (stop_after != "lower" && stop_after != "emit") return c;
   const bool cuda = opt.target != Target::cpu;
-  if (cuda) c.lowered = lower_cuda(c.plan, opt.target, head_extents(c.plan, opt.sizes),
-                                   smem_budget(opt));
+  if (cuda) {
+    const Extents heads = head_extents(c.plan, opt.sizes);
+    c.lowered = lower_cuda(c.plan, opt.target, heads, smem_budget(opt));
+    // Lowering's one plan-level decision (lower/split_clusters.cpp): softmax clusters whose
+    // accumulators do not fit one kernel together run as kernels of their own, where that
+    // does enough fewer products (not under --strict, which asks for one kernel).
+    const std::map<int, std::string> cuts =
+        opt.strict ? std::map<int, std::string>{} : cluster_cuts(c.plan, c.lowered);
+    if (!cuts.empty()) {
+      Plan plan = make_plan(c.rewritten, opt, cuts);
+      classify_tiles(plan);
+      LoweredCuda lowered = lower_cuda(plan, opt.target, heads, smem_budget(opt));
+      const double fused = product_cost(c.lowered), split = product_cost(lowered);
+      if (element_kernel_count(lowered) <= element_kernel_count(c.lowered) &&
+          split <= kClusterSplitPays * fused) {
+        plan.notes.push_back("kernels per softmax cluster: " + std::to_string(lround(split)) +
+                             " multiply-adds a (row, key) pair against " +
+                             std::to_string(lround(fused)) + " in one kernel (lowering)");
+        c.plan = std::move(plan);
+        c.lowered = std::move(lowered);
+      }
+    }
+  }
   if (stop_after == "lower") {
     stop("lower", cuda ? c.lowered.str(c.plan)
                        : "lowered for cpu: every kernel prints as a loop nest (the cpu skeleton "

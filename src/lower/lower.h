@@ -20,6 +20,7 @@
 // tests/lower/lower_test.cpp.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,22 @@ std::vector<ElementArray> element_arrays(const Plan& plan, const PlanKernel& k);
 // missing, or that the template does not take, takes the element path.
 LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
                        const SmemBudget& budget);
+
+// Lowering's one plan-level decision (lower/split_clusters.cpp): the epilogue values that move
+// the independent softmax clusters of a tensor-core kernel, all but its last, into kernels of
+// their own, where the kernel's value columns split because their accumulators do not fit
+// together (node -> why, for make_plan's `materialize`; empty: no such kernel).
+std::map<int, std::string> cluster_cuts(const Plan& plan, const LoweredCuda& lowered);
+// Multiply-adds per (row, key) pair of the tensor-core kernels (each value chunk computes the
+// scores again), the products by mma.sync on cuda-sm90 counted at the rate they run at against
+// wgmma's (about 360 against 790 TFLOP/s on an H200 in bf16).
+double product_cost(const LoweredCuda& lowered);
+inline constexpr double kMmaSyncRateOnSm90 = 360.0 / 790.0;
+// The clusters split where the split kernels' product_cost is at most this fraction of the one
+// kernel's: the margin pays for writing and reading the values cut (f32, per row and value
+// column) and the value tiles every cluster's kernel loads again.
+inline constexpr double kClusterSplitPays = 2.0 / 3.0;
+int element_kernel_count(const LoweredCuda& lowered);
 
 // Bytes of an element kernel's workspace per block at the call's extents (by dim id), with
 // each array's byte offset in `offsets` (16-byte aligned); -1 past 2^62.

@@ -106,14 +106,6 @@ namespace {
 // Why the tensor-core template cannot print kernel `ki`, or "" when it may try.
 std::string template_precondition(const Plan& plan, int ki, const Extents& heads) {
   const PlanKernel& k = plan.kernels[ki];
-  for (int b : k.reads)
-    if (plan.buffers[b].kind == PlanBuffer::Intermediate)
-      return "it reads the intermediate " + plan.buffers[b].name +
-             " (the tensor-core template reads parameters only)";
-  for (int b : k.writes)
-    if (plan.buffers[b].kind == PlanBuffer::Intermediate)
-      return "it writes the intermediate " + plan.buffers[b].name +
-             " (the tensor-core template writes outputs only)";
   std::string missing;
   for (int d : k.elim)
     if (!heads.count(plan.program.dims[d]))

@@ -126,13 +126,8 @@ class Lowering : public TensorCoreView {
   }
 
   void analyse() {
-    if (plan_.kernels.size() != 1)
-      fail("the plan has " + S(plan_.kernels.size()) +
-           " kernels (materialized intermediates are not supported on the CUDA backend yet)");
     if (k_.red_dim < 0) fail("it has no streamed reduction dim");
     if (k_.row_dim < 0) fail("it has no row dim");
-    for (const PlanValue& v : k_.values)
-      if (v.load_buffer >= 0) fail("it reads a materialized intermediate");
     // Scores: contractions over one eliminated dim.
     for (const PlanValue& v : k_.values) {
       if (!v.contraction) continue;
@@ -268,13 +263,29 @@ class Lowering : public TensorCoreView {
     // Outputs: over (par..., row[, value dim]).
     for (int b : k_.writes) {
       const PlanBuffer& B = plan_.buffers[b];
-      if (B.kind != PlanBuffer::Output) fail("it writes an intermediate buffer");
+      if (B.kind != PlanBuffer::Output && B.kind != PlanBuffer::Intermediate)
+        fail("it writes buffer " + B.name);
       if (B.type != DType::bf16 && B.type != DType::f16 && B.type != DType::f32)
         fail("output " + B.name + " is " + dtype_name(B.type) +
              " (bf16, f16 or f32 on the tensor-core path)");
       for (int d : B.dims)
         if (d != k_.row_dim && d != vdim_ && !is_par(d))
           fail("output " + B.name + " has dim '" + p_.dims[d] + "'");
+    }
+    // Intermediates (another kernel's values) are read where they are stored: in the
+    // epilogue (store), over the grid and the value dim.
+    for (const PlanValue& v : k_.values) {
+      if (v.load_buffer < 0) continue;
+      for (const PlanValue& u : k_.values) {
+        const std::vector<int>& args = N(u.node).args;
+        if (u.phase != Phase::Epilogue && std::find(args.begin(), args.end(), v.node) != args.end())
+          fail("it reads the intermediate " + plan_.buffers[v.load_buffer].name + " (" +
+               nt(v.node) + ") before the epilogue");
+      }
+      for (int d : plan_.buffers[v.load_buffer].dims)
+        if (d != k_.row_dim && d != vdim_ && !is_par(d))
+          fail("it reads the intermediate " + plan_.buffers[v.load_buffer].name +
+               " over dim '" + p_.dims[d] + "'");
     }
     // Gathers by plain dim indices: checked once on the host (extents), not per element.
     std::map<int, bool> direct;

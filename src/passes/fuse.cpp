@@ -306,8 +306,9 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
 
 }  // namespace
 
-Fusion fuse(const Program& p) {
+Fusion fuse(const Program& p, const std::map<int, std::string>& materialize) {
   Fusion f;
+  f.materialized = materialize;
   for (int iter = 0; iter < 1000; ++iter) {
     f.groups.clear();
     bool restart = false;

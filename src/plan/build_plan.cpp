@@ -24,12 +24,13 @@ bool is_operand(const Program& p, int id) {
 
 }  // namespace
 
-Plan make_plan(const Program& prog, const CompileOptions& opt) {
+Plan make_plan(const Program& prog, const CompileOptions& opt,
+               const std::map<int, std::string>& materialize) {
   (void)opt;
   Plan plan;
   plan.program = prog;
   const Program& p = plan.program;
-  Fusion f = fuse(p);
+  Fusion f = fuse(p, materialize);
 
   std::vector<int> param_buf(p.params.size());
   for (size_t i = 0; i < p.params.size(); ++i) {

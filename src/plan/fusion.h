@@ -29,7 +29,8 @@ struct Fusion {
   std::map<int, std::string> materialized;  // node -> why it goes through memory
 };
 
-// Decides the kernels of a canonical, online-rewritten program.
-Fusion fuse(const Program& p);
+// Decides the kernels of a canonical, online-rewritten program. `materialize`: nodes to
+// materialize from the start (node -> why), beside those fusion finds it must.
+Fusion fuse(const Program& p, const std::map<int, std::string>& materialize = {});
 
 }  // namespace flashgen

@@ -25,6 +25,7 @@
 // and mask evaluation on full ones.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -119,8 +120,10 @@ struct Plan {
 };
 
 // Builds the plan of a canonical, online-rewritten program (passes/fuse.cpp decides the
-// kernels; plan/build_plan.cpp lays out each). Tile classes are left empty.
-Plan make_plan(const Program& canonical, const CompileOptions& opt);
+// kernels; plan/build_plan.cpp lays out each). Tile classes are left empty. `materialize`:
+// nodes to materialize besides those fusion needs (node -> why; lowering's cluster split).
+Plan make_plan(const Program& canonical, const CompileOptions& opt,
+               const std::map<int, std::string>& materialize = {});
 // Fills every kernel's TileClasses (plan/tile_classes.cpp).
 void classify_tiles(Plan& plan);
 // The one-line text of a node ("sum %4 over [d] : f32[b, h, m, n]").

@@ -862,19 +862,22 @@ TEST(CudaBackend, WideValueColumnsSplitAcrossBlocksMatchTheReference) {
   struct Case { const char* name; int64_t d, e; int split90, few90; };
   struct Shape { int64_t m, n, batch; };
   for (const Case& c : {Case{"vanilla", 64, 256, 1, 2}, Case{"causal", 128, 256, 1, 2},
-                        Case{"lse", 128, 256, 1, 2}, Case{"diff_attn", 128, 256, 4, 2}}) {
+                        Case{"lse", 128, 256, 1, 2}, Case{"diff_attn", 128, 256, 1, 2}}) {
     Program p = example(c.name);
     for (const Shape& s : {Shape{333, 700, 2}, Shape{1, 3001, 2}, Shape{200, 150, 8}}) {
       const Extents ext = testing::example_extents(p, s.m, s.n, c.d, c.e, s.batch);
       SCOPED_TRACE(std::string(c.name) + " d=" + std::to_string(c.d) + " e=" +
                    std::to_string(c.e) + " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n));
       std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
-      ASSERT_EQ(L->kernels.at(0).low.path, LoweredKernel::Path::tensor_core);
-      const Sm80Launch& la = L->kernels.at(0).low.tensor_core.launch;
-      if (hopper && L->kernels.at(0).low.tensor_core.target == Target::cuda_sm90) {
-        EXPECT_TRUE(la.wgmma) << la.products_why;
-        EXPECT_EQ(la.value_split, c.split90);
-        EXPECT_EQ(la.few_value_split, c.few90);
+      // (diff_attn on Hopper: a kernel per softmax group, tests below)
+      for (const CudaLoadedKernel& k : L->kernels) {
+        ASSERT_EQ(k.low.path, LoweredKernel::Path::tensor_core) << k.low.why;
+        const Sm80Launch& la = k.low.tensor_core.launch;
+        if (hopper && k.low.tensor_core.target == Target::cuda_sm90) {
+          EXPECT_TRUE(la.wgmma) << la.products_why;
+          EXPECT_EQ(la.value_split, c.split90);
+          EXPECT_EQ(la.few_value_split, c.few90);
+        }
       }
       check_example(p, ext, 41 + s.m);
     }
@@ -899,6 +902,46 @@ TEST(CudaBackend, SeveralAccumulatorsInTheFewRowsKernelMatchTheReference) {
           << L->kernels.at(0).low.why;
       EXPECT_EQ(L->kernels.at(0).low.tensor_core.launch.few_value_split, 2);
       check_example(p, ext, 71 + m);
+    }
+  }
+}
+
+// Softmax clusters in kernels of their own (lower/split_clusters.cpp), on the cuda-sm90 target
+// (compiled for the running GPU: sm_90a on the H200, sm_80 code of the same plan elsewhere):
+// diff_attn at e = 2d (the first group's p1.v normalized through an intermediate the second
+// kernel reads in its epilogue) and four_acc at d = 64, e = 256 (the first group's two outputs
+// through intermediates the second kernel stores); prefill, decode with split key loops,
+// short key loops (the walking grid), bf16 and f32 operands.
+TEST(CudaBackend, SoftmaxClustersInKernelsOfTheirOwnMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  struct Case { const char* file; int64_t d, e; size_t tmps; };
+  for (const Case& c : {Case{"examples/diff_attn.attn", 128, 128, 1},
+                        Case{"examples/diff_attn.attn", 64, 256, 1},
+                        Case{"bench/programs/four_acc.attn", 64, 256, 2}}) {
+    for (const bool f32 : {false, true}) {
+      Program p = testing::source_program(c.file, f32);
+      for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{
+               {1, 3001}, {5, 2000}, {333, 700}, {200, 150}}) {
+        Extents ext = testing::example_extents(p, m, n, c.d, c.e, 2);
+        const std::string at = std::string(c.file) + (f32 ? " f32" : " bf16") + " d=" +
+                               std::to_string(c.d) + " e=" + std::to_string(c.e) + " m=" +
+                               std::to_string(m) + " n=" + std::to_string(n);
+        SCOPED_TRACE(at);
+        // the plan is the cuda-sm90 target's on every GPU (the split is a plan decision)
+        CompileOptions opt;
+        opt.target = Target::cuda_sm90;
+        opt.sizes = ext;
+        const Compiled planned = compile_program(p, opt, "lower");
+        ASSERT_EQ(planned.plan.kernels.size(), 2u);
+        EXPECT_EQ(planned.plan.materialized().size(), c.tmps);
+        std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
+        if (L->kernels.at(0).low.tensor_core.target == Target::cuda_sm90) {  // (not forced sm80)
+          ASSERT_EQ(L->kernels.size(), 2u);
+          for (const CudaLoadedKernel& k : L->kernels)
+            EXPECT_EQ(k.low.path, LoweredKernel::Path::tensor_core) << k.low.why;
+        }
+        check_example(p, ext, 97 + m);
+      }
     }
   }
 }

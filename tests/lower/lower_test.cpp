@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <map>
+#include <tuple>
 #include <set>
 
 #include "compiler/cuda_call.h"
@@ -20,6 +22,15 @@ Compiled lowered(const Program& p, Target t, const Extents& sizes) {
   CompileOptions o;
   o.target = t;
   o.sizes = sizes;
+  return compile_program(p, o, "lower");
+}
+// The same in one kernel: --strict keeps softmax clusters together (lower/split_clusters.cpp),
+// for the tests of the one-kernel rules (value splits, products) on programs of several groups.
+Compiled fused(const Program& p, Target t, const Extents& sizes) {
+  CompileOptions o;
+  o.target = t;
+  o.sizes = sizes;
+  o.strict = true;
   return compile_program(p, o, "lower");
 }
 
@@ -268,7 +279,7 @@ TEST(Lower, HopperSaysWhyProductsStayOnMmaSync) {
                         Case{"diff_attn", 64, 256, false},
                         Case{"vanilla", 96, 96, false}, Case{"evoformer_row", 32, 32, false}}) {
     const Extents sizes = {{"d", t.d}, {"e", t.e}};
-    Compiled c = lowered(testing::example_program(t.name), Target::cuda_sm90, sizes);
+    Compiled c = fused(testing::example_program(t.name), Target::cuda_sm90, sizes);
     const LoweredKernel& k = c.lowered.kernels.at(0);
     ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << t.name << ": " << k.why;
     const Sm80Launch& la = k.tensor_core.launch;
@@ -277,13 +288,14 @@ TEST(Lower, HopperSaysWhyProductsStayOnMmaSync) {
     EXPECT_EQ(la.products_why.empty(), t.wgmma) << at << ": " << la.products_why;
     CompileOptions opt;
     opt.target = Target::cuda_sm90;
+    opt.strict = true;
     opt.sizes = sizes;
     const nlohmann::json j =
         nlohmann::json::parse(explain_json(testing::example_program(t.name), opt));
     const nlohmann::json& cj = j.at("kernels").at(0).at("cuda");
     EXPECT_EQ(cj.at("products").get<std::string>(), t.wgmma ? "wgmma" : "mma.sync") << at;
     EXPECT_EQ(cj.contains("products_why"), !t.wgmma) << at;
-    Compiled c80 = lowered(testing::example_program(t.name), Target::cuda_sm80, sizes);
+    Compiled c80 = fused(testing::example_program(t.name), Target::cuda_sm80, sizes);
     EXPECT_TRUE(c80.lowered.kernels.at(0).tensor_core.launch.products_why.empty()) << at;
   }
   // operands in bf16 pieces (f32 q, k, v)
@@ -292,7 +304,7 @@ program f32attn(q: f32[h, m, d], k: f32[h, n, d], v: f32[h, n, e]) {
   out o: f32[h, m, e] = sum(softmax(sum(q * k, d), n) * v, n)
 }
 )", "t.attn").at(0);
-  Compiled c = lowered(p, Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+  Compiled c = fused(p, Target::cuda_sm90, {{"d", 64}, {"e", 64}});
   const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
   EXPECT_GT(la.pieces, 1);
   EXPECT_FALSE(la.wgmma);
@@ -340,7 +352,7 @@ program linear(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
     const std::string at = std::string(t.name) + " d=" + std::to_string(t.d) +
                            " e=" + std::to_string(t.e);
     const Program& p = programs.at(t.name);
-    Compiled c = lowered(p, Target::cuda_sm90, sizes);
+    Compiled c = fused(p, Target::cuda_sm90, sizes);
     const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
     EXPECT_EQ(la.wgmma, t.wgmma) << at << ": " << la.products_why;
     EXPECT_EQ(la.value_split, t.split90) << at;
@@ -356,11 +368,11 @@ program linear(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
     if (!t.wgmma)
       EXPECT_NE(la.products_why.find("the 4 softmax exponentials a (row, key) pair"),
                 std::string::npos) << at << ": " << la.products_why;
-    Compiled c80 = lowered(p, Target::cuda_sm80, sizes);
+    Compiled c80 = fused(p, Target::cuda_sm80, sizes);
     EXPECT_EQ(c80.lowered.kernels.at(0).tensor_core.launch.value_split, t.split80) << at;
   }
   // Growth stops at 1.5x mma.sync's multiply-adds a pair, and the reason says so.
-  Compiled wide = lowered(testing::example_program("diff_attn"), Target::cuda_sm90,
+  Compiled wide = fused(testing::example_program("diff_attn"), Target::cuda_sm90,
                           {{"d", 256}, {"e", 128}});
   const Sm80Launch& lw = wide.lowered.kernels.at(0).tensor_core.launch;
   EXPECT_FALSE(lw.wgmma);
@@ -369,10 +381,10 @@ program linear(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
             std::string::npos) << lw.products_why;
   // A padded value dim (250 columns in tiles of 256) is not split: its chunks would differ.
   // One accumulator fits in one chunk; diff_attn's two do not.
-  Compiled padded1 = lowered(testing::example_program("vanilla"), Target::cuda_sm90,
+  Compiled padded1 = fused(testing::example_program("vanilla"), Target::cuda_sm90,
                              {{"d", 64}, {"e", 250}});
   EXPECT_TRUE(padded1.lowered.kernels.at(0).tensor_core.launch.wgmma);
-  Compiled padded = lowered(testing::example_program("diff_attn"), Target::cuda_sm90,
+  Compiled padded = fused(testing::example_program("diff_attn"), Target::cuda_sm90,
                             {{"d", 128}, {"e", 250}});
   const Sm80Launch& lp = padded.lowered.kernels.at(0).tensor_core.launch;
   EXPECT_FALSE(lp.wgmma);
@@ -390,11 +402,12 @@ TEST(Lower, WhyTheValueSplitAndTheProductsReachEveryTextForm) {
     const Extents sizes = {{"d", d}, {"e", 128}};
     const std::string name = "diff_attn d=" + std::to_string(d);
     Program p = testing::example_program("diff_attn");
-    Compiled c = lowered(p, Target::cuda_sm90, sizes);
+    Compiled c = fused(p, Target::cuda_sm90, sizes);
     const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
     ASSERT_EQ(la.wgmma, wgmma) << name;
     CompileOptions o;
     o.target = Target::cuda_sm90;
+    o.strict = true;
     o.sizes = sizes;
     const std::string text = explain(p, o);
     const nlohmann::json j = nlohmann::json::parse(explain_json(p, o))["kernels"][0]["cuda"];
@@ -454,7 +467,7 @@ program three(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: 
                {32, 64}, {32, 128}, {32, 192}, {32, 256}, {32, 250}, {128, 128}, {128, 256}}) {
         Extents sizes = {{"d", d}, {"e", e}};
         if (p.name.rfind("evoformer", 0) == 0) sizes = {{"d", e}};  // (its value dim is d)
-        Compiled c = lowered(p, target, sizes);
+        Compiled c = fused(p, target, sizes);
         const std::string at = p.name + " d=" + std::to_string(d) + " e=" + std::to_string(e) +
                                " " + target_name(target);
         // (f32 operands at e = 250: the full kernel's tiles do not fit; the element path)
@@ -500,7 +513,7 @@ program three(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: 
   // diff_attn d128/e128 on Hopper: wgmma in two chunks of 64 (its arrays fit only there), the
   // few-rows kernel in one of 128 (mma.sync: two accumulators of 64 registers each)
   {
-    Compiled c = lowered(testing::example_program("diff_attn"), Target::cuda_sm90,
+    Compiled c = fused(testing::example_program("diff_attn"), Target::cuda_sm90,
                          {{"d", 128}, {"e", 128}});
     const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
     EXPECT_TRUE(la.wgmma);
@@ -512,7 +525,7 @@ program three(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: 
   // vanilla d64/e256 on Hopper: wgmma in one chunk; the few-rows kernel in 2 of 128 columns
   Program p = testing::example_program("vanilla");
   const Extents sizes = {{"d", 64}, {"e", 256}};
-  Compiled c = lowered(p, Target::cuda_sm90, sizes);
+  Compiled c = fused(p, Target::cuda_sm90, sizes);
   const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
   ASSERT_TRUE(la.wgmma);
   EXPECT_EQ(la.value_split, 1);
@@ -526,6 +539,7 @@ program three(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: 
             "one warp holds at most 128 value columns an accumulator, not 256");
   CompileOptions o;
   o.target = Target::cuda_sm90;
+  o.strict = true;
   o.sizes = sizes;
   const nlohmann::json j = nlohmann::json::parse(explain_json(p, o))["kernels"][0]["cuda"];
   EXPECT_EQ(j["value_split"], 1);
@@ -1237,19 +1251,104 @@ program rows(x: f32[b, m]) {
   EXPECT_EQ(r.lowered.kernels[0].element.threads, 64);
 }
 
-TEST(Lower, KernelsThatPassIntermediatesTakeTheElementPath) {
-  Program p = parse_source(R"(
-program two_pass(q: bf16[b, m, d], k: bf16[b, n, d], v: bf16[b, n, e]) {
-  s = sum(q * k, d)
-  c = sum(softmax(s, n), m)
-  out o: bf16[b, m, e] = sum(softmax(s, n) * v / (1.0 + c), n)
+// Kernels pass values through intermediates: a tensor-core kernel writes one and reads one in
+// its epilogue (a cluster split), but one read inside the key loop puts the kernel on the
+// element path, saying so.
+TEST(Lower, IntermediatesReadInTheKeyLoopTakeTheElementPath) {
+  Program p = testing::example_program("diff_attn");
+  CompileOptions o;
+  o.target = Target::cuda_sm90;
+  o.sizes = {{"d", 64}, {"e", 64}};
+  const Compiled c = compile_program(p, o, "lower");
+  // %10: q1.k1 / sqrt(d), a value over (row, key), materialized
+  int scaled = -1;
+  for (const PlanValue& v : c.plan.kernels.at(0).values)
+    if (c.plan.program.nodes[v.node].op == Op::Div && scaled < 0) scaled = v.node;
+  ASSERT_GE(scaled, 0);
+  Plan plan = make_plan(c.rewritten, o, {{scaled, "for the test"}});
+  classify_tiles(plan);
+  ASSERT_EQ(plan.kernels.size(), 2u);
+  const LoweredCuda low = lower_cuda(plan, o.target, o.sizes, smem_budget(o));
+  EXPECT_EQ(low.kernels.at(0).path, LoweredKernel::Path::element);  // no key loop
+  EXPECT_EQ(low.kernels.at(1).path, LoweredKernel::Path::element);
+  const std::string id = "%" + std::to_string(scaled);
+  EXPECT_NE(low.kernels.at(1).why.find("it reads the intermediate tmp0 (" + id + " (" + id +
+                                       " = div"),
+            std::string::npos)
+      << low.kernels.at(1).why;
+  EXPECT_NE(low.kernels.at(1).why.find(") before the epilogue"), std::string::npos)
+      << low.kernels.at(1).why;
 }
-)", "two.attn").at(0);
-  Compiled c = lowered(p, Target::cuda_sm90, {{"d", 64}, {"e", 64}});
-  ASSERT_GT(c.lowered.kernels.size(), 1u);
+
+// split_clusters: diff_attn's two softmax groups at e = 2d = 256 need a value split of 4 in
+// one kernel (1536 multiply-adds a (row, key) pair); apart, each group's kernel holds its
+// accumulator in one chunk (768 in all), the first writing p1.v normalized (tmp0) and the
+// second reading it in its epilogue. Where the one kernel needs no value split it stays one
+// kernel, and --strict keeps it one.
+TEST(Lower, ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn) {
+  const Program p = testing::example_program("diff_attn");
+  const Extents wide = {{"d", 128}, {"e", 256}};
+  const Compiled one = fused(p, Target::cuda_sm90, wide);
+  ASSERT_EQ(one.lowered.kernels.size(), 1u);
+  EXPECT_EQ(one.lowered.kernels[0].tensor_core.launch.value_split, 4);
+  EXPECT_EQ(product_cost(one.lowered), 4 * 2 * 128 + 2 * 256);
+  const std::map<int, std::string> cuts = cluster_cuts(one.plan, one.lowered);
+  ASSERT_EQ(cuts.size(), 1u);
+  const Node& cut = one.plan.program.nodes[cuts.begin()->first];
+  EXPECT_EQ(cut.op, Op::DivOrZero);  // p1.v over its row sum
+  const Compiled c = lowered(p, Target::cuda_sm90, wide);
+  ASSERT_EQ(c.plan.kernels.size(), 2u);
+  ASSERT_EQ(c.plan.materialized().size(), 1u);
+  const PlanBuffer& tmp = c.plan.buffers[c.plan.materialized()[0]];
+  EXPECT_EQ(tmp.node, cuts.begin()->first);
+  EXPECT_EQ(tmp.reason, cuts.begin()->second);
+  EXPECT_NE(tmp.reason.find("run apart from group %"), std::string::npos) << tmp.reason;
+  EXPECT_NE(tmp.reason.find("split in 4 chunks of 64"), std::string::npos) << tmp.reason;
+  EXPECT_EQ(c.plan.writes(0), std::vector<std::string>{tmp.name});
+  const std::vector<std::string> reads = c.plan.reads(1);
+  EXPECT_NE(std::find(reads.begin(), reads.end(), tmp.name), reads.end());
+  EXPECT_EQ(c.plan.writes(1), std::vector<std::string>{"o"});
   for (const LoweredKernel& k : c.lowered.kernels) {
-    EXPECT_EQ(k.path, LoweredKernel::Path::element);
-    EXPECT_NE(k.why.find("intermediate tmp"), std::string::npos) << k.why;
+    ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
+    const TensorCoreKernel& tc = k.tensor_core;
+    EXPECT_EQ(tc.scores.size(), 1u);
+    EXPECT_EQ(tc.groups.size(), 1u);
+    EXPECT_EQ(tc.pv.size(), 1u);
+    EXPECT_TRUE(tc.launch.wgmma);
+    EXPECT_EQ(tc.launch.value_split, 1);
+  }
+  EXPECT_EQ(product_cost(c.lowered), 2 * (128 + 256));
+  // the text forms: explain names the intermediate and why, the lower dump both kernels
+  CompileOptions o;
+  o.target = Target::cuda_sm90;
+  o.sizes = wide;
+  const nlohmann::json j = nlohmann::json::parse(explain_json(p, o));
+  ASSERT_EQ(j.at("kernels").size(), 2u);
+  EXPECT_EQ(j.at("kernels")[1].at("cuda").at("products"), "wgmma");
+  const std::string text = explain(p, o);
+  EXPECT_NE(text.find(tmp.reason), std::string::npos) << text;
+  // no value split in one kernel: it stays one (at d = 64 on mma.sync; on an A100 at every
+  // size here, where one kernel splits in 2 and the split kernels' 768 are not 2/3 of its 1024)
+  for (const auto& [t, d, e] : {std::tuple{Target::cuda_sm90, 64, 128},
+                                std::tuple{Target::cuda_sm80, 64, 128},
+                                std::tuple{Target::cuda_sm80, 128, 256}}) {
+    const Compiled k = lowered(p, t, {{"d", d}, {"e", e}});
+    EXPECT_EQ(k.plan.kernels.size(), 1u) << target_name(t) << " d=" << d;
+  }
+  // --strict: one kernel
+  CompileOptions strict = o;
+  strict.strict = true;
+  EXPECT_EQ(compile_program(p, strict, "lower").plan.kernels.size(), 1u);
+  // four accumulators, two of each group, every one an output: the first group's outputs are
+  // its kernel's (written to intermediates the second kernel stores), at d = 64, e = 256
+  const Program four = testing::source_program("bench/programs/four_acc.attn");
+  const Compiled f = lowered(four, Target::cuda_sm90, {{"d", 64}, {"e", 256}});
+  ASSERT_EQ(f.plan.kernels.size(), 2u);
+  EXPECT_EQ(f.plan.materialized().size(), 2u);
+  for (const LoweredKernel& k : f.lowered.kernels) {
+    ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
+    EXPECT_EQ(k.tensor_core.groups.size(), 1u);
+    EXPECT_EQ(k.tensor_core.pv.size(), 2u);
   }
 }
 

@@ -158,7 +158,16 @@ class Printer : public TensorCoreView {
       for (const auto& e : idx) a += ", " + e;
       return "G" + S(buffer_of_param(param)) + "(ctx" + a + ")";
     };
-    c.load = [this](int, int node) -> std::string { fail("load of " + nt(node)); };
+    // Intermediates (a cluster split's values: lower/split_clusters.cpp) are read in the
+    // epilogue only, at the row and value column being stored.
+    c.load = [this, c](int b, int node) -> std::string {
+      const PlanBuffer& B = plan_.buffers[b];
+      std::string off = "0";
+      (void)node;
+      for (size_t i = 0; i < B.dims.size(); ++i)
+        off += " + " + c.index(B.dims[i]) + " * ctx.s" + S(b) + "_" + S(i);
+      return "((" + em_.ctype(B.type) + ")ctx.B" + S(b) + "[" + off + "])";
+    };
     return c;
   }
 
@@ -290,6 +299,7 @@ class Printer : public TensorCoreView {
     if (b < static_cast<int>(plan_.buffers.size())) {
       const PlanBuffer& B = plan_.buffers[b];
       const bool in = B.kind == PlanBuffer::Input;
+      if (B.kind == PlanBuffer::Intermediate) return {wide_storage(B.type), B.name, B.dims.size()};
       return {(in ? "const " : "") + storage_ctype(B.type), B.name, B.dims.size()};
     }
     for (const Sm80Launch::SplitOperand& o : launch_.split)
