@@ -280,6 +280,10 @@ std::string explain(const Program& prog, const CompileOptions& opt) {
   os << (plan.materialized().empty() ? ", nothing materialized\n"
                                      : ", " + std::to_string(plan.materialized().size()) +
                                            " intermediate(s) materialized\n");
+  if (c.lowered.split_cost > 0)
+    os << "a kernel per softmax cluster: " << c.lowered.split_cost
+       << " multiply-adds a (row, key) pair against " << c.lowered.fused_cost
+       << " in one kernel (mma.sync counted at its rate against wgmma's)\n";
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const PlanKernel& k = plan.kernels[i];
     os << "\nkernel " << i << " (" << k.name << ")\n";
@@ -366,6 +370,9 @@ std::string explain_json(const Program& prog, const CompileOptions& opt) {
     if (opt.target != Target::cpu) kj["cuda"] = cuda_json(cuda_shape(plan, c.lowered.kernels[i], opt.sizes));
     j["kernels"].push_back(kj);
   }
+  if (c.lowered.split_cost > 0)
+    j["cluster_split"] = {{"fused_cost", c.lowered.fused_cost},
+                          {"split_cost", c.lowered.split_cost}};
   j["materialized"] = nlohmann::json::array();
   for (int b : plan.materialized()) {
     nlohmann::json m;

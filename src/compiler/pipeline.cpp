@@ -4,7 +4,10 @@
 //   online_rewrite  passes/online_rewrite.cpp
 //   fuse            passes/fuse.cpp + plan/build_plan.cpp (kernels, grid, eliminated dims)
 //   classify_tiles  plan/tile_classes.cpp (block sparsity from mask expressions)
-//   lower           lower/lower_cuda.cpp (CUDA targets: each kernel's path, launch, workspace)
+//   lower           lower/lower_cuda.cpp (CUDA targets: each kernel's path, launch, workspace);
+//                   lower/split_clusters.cpp (softmax clusters whose accumulators do not fit
+//                   one kernel: fuse and lower again with their cuts materialized, kept when
+//                   the kernels per cluster do enough fewer products)
 //   emit            codegen/ (cpu: codegen/cpu.cpp; cuda: codegen/cuda/emit_element.cpp, which
 //                   prints tensor-core kernels by codegen/cuda/emit_sm80.cpp)
 //
@@ -14,8 +17,6 @@
 // Tests: tests/passes/passes_test.cpp (the stage dumps, against tests/passes/golden/),
 // tests/plan/plan_test.cpp.
 #include "compiler/pipeline.h"
-
-#include <cmath>
 
 #include "codegen/cpu.h"
 #include "codegen/cuda/emit_element.h"
@@ -106,12 +107,9 @@ Compiled compile_program(const Program& p, const CompileOptions& opt,
       Plan plan = make_plan(c.rewritten, opt, cuts);
       classify_tiles(plan);
       LoweredCuda lowered = lower_cuda(plan, opt.target, heads, smem_budget(opt));
-      const double fused = product_cost(c.lowered), split = product_cost(lowered);
-      if (element_kernel_count(lowered) <= element_kernel_count(c.lowered) &&
-          split <= kClusterSplitPays * fused) {
-        plan.notes.push_back("kernels per softmax cluster: " + std::to_string(lround(split)) +
-                             " multiply-adds a (row, key) pair against " +
-                             std::to_string(lround(fused)) + " in one kernel (lowering)");
+      if (cluster_split_pays(c.lowered, lowered)) {
+        lowered.fused_cost = product_cost(c.lowered);
+        lowered.split_cost = product_cost(lowered);
         c.plan = std::move(plan);
         c.lowered = std::move(lowered);
       }
@@ -152,7 +150,8 @@ std::string dump_after(const Program& p, const std::string& stage, const Compile
 int kernel_count(const Program& p, const CompileOptions& opt) {
   CompileOptions o = opt;
   o.strict = false;
-  return compile_program(p, o).plan.kernel_count();
+  // (CUDA targets: after lowering, which may run a kernel per softmax cluster)
+  return compile_program(p, o, o.target == Target::cpu ? "" : "lower").plan.kernel_count();
 }
 
 std::string emit_source(const Program& p, const CompileOptions& opt) {

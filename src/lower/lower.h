@@ -68,6 +68,10 @@ const char* path_name(LoweredKernel::Path p);
 struct LoweredCuda {
   Target target = Target::cuda_sm80;
   std::vector<LoweredKernel> kernels;  // one per plan kernel, in plan order
+  // Where the plan runs a kernel per softmax cluster (lower/split_clusters.cpp; compile_program
+  // planned it): the product_cost of the one kernel and of the kernels per cluster (0, 0: not
+  // split).
+  double fused_cost = 0, split_cost = 0;
   std::string str(const Plan& plan) const;
 };
 
@@ -95,7 +99,9 @@ inline constexpr double kMmaSyncRateOnSm90 = 360.0 / 790.0;
 // kernel's: the margin pays for writing and reading the values cut (f32, per row and value
 // column) and the value tiles every cluster's kernel loads again.
 inline constexpr double kClusterSplitPays = 2.0 / 3.0;
-int element_kernel_count(const LoweredCuda& lowered);
+// Whether the lowering of the plan with kernels per cluster (`split`) replaces the one-kernel
+// lowering (`fused`): no kernel more on the element path, and product costs within that bound.
+bool cluster_split_pays(const LoweredCuda& fused, const LoweredCuda& split);
 
 // Bytes of an element kernel's workspace per block at the call's extents (by dim id), with
 // each array's byte offset in `offsets` (16-byte aligned); -1 past 2^62.

@@ -196,6 +196,10 @@ std::string LoweredCuda::str(const Plan& plan) const {
   const Program& p = plan.program;
   std::ostringstream os;
   os << "lowered for " << target_name(target) << "\n";
+  if (split_cost > 0)
+    os << "kernels per softmax cluster: " << split_cost
+       << " multiply-adds a (row, key) pair (product_cost) against " << fused_cost
+       << " in one kernel\n";
   auto dims_text = [&](const std::vector<int>& ds) {
     std::string s;
     for (int d : ds) s += (s.empty() ? "" : " * ") + p.dims[d];

@@ -7,7 +7,8 @@
 // of the kernel (diff_attn: p1·v, normalized); materialized, they make fusion put that cluster
 // in a kernel of its own, which writes them, and leave the last cluster's kernel to read them in
 // its epilogue. compile_program (compiler/pipeline.cpp) plans and lowers the program again with
-// them and keeps whichever lowering does fewer products (product_cost).
+// them and keeps the kernels per cluster where cluster_split_pays (their product_cost at most
+// kClusterSplitPays of the one kernel's, no kernel more on the element path).
 // Preconditions: a lowered plan (lower_cuda). Test: tests/lower/lower_test.cpp
 // (Lower.ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn), on the GPU
 // tests/gpu/cuda_examples_test.cpp (every example, diff_attn at e = 2d among them).
@@ -139,11 +140,15 @@ double product_cost(const LoweredCuda& lowered) {
   return cost;
 }
 
-int element_kernel_count(const LoweredCuda& lowered) {
-  return static_cast<int>(
-      std::count_if(lowered.kernels.begin(), lowered.kernels.end(), [](const LoweredKernel& k) {
-        return k.path == LoweredKernel::Path::element;
-      }));
+bool cluster_split_pays(const LoweredCuda& fused, const LoweredCuda& split) {
+  auto elements = [](const LoweredCuda& l) {
+    return std::count_if(l.kernels.begin(), l.kernels.end(), [](const LoweredKernel& k) {
+      return k.path == LoweredKernel::Path::element;
+    });
+  };
+  // (a relative tolerance: the bound may hold with equality, as at diff_attn d = e = 128)
+  return elements(split) <= elements(fused) &&
+         product_cost(split) <= kClusterSplitPays * product_cost(fused) * (1 + 1e-9);
 }
 
 }  // namespace flashgen

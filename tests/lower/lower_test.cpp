@@ -1318,6 +1318,9 @@ TEST(Lower, ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn) {
     EXPECT_EQ(tc.launch.value_split, 1);
   }
   EXPECT_EQ(product_cost(c.lowered), 2 * (128 + 256));
+  EXPECT_EQ(c.lowered.split_cost, 2 * (128 + 256));
+  EXPECT_EQ(c.lowered.fused_cost, 4 * 2 * 128 + 2 * 256);
+  EXPECT_EQ(one.lowered.split_cost, 0);
   // the text forms: explain names the intermediate and why, the lower dump both kernels
   CompileOptions o;
   o.target = Target::cuda_sm90;
@@ -1325,6 +1328,12 @@ TEST(Lower, ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn) {
   const nlohmann::json j = nlohmann::json::parse(explain_json(p, o));
   ASSERT_EQ(j.at("kernels").size(), 2u);
   EXPECT_EQ(j.at("kernels")[1].at("cuda").at("products"), "wgmma");
+  EXPECT_EQ(j.at("cluster_split").at("split_cost"), 768);
+  EXPECT_EQ(j.at("cluster_split").at("fused_cost"), 1536);
+  EXPECT_NE(c.lowered.str(c.plan).find("kernels per softmax cluster: 768 multiply-adds a (row, "
+                                       "key) pair (product_cost) against 1536 in one kernel"),
+            std::string::npos);
+  EXPECT_EQ(kernel_count(p, o), 2);
   const std::string text = explain(p, o);
   EXPECT_NE(text.find(tmp.reason), std::string::npos) << text;
   // no value split in one kernel: it stays one (at d = 64 on mma.sync; on an A100 at every
