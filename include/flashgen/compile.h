@@ -31,6 +31,9 @@ struct CompileOptions {
   // default device, an A100 for cuda-sm80 and an H100/H200 for cuda-sm90); run_cuda passes
   // the running GPU's.
   int smem_per_sm = 0, smem_per_block = 0;
+  // CUDA targets: lowering may run a kernel per softmax cluster (docs/design.md); false keeps
+  // one kernel (the runtime's choice for decode calls where that reads less).
+  bool cluster_split = true;
 };
 
 // The names of the pipeline's stages, in order (valid values of --dump-after).

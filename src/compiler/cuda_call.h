@@ -83,6 +83,11 @@ struct CudaLoaded {
   bool from_disk_cache = false;  // every kernel came from the disk cache
   CudaBuild build = CudaBuild::plain;
   bool checks_gathers = false;  // every gather checked per element (FG_CHECK_GATHERS)
+  // The lowering's kernels per softmax cluster (zero: not split), and whether this is the
+  // program's one-kernel build (CompileOptions::cluster_split false), which decode calls run
+  // where it reads less (decode_runs_one_kernel).
+  LoweredCuda::ClusterSplit cluster_split;
+  bool one_kernel = false;
 };
 
 // The kernels of program `p` at the head extents in `ext`, compiled once per process and build;
@@ -92,10 +97,13 @@ std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext
                                             CudaBuild build = CudaBuild::plain,
                                             bool* from_process_cache = nullptr);
 
-// The kernels for a call at extents `ext`: L, or L's build with every gather checked when the
-// call fails one of the range conditions of L's kernels (cuda_load does the same).
+// The kernels for a call at extents `ext`: L; or the program's one-kernel build, for a decode
+// call where L runs a kernel per softmax cluster and one kernel reads less
+// (decode_runs_one_kernel); and of those, the build with every gather checked when the call
+// fails one of the range conditions of its kernels. cuda_load does the same.
 std::shared_ptr<const CudaLoaded> cuda_load_for_call(std::shared_ptr<const CudaLoaded> L,
-                                                     const Program& p, const Extents& ext);
+                                                     const Program& p, const Extents& ext,
+                                                     bool* from_process_cache = nullptr);
 
 // compile_cuda_cubin for a given build (CI compiles every build of every example).
 std::vector<std::string> cuda_compile_build(const Program& p, Target target,

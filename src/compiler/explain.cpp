@@ -280,10 +280,16 @@ std::string explain(const Program& prog, const CompileOptions& opt) {
   os << (plan.materialized().empty() ? ", nothing materialized\n"
                                      : ", " + std::to_string(plan.materialized().size()) +
                                            " intermediate(s) materialized\n");
-  if (c.lowered.split_cost > 0)
-    os << "a kernel per softmax cluster: " << c.lowered.split_cost
-       << " multiply-adds a (row, key) pair against " << c.lowered.fused_cost
-       << " in one kernel (mma.sync counted at its rate against wgmma's)\n";
+  if (c.lowered.cluster_split.split_cost > 0)
+    os << "a kernel per softmax cluster: " << c.lowered.cluster_split.split_cost
+       << " multiply-adds a (row, key) pair against " << c.lowered.cluster_split.fused_cost
+       << " in one kernel (mma.sync counted at its rate against wgmma's); calls of at most "
+       << KeySplit::kFewRows << " rows "
+       << (decode_runs_one_kernel(c.lowered.cluster_split, 1)
+               ? "run the one kernel (it reads "
+               : "run them too (the one kernel would read ")
+       << c.lowered.cluster_split.fused_few_reads << " K and V elements a key, they "
+       << c.lowered.cluster_split.split_few_reads << ")\n";
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const PlanKernel& k = plan.kernels[i];
     os << "\nkernel " << i << " (" << k.name << ")\n";
@@ -370,9 +376,13 @@ std::string explain_json(const Program& prog, const CompileOptions& opt) {
     if (opt.target != Target::cpu) kj["cuda"] = cuda_json(cuda_shape(plan, c.lowered.kernels[i], opt.sizes));
     j["kernels"].push_back(kj);
   }
-  if (c.lowered.split_cost > 0)
-    j["cluster_split"] = {{"fused_cost", c.lowered.fused_cost},
-                          {"split_cost", c.lowered.split_cost}};
+  if (c.lowered.cluster_split.split_cost > 0)
+    j["cluster_split"] = {{"fused_cost", c.lowered.cluster_split.fused_cost},
+                          {"split_cost", c.lowered.cluster_split.split_cost},
+                          {"fused_few_reads", c.lowered.cluster_split.fused_few_reads},
+                          {"split_few_reads", c.lowered.cluster_split.split_few_reads},
+                          {"decode_runs_one_kernel",
+                           decode_runs_one_kernel(c.lowered.cluster_split, 1)}};
   j["materialized"] = nlohmann::json::array();
   for (int b : plan.materialized()) {
     nlohmann::json m;

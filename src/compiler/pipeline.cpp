@@ -101,15 +101,21 @@ Compiled compile_program(const Program& p, const CompileOptions& opt,
     // Lowering's one plan-level decision (lower/split_clusters.cpp): softmax clusters whose
     // accumulators do not fit one kernel together run as kernels of their own, where that
     // does enough fewer products (not under --strict, which asks for one kernel).
-    const std::map<int, std::string> cuts =
-        opt.strict ? std::map<int, std::string>{} : cluster_cuts(c.plan, c.lowered);
+    const std::map<int, std::string> cuts = opt.strict || !opt.cluster_split
+                                                ? std::map<int, std::string>{}
+                                                : cluster_cuts(c.plan, c.lowered);
     if (!cuts.empty()) {
       Plan plan = make_plan(c.rewritten, opt, cuts);
       classify_tiles(plan);
       LoweredCuda lowered = lower_cuda(plan, opt.target, heads, smem_budget(opt));
       if (cluster_split_pays(c.lowered, lowered)) {
-        lowered.fused_cost = product_cost(c.lowered);
-        lowered.split_cost = product_cost(lowered);
+        // (the row dim of the last cluster's kernel, which reads the cuts)
+        int row_dim = -1;
+        for (const LoweredKernel& lk : lowered.kernels)
+          if (lk.path == LoweredKernel::Path::tensor_core)
+            row_dim = plan.kernels[lk.plan_kernel].row_dim;
+        lowered.cluster_split = {product_cost(c.lowered), product_cost(lowered),
+                                 few_key_reads(c.lowered), few_key_reads(lowered), row_dim};
         c.plan = std::move(plan);
         c.lowered = std::move(lowered);
       }

@@ -105,19 +105,21 @@ bool range_conditions_hold(const CudaLoaded& L, const Program& p, const Extents&
 
 std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extents& ext,
                                                   CudaBuild build, bool check_gathers,
-                                                  bool* from_process_cache) {
+                                                  bool* from_process_cache,
+                                                  bool one_kernel = false) {
   static std::map<std::string, std::shared_ptr<const CudaLoaded>> cache;
   const auto t0 = std::chrono::steady_clock::now();
   const std::string arch = cuda_device_arch();
   const Extents heads = head_extents(cuda_plan(p, Target::cuda_sm80, {}), ext);
   CompileOptions opt = cuda_options(heads);
+  opt.cluster_split = !one_kernel;
   std::string key = p.str() + "\n" + arch + " " + target_name(opt.target) + " smem " +
                     std::to_string(opt.smem_per_sm) + "/" +
                     std::to_string(opt.smem_per_block) +
                     (build == CudaBuild::count_tiles ? " count_tiles"
                      : build == CudaBuild::careful   ? " careful"
                                                      : "") +
-                    (check_gathers ? " check_gathers" : "");
+                    (check_gathers ? " check_gathers" : "") + (one_kernel ? " one_kernel" : "");
   for (const auto& [n, e] : heads) key += "\n" + n + "=" + std::to_string(e);
   {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -173,6 +175,8 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   L->build = build;
   L->checks_gathers = check_gathers || build == CudaBuild::careful;
+  L->cluster_split = c.lowered.cluster_split;
+  L->one_kernel = one_kernel;
   std::lock_guard<std::mutex> lock(g_mu);
   ++g_loads;
   cache[key] = L;
@@ -257,15 +261,27 @@ bool LazyCudaKernel::compiled() const { return done_; }
 
 std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext, CudaBuild build,
                                             bool* from_process_cache) {
-  std::shared_ptr<const CudaLoaded> L = cuda_load_build(p, ext, build, false, from_process_cache);
-  if (L->checks_gathers || range_conditions_hold(*L, p, ext)) return L;
-  return cuda_load_build(p, ext, build, true, from_process_cache);
+  return cuda_load_for_call(cuda_load_build(p, ext, build, false, from_process_cache), p, ext,
+                            from_process_cache);
 }
 
 std::shared_ptr<const CudaLoaded> cuda_load_for_call(std::shared_ptr<const CudaLoaded> L,
-                                                     const Program& p, const Extents& ext) {
-  if (L->checks_gathers || range_conditions_hold(*L, p, ext)) return L;
-  return cuda_load_build(p, ext, L->build, true, nullptr);
+                                                     const Program& p, const Extents& ext,
+                                                     bool* from_process_cache) {
+  // A decode call of a program split per softmax cluster may run its one kernel
+  // (decode_runs_one_kernel: it reads fewer K and V elements a key).
+  bool one_kernel = L->one_kernel;
+  if (!one_kernel && L->cluster_split.row_dim >= 0) {
+    auto rows = ext.find(p.dims.at(L->cluster_split.row_dim));
+    one_kernel = rows != ext.end() && decode_runs_one_kernel(L->cluster_split, rows->second);
+  }
+  const bool checks = L->checks_gathers || !range_conditions_hold(*L, p, ext);
+  if (one_kernel == L->one_kernel && checks == L->checks_gathers) return L;
+  L = cuda_load_build(p, ext, L->build, checks, from_process_cache, one_kernel);
+  // (the one-kernel build has range conditions of its own)
+  if (!L->checks_gathers && !range_conditions_hold(*L, p, ext))
+    L = cuda_load_build(p, ext, L->build, true, from_process_cache, one_kernel);
+  return L;
 }
 
 Dim3 sm80_grid(const Sm80Launch& la, const KeySplit& ks, int64_t m_tiles, int64_t P,

@@ -69,9 +69,13 @@ struct LoweredCuda {
   Target target = Target::cuda_sm80;
   std::vector<LoweredKernel> kernels;  // one per plan kernel, in plan order
   // Where the plan runs a kernel per softmax cluster (lower/split_clusters.cpp; compile_program
-  // planned it): the product_cost of the one kernel and of the kernels per cluster (0, 0: not
-  // split).
-  double fused_cost = 0, split_cost = 0;
+  // planned it; all zero otherwise): the product_cost of the one kernel and of the kernels per
+  // cluster, and their few_key_reads; the row dim of the kernel split.
+  struct ClusterSplit {
+    double fused_cost = 0, split_cost = 0;
+    int64_t fused_few_reads = 0, split_few_reads = 0;
+    int row_dim = -1;
+  } cluster_split;
   std::string str(const Plan& plan) const;
 };
 
@@ -102,6 +106,14 @@ inline constexpr double kClusterSplitPays = 2.0 / 3.0;
 // Whether the lowering of the plan with kernels per cluster (`split`) replaces the one-kernel
 // lowering (`fused`): no kernel more on the element path, and product costs within that bound.
 bool cluster_split_pays(const LoweredCuda& fused, const LoweredCuda& split);
+// Elements of K and V the tensor-core kernels' few-rows (decode) builds read per key and
+// parallel index: each value chunk reads the K tiles again.
+int64_t few_key_reads(const LoweredCuda& lowered);
+// Whether a call of `rows` query rows runs the program's one-kernel lowering (CompileOptions::
+// cluster_split false) instead of the kernels per cluster: a decode call (the few-rows kernels,
+// at most KeySplit::kFewRows rows) where the one kernel reads fewer K and V elements a key
+// (diff_attn d128/e256: 768 against 1024, the kernels per cluster reading v twice).
+bool decode_runs_one_kernel(const LoweredCuda::ClusterSplit& split, int64_t rows);
 
 // Bytes of an element kernel's workspace per block at the call's extents (by dim id), with
 // each array's byte offset in `offsets` (16-byte aligned); -1 past 2^62.

@@ -196,10 +196,16 @@ std::string LoweredCuda::str(const Plan& plan) const {
   const Program& p = plan.program;
   std::ostringstream os;
   os << "lowered for " << target_name(target) << "\n";
-  if (split_cost > 0)
-    os << "kernels per softmax cluster: " << split_cost
-       << " multiply-adds a (row, key) pair (product_cost) against " << fused_cost
-       << " in one kernel\n";
+  if (cluster_split.split_cost > 0)
+    os << "kernels per softmax cluster: " << cluster_split.split_cost
+       << " multiply-adds a (row, key) pair (product_cost) against " << cluster_split.fused_cost
+       << " in one kernel; decode calls (at most " << KeySplit::kFewRows << " rows of "
+       << plan.program.dims.at(cluster_split.row_dim) << ") read "
+       << cluster_split.split_few_reads << " K and V elements a key against "
+       << cluster_split.fused_few_reads << " in one kernel"
+       << (cluster_split.fused_few_reads < cluster_split.split_few_reads
+               ? ", and run the one kernel\n"
+               : "\n");
   auto dims_text = [&](const std::vector<int>& ds) {
     std::string s;
     for (int d : ds) s += (s.empty() ? "" : " * ") + p.dims[d];

@@ -985,7 +985,7 @@ class Lowering : public TensorCoreView {
 KeySplit choose_key_split(const Sm80Launch& la, int64_t rows, int64_t par, int64_t keys,
                           int sm_count) {
   KeySplit k;
-  k.few = rows <= 16;
+  k.few = rows <= KeySplit::kFewRows;
   const int64_t block_rows = k.few ? 16 : la.block_m;
   const int64_t blocks = (rows + block_rows - 1) / block_rows * par * la.value_split_of(k.few);
   const int64_t block_n = k.few ? la.few_block_n : la.block_n;

@@ -140,6 +140,22 @@ double product_cost(const LoweredCuda& lowered) {
   return cost;
 }
 
+int64_t few_key_reads(const LoweredCuda& lowered) {
+  int64_t reads = 0;
+  for (const LoweredKernel& lk : lowered.kernels) {
+    if (lk.path != LoweredKernel::Path::tensor_core) continue;
+    const TensorCoreKernel& tc = lk.tensor_core;
+    reads += tc.launch.few_value_split * static_cast<int64_t>(tc.scores.size()) * tc.D +
+             static_cast<int64_t>(tc.vbufs.size()) * tc.DV;
+  }
+  return reads;
+}
+
+bool decode_runs_one_kernel(const LoweredCuda::ClusterSplit& split, int64_t rows) {
+  return split.split_cost > 0 && rows <= KeySplit::kFewRows &&
+         split.fused_few_reads < split.split_few_reads;
+}
+
 bool cluster_split_pays(const LoweredCuda& fused, const LoweredCuda& split) {
   auto elements = [](const LoweredCuda& l) {
     return std::count_if(l.kernels.begin(), l.kernels.end(), [](const LoweredKernel& k) {

@@ -79,6 +79,7 @@ TensorCoreKernel lower_tensor_core(const Plan& plan, int kernel, Target target,
 // block's start and its epilogue are a large part of its time (the A/B by key-loop length:
 // bench/NOTES.md, session 14).
 struct KeySplit {
+  static constexpr int64_t kFewRows = 16;  // calls of at most this many rows: few-rows kernel
   bool few = false;
   int split = 1;
   bool walk = false;

@@ -1318,9 +1318,26 @@ TEST(Lower, ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn) {
     EXPECT_EQ(tc.launch.value_split, 1);
   }
   EXPECT_EQ(product_cost(c.lowered), 2 * (128 + 256));
-  EXPECT_EQ(c.lowered.split_cost, 2 * (128 + 256));
-  EXPECT_EQ(c.lowered.fused_cost, 4 * 2 * 128 + 2 * 256);
-  EXPECT_EQ(one.lowered.split_cost, 0);
+  const LoweredCuda::ClusterSplit& cs = c.lowered.cluster_split;
+  EXPECT_EQ(cs.split_cost, 2 * (128 + 256));
+  EXPECT_EQ(cs.fused_cost, 4 * 2 * 128 + 2 * 256);
+  EXPECT_EQ(one.lowered.cluster_split.split_cost, 0);
+  EXPECT_EQ(one.lowered.cluster_split.row_dim, -1);
+  EXPECT_EQ(p.dims.at(cs.row_dim), "m");
+  // decode: the few-rows kernels read K again per value chunk of 128 columns; the one kernel
+  // 2 chunks x (k1 + k2) + v = 768 elements a key, the kernels per cluster 2 x (2 x k + v) =
+  // 1024: calls of at most 16 rows run the one kernel
+  EXPECT_EQ(cs.fused_few_reads, 2 * 2 * 128 + 256);
+  EXPECT_EQ(cs.split_few_reads, 2 * (2 * 128 + 256));
+  EXPECT_TRUE(decode_runs_one_kernel(cs, 1));
+  EXPECT_TRUE(decode_runs_one_kernel(cs, 16));
+  EXPECT_FALSE(decode_runs_one_kernel(cs, 17));
+  EXPECT_FALSE(decode_runs_one_kernel(one.lowered.cluster_split, 1));
+  CompileOptions no_split;
+  no_split.target = Target::cuda_sm90;
+  no_split.sizes = wide;
+  no_split.cluster_split = false;
+  EXPECT_EQ(compile_program(p, no_split, "lower").plan.kernels.size(), 1u);
   // the text forms: explain names the intermediate and why, the lower dump both kernels
   CompileOptions o;
   o.target = Target::cuda_sm90;
@@ -1330,9 +1347,13 @@ TEST(Lower, ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn) {
   EXPECT_EQ(j.at("kernels")[1].at("cuda").at("products"), "wgmma");
   EXPECT_EQ(j.at("cluster_split").at("split_cost"), 768);
   EXPECT_EQ(j.at("cluster_split").at("fused_cost"), 1536);
+  EXPECT_EQ(j.at("cluster_split").at("decode_runs_one_kernel"), true);
   EXPECT_NE(c.lowered.str(c.plan).find("kernels per softmax cluster: 768 multiply-adds a (row, "
-                                       "key) pair (product_cost) against 1536 in one kernel"),
-            std::string::npos);
+                                       "key) pair (product_cost) against 1536 in one kernel; "
+                                       "decode calls (at most 16 rows of m) read 1024 K and V "
+                                       "elements a key against 768 in one kernel, and run the "
+                                       "one kernel"),
+            std::string::npos) << c.lowered.str(c.plan);
   EXPECT_EQ(kernel_count(p, o), 2);
   const std::string text = explain(p, o);
   EXPECT_NE(text.find(tmp.reason), std::string::npos) << text;
