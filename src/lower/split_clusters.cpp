@@ -47,12 +47,15 @@ std::map<int, std::string> cluster_cuts(const Plan& plan, const LoweredCuda& low
     const Sm80Launch& la = tc.launch;
     if (la.value_split < 2 || tc.groups.size() < 2) continue;
     const PlanKernel& k = plan.kernels[lk.plan_kernel];
-    // Members, by node id: each group stands for its max node (or, plain, its first sum).
+    // Members, by node id; group g by its own key, -1 - g (a plain group has no max node, and
+    // may have no row sum).
     Clusters uf;
     std::vector<int> group_key;
-    for (const TensorCoreKernel::Group& g : tc.groups) {
-      const int key = g.max_node >= 0 ? g.max_node : g.sums.at(0);
+    for (size_t gi = 0; gi < tc.groups.size(); ++gi) {
+      const TensorCoreKernel::Group& g = tc.groups[gi];
+      const int key = -1 - static_cast<int>(gi);
       group_key.push_back(key);
+      if (g.max_node >= 0) uf.join(g.max_node, key);
       uf.find(key);
       for (int s : g.sums) uf.join(s, key);
       // the scores its argument reads
@@ -110,16 +113,20 @@ std::map<int, std::string> cluster_cuts(const Plan& plan, const LoweredCuda& low
     for (int id : acc_nodes)
       if (single(id) && outputs.count(id)) kernel_cuts.insert(id);
     if (kernel_cuts.empty()) continue;
+    // a group by its max node, or a plain group by its weights
+    auto name = [&](size_t g) {
+      return "%" + S(tc.groups[g].max_node >= 0 ? tc.groups[g].max_node : tc.groups[g].arg);
+    };
     std::string groups;
     int moved = 0;
     for (size_t g = 0; g < tc.groups.size(); ++g)
       if (uf.find(group_key[g]) != keep) {
-        groups += (groups.empty() ? "%" : ", %") + S(group_key[g]);
+        groups += (groups.empty() ? "" : ", ") + name(g);
         ++moved;
       }
     const std::string why =
         std::string(moved > 1 ? "the groups " : "the group ") + groups +
-        " and the accumulators they feed run apart from group %" + S(group_key.back()) +
+        " and the accumulators they feed run apart from group " + name(tc.groups.size() - 1) +
         " (a kernel per cluster): together the value columns split in " + S(la.value_split) +
         " chunks of " + S(la.value_cols) + " (" + la.value_split_why +
         "), each computing every score again";

@@ -1369,6 +1369,19 @@ TEST(Lower, ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn) {
   CompileOptions strict = o;
   strict.strict = true;
   EXPECT_EQ(compile_program(p, strict, "lower").plan.kernels.size(), 1u);
+  // two plain groups (sigmoid weights, no max and no row sum) split the same way
+  const Program plain = parse_source(R"(
+program plain2(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
+               k2: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  out o: bf16[b, h, m, e] = sum(sigmoid(sum(q1 * k1, d)) * v, n) - sum(sigmoid(sum(q2 * k2, d)) * v, n)
+}
+)", "plain2.attn").at(0);
+  const Compiled pc = lowered(plain, Target::cuda_sm90, wide);
+  ASSERT_EQ(pc.plan.kernels.size(), 2u);
+  for (const LoweredKernel& k : pc.lowered.kernels) {
+    ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
+    EXPECT_EQ(k.tensor_core.groups.at(0).max_node, -1);
+  }
   // four accumulators, two of each group, every one an output: the first group's outputs are
   // its kernel's (written to intermediates the second kernel stores), at d = 64, e = 256
   const Program four = testing::source_program("bench/programs/four_acc.attn");
