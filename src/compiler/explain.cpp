@@ -283,7 +283,9 @@ std::string explain(const Program& prog, const CompileOptions& opt) {
   if (c.lowered.cluster_split.split_cost > 0)
     os << "a kernel per softmax cluster: " << c.lowered.cluster_split.split_cost
        << " multiply-adds a (row, key) pair against " << c.lowered.cluster_split.fused_cost
-       << " in one kernel (mma.sync counted at its rate against wgmma's); calls of at most "
+       << " in one kernel"
+       << (opt.target == Target::cuda_sm90 ? " (mma.sync counted at its rate against wgmma's)" : "")
+       << "; calls of at most "
        << KeySplit::kFewRows << " rows "
        << (decode_runs_one_kernel(c.lowered.cluster_split, 1)
                ? "run the one kernel (it reads "

@@ -1001,23 +1001,27 @@ CudaBenchResult bench_cuda(const Program& p, const Extents& sizes, int warmup, i
   }
   r.median_ms = t.median_ms;
   r.min_ms = t.min_ms;
-  if (L->kernels.size() == 1 && L->kernels[0].low.path == LoweredKernel::Path::tensor_core) {
-    // Pairs: every grid point x rows x keys, times the fraction the mask keeps (cost.h).
-    const Sm80Launch& la = L->kernels[0].low.tensor_core.launch;
-    const int row = la.row_dim, red = L->plan.kernels[0].red_dim;
-    double pairs = 1;
-    for (int d : la.par_dims) pairs *= static_cast<double>(b.extv[d]);
-    pairs *= static_cast<double>(b.extv[row]) * static_cast<double>(b.extv[red]);
-    const double frac = mask_fraction(L->plan, L->plan.kernels[0], inputs, b.extv);
-    const double per_pair = 2.0 * la.head_dim * la.num_scores + 2.0 * la.value_dim * la.num_acc;
-    r.dense_flops = pairs * per_pair;
-    r.flops = r.dense_flops * frac;
-  } else {  // every value's FLOPs (cost.h), the body's over kept pairs only
-    for (const PlanKernel& k : L->plan.kernels) {
-      const KernelCost c = kernel_cost(L->plan, k, ext);
-      r.dense_flops += c.flops;
-      r.flops += must_flops(c, mask_fraction(L->plan, k, inputs, b.extv));
+  // A tensor-core kernel: 2*d per q.k contraction + 2*e per P.V accumulator, per (row, key)
+  // pair of every grid point (the kernels per softmax cluster add up to the one kernel's),
+  // times the fraction the mask keeps (cost.h); another: every value's FLOPs (cost.h), the
+  // body's over kept pairs only.
+  for (const CudaLoadedKernel& lk : L->kernels) {
+    const PlanKernel& k = L->plan.kernels[lk.low.plan_kernel];
+    const double frac = mask_fraction(L->plan, k, inputs, b.extv);
+    if (lk.low.path == LoweredKernel::Path::tensor_core) {
+      const Sm80Launch& la = lk.low.tensor_core.launch;
+      double pairs = 1;
+      for (int d : la.par_dims) pairs *= static_cast<double>(b.extv[d]);
+      pairs *= static_cast<double>(b.extv[la.row_dim]) * static_cast<double>(b.extv[k.red_dim]);
+      const double per_pair =
+          2.0 * la.head_dim * la.num_scores + 2.0 * la.value_dim * la.num_acc;
+      r.dense_flops += pairs * per_pair;
+      r.flops += pairs * per_pair * frac;
+      continue;
     }
+    const KernelCost c = kernel_cost(L->plan, k, ext);
+    r.dense_flops += c.flops;
+    r.flops += must_flops(c, frac);
   }
   r.tflops = r.median_ms > 0 ? r.flops / (r.median_ms * 1e-3) / 1e12 : 0;
   // dense bf16 tensor-core peaks from the datasheets (compute capability 9.0: the H100/H200 SXM

@@ -364,6 +364,46 @@ TEST(CudaEmit, WideValuesSplitIntoColumnChunks) {
   }
 }
 
+// Kernels per softmax cluster (lower/split_clusters.cpp) pass a cut value through an
+// intermediate, held as 8-byte doubles: a bf16 cut (rounded, stored as its value, not as bf16
+// bits) and one whose value dim is not innermost ([b, h, e, m]) compile for sm_90a in every
+// kernel of the plan, and the stores convert to double.
+TEST(CudaEmit, CutValuesOfAnyTypeAndLayoutCompile) {
+  const std::vector<Program> ps = parse_source(R"(
+program castcut(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
+                k2: bf16[b, h, n, d], v: bf16[b, h, n, e], lam: f32[]) {
+  p1 = softmax(sum(q1 * k1, d) / sqrt(size(d)), n)
+  p2 = softmax(sum(q2 * k2, d) / sqrt(size(d)), n)
+  out o: bf16[b, h, m, e] = bf16(sum(p1 * v, n)) - lam * sum(p2 * v, n)
+}
+program efirst(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
+               k2: bf16[b, h, n, d], v: bf16[b, h, n, e], lam: f32[]) {
+  p1 = softmax(sum(q1 * k1, d) / sqrt(size(d)), n)
+  p2 = softmax(sum(q2 * k2, d) / sqrt(size(d)), n)
+  out o: bf16[b, h, e, m] = bf16(sum(p1 * v, n)) - lam * sum(p2 * v, n)
+}
+)", "cut.attn");
+  std::string why;
+  const bool nvrtc = nvrtc_available(&why);
+  for (const Program& p : ps) {
+    CompileOptions opt;
+    opt.target = Target::cuda_sm90;
+    opt.sizes = {{"d", 128}, {"e", 256}};
+    const Compiled c = compile_to_target(p, opt);
+    ASSERT_EQ(c.sources.size(), 2u) << p.name;
+    const PlanBuffer& tmp = c.plan.buffers.at(c.plan.materialized().at(0));
+    EXPECT_EQ(tmp.type, DType::bf16) << p.name;
+    // the first kernel writes it as a double; no bf16 store of it
+    const std::string b = "ctx.B" + std::to_string(c.plan.materialized().at(0));
+    EXPECT_NE(c.sources[0].find("double* B"), std::string::npos) << p.name;
+    EXPECT_EQ(c.sources[0].find("fg::store_bf16x2(&" + b), std::string::npos) << p.name;
+    if (!nvrtc) continue;
+    for (const std::string& entry : compile_cuda_cubins(p, Target::cuda_sm90, opt.sizes, "sm_90a"))
+      EXPECT_EQ(entry.substr(1, 3), "ELF") << p.name;
+  }
+  if (!nvrtc) GTEST_SKIP() << "no NVRTC: " << why;
+}
+
 TEST(CudaEmit, OutputDimOrderIsFree) {
   // The grid follows the output's memory order ([h, b, m]), not the dims' declaration order.
   Program p = parse_source(

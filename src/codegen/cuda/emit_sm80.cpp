@@ -522,6 +522,14 @@ class Printer : public TensorCoreView {
       for (size_t i = 0; i < B.dims.size(); ++i)
         off += " + " + c.index(B.dims[i]) + " * ctx.s" + S(b) + "_" + S(i);
       std::string val = "(float)(" + em_.value(B.node, c) + ")";
+      if (B.kind == PlanBuffer::Intermediate) {
+        // another kernel reads it: the value as it is (a bf16 value already rounded), in the
+        // 8-byte element the runtime holds intermediates in
+        const std::string store = "ctx.B" + S(b) + "[" + off + "] = (double)" + val + ";\n";
+        if (!per_e) sr << "      " << store;
+        else st << "      " << (DV_ % 2 != 0 ? "if (e < " + S(DV_) + ") " : "") << store;
+        continue;
+      }
       const bool half = B.type == DType::bf16 || B.type == DType::f16;
       const char* hname = B.type == DType::bf16 ? "bf16" : "f16";
       std::string conv = half ? "fg::f32_to_" + std::string(hname) + "(" + val + ")" : val;
