@@ -101,9 +101,9 @@ Compiled compile_program(const Program& p, const CompileOptions& opt,
     // Lowering's one plan-level decision (lower/split_clusters.cpp): softmax clusters whose
     // accumulators do not fit one kernel together run as kernels of their own, where that
     // does enough fewer products (not under --strict, which asks for one kernel).
-    const std::map<int, std::string> cuts = opt.strict || !opt.cluster_split
-                                                ? std::map<int, std::string>{}
-                                                : cluster_cuts(c.plan, c.lowered);
+    const std::vector<Materialize> cuts = opt.strict || !opt.cluster_split
+                                              ? std::vector<Materialize>{}
+                                              : cluster_cuts(c.plan, c.lowered);
     if (!cuts.empty()) {
       Plan plan = make_plan(c.rewritten, opt, cuts);
       classify_tiles(plan);

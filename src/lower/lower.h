@@ -92,8 +92,9 @@ LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
 // Lowering's one plan-level decision (lower/split_clusters.cpp): the epilogue values that move
 // the independent softmax clusters of a tensor-core kernel, all but its last, into kernels of
 // their own, where the kernel's value columns split because their accumulators do not fit
-// together (node -> why, for make_plan's `materialize`; empty: no such kernel).
-std::map<int, std::string> cluster_cuts(const Plan& plan, const LoweredCuda& lowered);
+// together: one set per moved cluster, the roots of its kernel (make_plan's `materialize`;
+// empty: no such kernel).
+std::vector<Materialize> cluster_cuts(const Plan& plan, const LoweredCuda& lowered);
 // Multiply-adds per (row, key) pair of the tensor-core kernels (each value chunk computes the
 // scores again), the products by mma.sync on cuda-sm90 counted at the rate they run at against
 // wgmma's (about 360 against 790 TFLOP/s on an H200 in bf16).

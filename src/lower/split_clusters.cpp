@@ -38,8 +38,8 @@ struct Clusters {
 
 }  // namespace
 
-std::map<int, std::string> cluster_cuts(const Plan& plan, const LoweredCuda& lowered) {
-  std::map<int, std::string> cuts;
+std::vector<Materialize> cluster_cuts(const Plan& plan, const LoweredCuda& lowered) {
+  std::vector<Materialize> cuts;
   const Program& p = plan.program;
   for (const LoweredKernel& lk : lowered.kernels) {
     if (lk.path != LoweredKernel::Path::tensor_core) continue;
@@ -99,38 +99,43 @@ std::map<int, std::string> cluster_cuts(const Plan& plan, const LoweredCuda& low
     for (int b : k.writes) outputs.insert(plan.buffers[b].node);
     // A cut: a value of one cluster other than the last that an output is, or that a value of
     // other clusters reads (an accumulator itself too: its value is defined by its own max).
-    std::set<int> kernel_cuts;
+    std::map<int, std::set<int>> kernel_cuts;  // cluster -> its cuts
     auto single = [&](int id) {
       const std::set<int>& d = deps[id];
       return d.size() == 1 && *d.begin() != keep;
     };
+    auto cut = [&](int id) { kernel_cuts[*deps[id].begin()].insert(id); };
     for (int id : epilogue) {
-      if (single(id) && outputs.count(id)) kernel_cuts.insert(id);
+      if (single(id) && outputs.count(id)) cut(id);
       if (deps[id].size() < 2) continue;
       for (int a : p.nodes[id].args)
-        if (deps.count(a) && single(a)) kernel_cuts.insert(a);
+        if (deps.count(a) && single(a)) cut(a);
     }
     for (int id : acc_nodes)
-      if (single(id) && outputs.count(id)) kernel_cuts.insert(id);
-    if (kernel_cuts.empty()) continue;
+      if (single(id) && outputs.count(id)) cut(id);
     // a group by its max node, or a plain group by its weights
     auto name = [&](size_t g) {
       return "%" + S(tc.groups[g].max_node >= 0 ? tc.groups[g].max_node : tc.groups[g].arg);
     };
-    std::string groups;
-    int moved = 0;
-    for (size_t g = 0; g < tc.groups.size(); ++g)
-      if (uf.find(group_key[g]) != keep) {
-        groups += (groups.empty() ? "" : ", ") + name(g);
-        ++moved;
-      }
-    const std::string why =
-        std::string(moved > 1 ? "the groups " : "the group ") + groups +
-        " and the accumulators they feed run apart from group " + name(tc.groups.size() - 1) +
-        " (a kernel per cluster): together the value columns split in " + S(la.value_split) +
-        " chunks of " + S(la.value_cols) + " (" + la.value_split_why +
-        "), each computing every score again";
-    for (int id : kernel_cuts) cuts[id] = why;
+    // one kernel per moved cluster, whatever the dims of its cuts (an output per row beside
+    // values per row and value column)
+    for (const auto& [cluster, ids] : kernel_cuts) {
+      std::string groups;
+      int moved = 0;
+      for (size_t g = 0; g < tc.groups.size(); ++g)
+        if (uf.find(group_key[g]) == cluster) {
+          groups += (groups.empty() ? "" : ", ") + name(g);
+          ++moved;
+        }
+      cuts.push_back(
+          {std::vector<int>(ids.begin(), ids.end()),
+           std::string(moved > 1 ? "the groups " : "the group ") + groups +
+               " and the accumulators they feed run apart from group " +
+               name(tc.groups.size() - 1) +
+               " (a kernel per cluster): together the value columns split in " +
+               S(la.value_split) + " chunks of " + S(la.value_cols) + " (" + la.value_split_why +
+               "), each computing every score again"});
+    }
   }
   return cuts;
 }

@@ -306,16 +306,24 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
 
 }  // namespace
 
-Fusion fuse(const Program& p, const std::map<int, std::string>& materialize) {
+Fusion fuse(const Program& p, const std::vector<Materialize>& materialize) {
   Fusion f;
-  f.materialized = materialize;
+  std::set<int> seeded;
+  for (const Materialize& m : materialize)
+    for (int id : m.nodes) {
+      f.materialized[id] = m.why;
+      seeded.insert(id);
+    }
   for (int iter = 0; iter < 1000; ++iter) {
     f.groups.clear();
     bool restart = false;
-    // Materialized nodes first, grouped by dim set, then the outputs.
+    // Materialized nodes first: the given sets as they are, the others grouped by dim set;
+    // then the outputs.
     std::vector<std::pair<std::vector<int>, bool>> sets;  // roots, is_materialized_group
+    for (const Materialize& m : materialize) sets.push_back({m.nodes, true});
     std::map<DimSet, std::vector<int>> by_dims;
-    for (auto& [id, why] : f.materialized) by_dims[p.nodes[id].dims].push_back(id);
+    for (auto& [id, why] : f.materialized)
+      if (!seeded.count(id)) by_dims[p.nodes[id].dims].push_back(id);
     for (auto& [d, ids] : by_dims) sets.push_back({ids, true});
     std::vector<int> outs;
     for (const Output& o : p.outputs)

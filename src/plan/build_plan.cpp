@@ -25,7 +25,7 @@ bool is_operand(const Program& p, int id) {
 }  // namespace
 
 Plan make_plan(const Program& prog, const CompileOptions& opt,
-               const std::map<int, std::string>& materialize) {
+               const std::vector<Materialize>& materialize) {
   (void)opt;
   Plan plan;
   plan.program = prog;

@@ -29,8 +29,9 @@ struct Fusion {
   std::map<int, std::string> materialized;  // node -> why it goes through memory
 };
 
-// Decides the kernels of a canonical, online-rewritten program. `materialize`: nodes to
-// materialize from the start (node -> why), beside those fusion finds it must.
-Fusion fuse(const Program& p, const std::map<int, std::string>& materialize = {});
+// Decides the kernels of a canonical, online-rewritten program. `materialize`: sets of nodes
+// to materialize from the start, each set the roots of one kernel (whatever their dims),
+// beside those fusion finds it must (grouped by dims).
+Fusion fuse(const Program& p, const std::vector<Materialize>& materialize = {});
 
 }  // namespace flashgen

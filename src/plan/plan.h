@@ -48,6 +48,13 @@ struct PlanBuffer {
   std::string reason;      // Intermediate: why it is materialized
 };
 
+// Nodes a kernel of their own computes and stores (make_plan's `materialize`: lowering's
+// kernels per softmax cluster), and why.
+struct Materialize {
+  std::vector<int> nodes;
+  std::string why;
+};
+
 struct PlanValue {
   int node = -1;
   Phase phase = Phase::Prologue;
@@ -121,9 +128,10 @@ struct Plan {
 
 // Builds the plan of a canonical, online-rewritten program (passes/fuse.cpp decides the
 // kernels; plan/build_plan.cpp lays out each). Tile classes are left empty. `materialize`:
-// nodes to materialize besides those fusion needs (node -> why; lowering's cluster split).
+// node sets to materialize besides those fusion needs, each set one kernel's roots (lowering's
+// kernels per softmax cluster).
 Plan make_plan(const Program& canonical, const CompileOptions& opt,
-               const std::map<int, std::string>& materialize = {});
+               const std::vector<Materialize>& materialize = {});
 // Fills every kernel's TileClasses (plan/tile_classes.cpp).
 void classify_tiles(Plan& plan);
 // The one-line text of a node ("sum %4 over [d] : f32[b, h, m, n]").

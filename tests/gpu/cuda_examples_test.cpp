@@ -950,8 +950,15 @@ TEST(CudaBackend, SoftmaxClustersInKernelsOfTheirOwnMatchTheReference) {
       }
     }
   }
-  // a bf16 cut (its rounded value through the double intermediate), and one over [b, h, e, m]
+  // a bf16 cut (its rounded value through the double intermediate), one over [b, h, e, m], and
+  // a per-row cut (the first group's logsumexp, an output)
   const std::vector<Program> cuts = parse_source(R"(
+program diff_lse(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
+                 k2: bf16[b, h, n, d], v: bf16[b, h, n, e], lam: f32[]) {
+  s1 = sum(q1 * k1, d) / sqrt(size(d))
+  out o: bf16[b, h, m, e] = sum(softmax(s1, n) * v, n) - lam * sum(softmax(sum(q2 * k2, d) / sqrt(size(d)), n) * v, n)
+  out lse1: f32[b, h, m] = logsumexp(s1, n)
+}
 program castcut(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
                 k2: bf16[b, h, n, d], v: bf16[b, h, n, e], lam: f32[]) {
   p1 = softmax(sum(q1 * k1, d) / sqrt(size(d)), n)

@@ -1265,7 +1265,7 @@ TEST(Lower, IntermediatesReadInTheKeyLoopTakeTheElementPath) {
   for (const PlanValue& v : c.plan.kernels.at(0).values)
     if (c.plan.program.nodes[v.node].op == Op::Div && scaled < 0) scaled = v.node;
   ASSERT_GE(scaled, 0);
-  Plan plan = make_plan(c.rewritten, o, {{scaled, "for the test"}});
+  Plan plan = make_plan(c.rewritten, o, {{{scaled}, "for the test"}});
   classify_tiles(plan);
   ASSERT_EQ(plan.kernels.size(), 2u);
   const LoweredCuda low = lower_cuda(plan, o.target, o.sizes, smem_budget(o));
@@ -1292,16 +1292,17 @@ TEST(Lower, ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn) {
   ASSERT_EQ(one.lowered.kernels.size(), 1u);
   EXPECT_EQ(one.lowered.kernels[0].tensor_core.launch.value_split, 4);
   EXPECT_EQ(product_cost(one.lowered), 4 * 2 * 128 + 2 * 256);
-  const std::map<int, std::string> cuts = cluster_cuts(one.plan, one.lowered);
+  const std::vector<Materialize> cuts = cluster_cuts(one.plan, one.lowered);
   ASSERT_EQ(cuts.size(), 1u);
-  const Node& cut = one.plan.program.nodes[cuts.begin()->first];
+  ASSERT_EQ(cuts[0].nodes.size(), 1u);
+  const Node& cut = one.plan.program.nodes[cuts[0].nodes[0]];
   EXPECT_EQ(cut.op, Op::DivOrZero);  // p1.v over its row sum
   const Compiled c = lowered(p, Target::cuda_sm90, wide);
   ASSERT_EQ(c.plan.kernels.size(), 2u);
   ASSERT_EQ(c.plan.materialized().size(), 1u);
   const PlanBuffer& tmp = c.plan.buffers[c.plan.materialized()[0]];
-  EXPECT_EQ(tmp.node, cuts.begin()->first);
-  EXPECT_EQ(tmp.reason, cuts.begin()->second);
+  EXPECT_EQ(tmp.node, cuts[0].nodes[0]);
+  EXPECT_EQ(tmp.reason, cuts[0].why);
   EXPECT_NE(tmp.reason.find("run apart from group %"), std::string::npos) << tmp.reason;
   EXPECT_NE(tmp.reason.find("split in 4 chunks of 64"), std::string::npos) << tmp.reason;
   EXPECT_EQ(c.plan.writes(0), std::vector<std::string>{tmp.name});
@@ -1369,6 +1370,22 @@ TEST(Lower, ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn) {
   CompileOptions strict = o;
   strict.strict = true;
   EXPECT_EQ(compile_program(p, strict, "lower").plan.kernels.size(), 1u);
+  // a per-row output of the first group (its logsumexp) goes with that group's kernel: one
+  // kernel writes both cuts, [b, h, m, e] and [b, h, m]
+  const Program lse = parse_source(R"(
+program diff_lse(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
+                 k2: bf16[b, h, n, d], v: bf16[b, h, n, e], lam: f32[]) {
+  s1 = sum(q1 * k1, d) / sqrt(size(d))
+  out o: bf16[b, h, m, e] = sum(softmax(s1, n) * v, n) - lam * sum(softmax(sum(q2 * k2, d) / sqrt(size(d)), n) * v, n)
+  out lse1: f32[b, h, m] = logsumexp(s1, n)
+}
+)", "lse.attn").at(0);
+  const Compiled lc = lowered(lse, Target::cuda_sm90, wide);
+  ASSERT_EQ(lc.plan.kernels.size(), 2u);
+  EXPECT_EQ(lc.plan.writes(0), (std::vector<std::string>{"tmp0", "tmp1"}));
+  EXPECT_EQ(lc.plan.writes(1), (std::vector<std::string>{"o", "lse1"}));
+  for (const LoweredKernel& k : lc.lowered.kernels)
+    EXPECT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
   // two plain groups (sigmoid weights, no max and no row sum) split the same way
   const Program plain = parse_source(R"(
 program plain2(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
