@@ -88,6 +88,12 @@ struct CudaLoaded {
   // where it reads less (decode_runs_one_kernel).
   LoweredCuda::ClusterSplit cluster_split;
   bool one_kernel = false;
+  // that one-kernel build, loaded at the first decode call (cuda_load_for_call)
+  struct Sibling {
+    std::once_flag once;
+    std::shared_ptr<const CudaLoaded> L;
+  };
+  std::shared_ptr<Sibling> one_kernel_build;
 };
 
 // The kernels of program `p` at the head extents in `ext`, compiled once per process and build;
@@ -99,8 +105,10 @@ std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext
 
 // The kernels for a call at extents `ext`: L; or the program's one-kernel build, for a decode
 // call where L runs a kernel per softmax cluster and one kernel reads less
-// (decode_runs_one_kernel); and of those, the build with every gather checked when the call
-// fails one of the range conditions of its kernels. cuda_load does the same.
+// (decode_runs_one_kernel; loaded once per L); and of those, the build with every gather
+// checked when the call fails one of the range conditions of its kernels. cuda_load does the
+// same. L is a build cuda_load (or cuda_load_build) gave, not one this returned: a one-kernel
+// build has no cluster split to choose from, so it would run prefill calls too.
 std::shared_ptr<const CudaLoaded> cuda_load_for_call(std::shared_ptr<const CudaLoaded> L,
                                                      const Program& p, const Extents& ext,
                                                      bool* from_process_cache = nullptr);

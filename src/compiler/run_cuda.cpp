@@ -177,6 +177,7 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
   L->checks_gathers = check_gathers || build == CudaBuild::careful;
   L->cluster_split = c.lowered.cluster_split;
   L->one_kernel = one_kernel;
+  L->one_kernel_build = std::make_shared<CudaLoaded::Sibling>();
   std::lock_guard<std::mutex> lock(g_mu);
   ++g_loads;
   cache[key] = L;
@@ -268,20 +269,23 @@ std::shared_ptr<const CudaLoaded> cuda_load(const Program& p, const Extents& ext
 std::shared_ptr<const CudaLoaded> cuda_load_for_call(std::shared_ptr<const CudaLoaded> L,
                                                      const Program& p, const Extents& ext,
                                                      bool* from_process_cache) {
-  // A decode call of a program split per softmax cluster may run its one kernel
-  // (decode_runs_one_kernel: it reads fewer K and V elements a key).
-  bool one_kernel = L->one_kernel;
-  if (!one_kernel && L->cluster_split.row_dim >= 0) {
+  // A decode call of a program split per softmax cluster runs its one kernel where that reads
+  // fewer K and V elements a key (decode_runs_one_kernel); that build is loaded once per L
+  // (a launch cache keeps L: no planning per call).
+  if (!L->one_kernel && L->cluster_split.row_dim >= 0) {
     auto rows = ext.find(p.dims.at(L->cluster_split.row_dim));
-    one_kernel = rows != ext.end() && decode_runs_one_kernel(L->cluster_split, rows->second);
+    if (rows != ext.end() && decode_runs_one_kernel(L->cluster_split, rows->second)) {
+      const std::shared_ptr<const CudaLoaded> split = L;
+      std::call_once(split->one_kernel_build->once, [&] {
+        split->one_kernel_build->L = cuda_load_build(p, ext, split->build, split->checks_gathers,
+                                                     nullptr, true);
+      });
+      L = split->one_kernel_build->L;
+    }
   }
-  const bool checks = L->checks_gathers || !range_conditions_hold(*L, p, ext);
-  if (one_kernel == L->one_kernel && checks == L->checks_gathers) return L;
-  L = cuda_load_build(p, ext, L->build, checks, from_process_cache, one_kernel);
-  // (the one-kernel build has range conditions of its own)
-  if (!L->checks_gathers && !range_conditions_hold(*L, p, ext))
-    L = cuda_load_build(p, ext, L->build, true, from_process_cache, one_kernel);
-  return L;
+  // then the build that checks every gather where the call fails a range condition of its own
+  if (L->checks_gathers || range_conditions_hold(*L, p, ext)) return L;
+  return cuda_load_build(p, ext, L->build, true, from_process_cache, L->one_kernel);
 }
 
 Dim3 sm80_grid(const Sm80Launch& la, const KeySplit& ks, int64_t m_tiles, int64_t P,

@@ -203,9 +203,7 @@ std::string LoweredCuda::str(const Plan& plan) const {
        << plan.program.dims.at(cluster_split.row_dim) << ") read "
        << cluster_split.split_few_reads << " K and V elements a key against "
        << cluster_split.fused_few_reads << " in one kernel"
-       << (cluster_split.fused_few_reads < cluster_split.split_few_reads
-               ? ", and run the one kernel\n"
-               : "\n");
+       << (decode_runs_one_kernel(cluster_split, 1) ? ", and run the one kernel\n" : "\n");
   auto dims_text = [&](const std::vector<int>& ds) {
     std::string s;
     for (int d : ds) s += (s.empty() ? "" : " * ") + p.dims[d];
