@@ -1,8 +1,10 @@
 // split_clusters: lowering's one plan-level decision. A tensor-core kernel whose softmax groups
 // fall into independent clusters (a group, the score contractions it reads and the accumulators
-// it rescales or feeds; groups sharing a score or an accumulator are one cluster) and whose
-// value columns split because its accumulators do not fit together (diff_attn at d = 128, e =
-// 256: 4 chunks of 64 columns, each recomputing both scores) may run as a kernel per cluster.
+// it rescales or feeds; groups sharing a score or an accumulator are one cluster) may run as a
+// kernel per cluster, where its accumulators do not fit one kernel together: its value columns
+// split (diff_attn at d = 128, e = 256: 4 chunks of 64 columns, each recomputing both scores),
+// or it stays on mma.sync where each cluster alone would take wgmma (diff_attn d = 64, e = 128
+// on Hopper).
 // cluster_cuts names the epilogue values that carry every cluster but the last into the rest
 // of the kernel (diff_attn: p1·v, normalized); materialized, they make fusion put that cluster
 // in a kernel of its own, which writes them, and leave the last cluster's kernel to read them in
@@ -45,7 +47,7 @@ std::vector<Materialize> cluster_cuts(const Plan& plan, const LoweredCuda& lower
     if (lk.path != LoweredKernel::Path::tensor_core) continue;
     const TensorCoreKernel& tc = lk.tensor_core;
     const Sm80Launch& la = tc.launch;
-    if (la.value_split < 2 || tc.groups.size() < 2) continue;
+    if (tc.groups.size() < 2) continue;
     const PlanKernel& k = plan.kernels[lk.plan_kernel];
     // Members, by node id; group g by its own key, -1 - g (a plain group has no max node, and
     // may have no row sum).

@@ -900,7 +900,10 @@ TEST(CudaBackend, SeveralAccumulatorsInTheFewRowsKernelMatchTheReference) {
       std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
       ASSERT_EQ(L->kernels.at(0).low.path, LoweredKernel::Path::tensor_core)
           << L->kernels.at(0).low.why;
-      EXPECT_EQ(L->kernels.at(0).low.tensor_core.launch.few_value_split, 2);
+      // (one kernel: decode calls, f32 operands, the sm80 path; a prefill call with bf16 on the
+      // cuda-sm90 path runs a kernel per softmax group, whose accumulators fit one chunk)
+      if (L->kernels.size() == 1)
+        EXPECT_EQ(L->kernels.at(0).low.tensor_core.launch.few_value_split, 2);
       check_example(p, ext, 71 + m);
     }
   }

@@ -54,7 +54,7 @@ TEST(Lower, EveryExampleTakesTheTensorCorePathAtItsHeadSizes) {
 // contractions (q1.k1, q2.k2 over d), two softmax groups and a P.V accumulator per group over e.
 TEST(Lower, TheTensorCoreStructureIsData) {
   Program p = testing::example_program("diff_attn");
-  Compiled c = lowered(p, Target::cuda_sm90, {{"d", 64}, {"e", 128}});
+  Compiled c = fused(p, Target::cuda_sm90, {{"d", 64}, {"e", 128}});
   ASSERT_EQ(c.lowered.kernels.size(), 1u);
   const Sm80Structure& st = c.lowered.kernels[0].tensor_core.launch.structure;
   const Program& q = c.plan.program;
@@ -1358,14 +1358,25 @@ TEST(Lower, ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn) {
   EXPECT_EQ(kernel_count(p, o), 2);
   const std::string text = explain(p, o);
   EXPECT_NE(text.find(tmp.reason), std::string::npos) << text;
-  // no value split in one kernel: it stays one (at d = 64 on mma.sync; on an A100 at every
-  // size here, where one kernel splits in 2 and the split kernels' 768 are not 2/3 of its 1024)
-  for (const auto& [t, d, e] : {std::tuple{Target::cuda_sm90, 64, 128},
+  // where the kernels per cluster do not do enough fewer products it stays one: at d = e = 64
+  // (wgmma either way: 256 against 256), and on an A100 (no wgmma: at d64/e128 384 against 384,
+  // at d128/e256 the one kernel splits its values in 2 and the kernels per cluster's 768 are
+  // not 2/3 of its 1024)
+  for (const auto& [t, d, e] : {std::tuple{Target::cuda_sm90, 64, 64},
                                 std::tuple{Target::cuda_sm80, 64, 128},
                                 std::tuple{Target::cuda_sm80, 128, 256}}) {
     const Compiled k = lowered(p, t, {{"d", d}, {"e", e}});
     EXPECT_EQ(k.plan.kernels.size(), 1u) << target_name(t) << " d=" << d;
   }
+  // at d = 64, e = 128 on Hopper the one kernel needs no value split but runs on mma.sync (at a
+  // value split of 2 wgmma's exponentials would bind it); the kernels per cluster take wgmma:
+  // 384 multiply-adds a pair against 384 at mma.sync's rate (360/790 of wgmma's)
+  const Compiled narrow = lowered(p, Target::cuda_sm90, {{"d", 64}, {"e", 128}});
+  ASSERT_EQ(narrow.plan.kernels.size(), 2u);
+  EXPECT_EQ(narrow.lowered.cluster_split.split_cost, 2 * (64 + 128));
+  EXPECT_DOUBLE_EQ(narrow.lowered.cluster_split.fused_cost, 384 / kMmaSyncRateOnSm90);
+  for (const LoweredKernel& k : narrow.lowered.kernels)
+    EXPECT_TRUE(k.tensor_core.launch.wgmma) << k.tensor_core.launch.products_why;
   // --strict: one kernel
   CompileOptions strict = o;
   strict.strict = true;
