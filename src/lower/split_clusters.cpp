@@ -119,6 +119,13 @@ std::vector<Materialize> cluster_cuts(const Plan& plan, const LoweredCuda& lower
     auto name = [&](size_t g) {
       return "%" + S(tc.groups[g].max_node >= 0 ? tc.groups[g].max_node : tc.groups[g].arg);
     };
+    // what keeping them together costs
+    const std::string together =
+        la.value_split > 1
+            ? "the value columns split in " + S(la.value_split) + " chunks of " +
+                  S(la.value_cols) + " (" + la.value_split_why +
+                  "), each computing every score again"
+            : "the kernel runs " + la.products_why;
     // one kernel per moved cluster, whatever the dims of its cuts (an output per row beside
     // values per row and value column)
     for (const auto& [cluster, ids] : kernel_cuts) {
@@ -134,9 +141,7 @@ std::vector<Materialize> cluster_cuts(const Plan& plan, const LoweredCuda& lower
            std::string(moved > 1 ? "the groups " : "the group ") + groups +
                " and the accumulators they feed run apart from group " +
                name(tc.groups.size() - 1) +
-               " (a kernel per cluster): together the value columns split in " +
-               S(la.value_split) + " chunks of " + S(la.value_cols) + " (" + la.value_split_why +
-               "), each computing every score again"});
+               " (a kernel per cluster): together " + together});
     }
   }
   return cuts;

@@ -1377,6 +1377,9 @@ TEST(Lower, ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn) {
   EXPECT_DOUBLE_EQ(narrow.lowered.cluster_split.fused_cost, 384 / kMmaSyncRateOnSm90);
   for (const LoweredKernel& k : narrow.lowered.kernels)
     EXPECT_TRUE(k.tensor_core.launch.wgmma) << k.tensor_core.launch.products_why;
+  const std::string narrow_why = narrow.plan.buffers.at(narrow.plan.materialized().at(0)).reason;
+  EXPECT_NE(narrow_why.find("together the kernel runs mma.sync: wgmma's scores"),
+            std::string::npos) << narrow_why;
   // --strict: one kernel
   CompileOptions strict = o;
   strict.strict = true;
