@@ -280,7 +280,11 @@ std::string explain(const Program& prog, const CompileOptions& opt) {
   os << (plan.materialized().empty() ? ", nothing materialized\n"
                                      : ", " + std::to_string(plan.materialized().size()) +
                                            " intermediate(s) materialized\n");
-  if (c.lowered.cluster_split.split_cost > 0)
+  const LoweredCuda::ClusterSplit& cs = c.lowered.cluster_split;
+  if (cs.split_cost > 0 && cs.fused_element_kernels > cs.split_element_kernels)
+    os << "a kernel per softmax cluster: the tensor-core template takes each cluster, not one "
+          "kernel of them all (element path)\n";
+  else if (cs.split_cost > 0)
     os << "a kernel per softmax cluster: " << c.lowered.cluster_split.split_cost
        << " multiply-adds a (row, key) pair against " << c.lowered.cluster_split.fused_cost
        << " in one kernel"
@@ -378,11 +382,14 @@ std::string explain_json(const Program& prog, const CompileOptions& opt) {
     if (opt.target != Target::cpu) kj["cuda"] = cuda_json(cuda_shape(plan, c.lowered.kernels[i], opt.sizes));
     j["kernels"].push_back(kj);
   }
-  if (c.lowered.cluster_split.split_cost > 0)
+  const LoweredCuda::ClusterSplit& cs = c.lowered.cluster_split;
+  if (cs.split_cost > 0)
     j["cluster_split"] = {{"fused_cost", c.lowered.cluster_split.fused_cost},
                           {"split_cost", c.lowered.cluster_split.split_cost},
                           {"fused_few_reads", c.lowered.cluster_split.fused_few_reads},
                           {"split_few_reads", c.lowered.cluster_split.split_few_reads},
+                          {"fused_element_kernels", cs.fused_element_kernels},
+                          {"split_element_kernels", cs.split_element_kernels},
                           {"decode_runs_one_kernel",
                            decode_runs_one_kernel(c.lowered.cluster_split, 1)}};
   j["materialized"] = nlohmann::json::array();

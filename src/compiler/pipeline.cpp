@@ -109,13 +109,7 @@ Compiled compile_program(const Program& p, const CompileOptions& opt,
       classify_tiles(plan);
       LoweredCuda lowered = lower_cuda(plan, opt.target, heads, smem_budget(opt));
       if (cluster_split_pays(c.lowered, lowered)) {
-        // (the row dim of the last cluster's kernel, which reads the cuts)
-        int row_dim = -1;
-        for (const LoweredKernel& lk : lowered.kernels)
-          if (lk.path == LoweredKernel::Path::tensor_core)
-            row_dim = plan.kernels[lk.plan_kernel].row_dim;
-        lowered.cluster_split = {product_cost(c.lowered), product_cost(lowered),
-                                 few_key_reads(c.lowered), few_key_reads(lowered), row_dim};
+        lowered.cluster_split = cluster_split_of(plan, c.lowered, lowered);
         c.plan = std::move(plan);
         c.lowered = std::move(lowered);
       }

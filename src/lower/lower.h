@@ -74,6 +74,7 @@ struct LoweredCuda {
   struct ClusterSplit {
     double fused_cost = 0, split_cost = 0;
     int64_t fused_few_reads = 0, split_few_reads = 0;
+    int fused_element_kernels = 0, split_element_kernels = 0;  // kernels on the element path
     int row_dim = -1;
   } cluster_split;
   std::string str(const Plan& plan) const;
@@ -107,13 +108,18 @@ inline constexpr double kClusterSplitPays = 2.0 / 3.0;
 // Whether the lowering of the plan with kernels per cluster (`split`) replaces the one-kernel
 // lowering (`fused`): no kernel more on the element path, and product costs within that bound.
 bool cluster_split_pays(const LoweredCuda& fused, const LoweredCuda& split);
+// The comparison the split plan keeps (LoweredCuda::cluster_split), the row dim that of the
+// last kernel on the tensor-core path (the last cluster's, which reads the cuts).
+LoweredCuda::ClusterSplit cluster_split_of(const Plan& split_plan, const LoweredCuda& fused,
+                                           const LoweredCuda& split);
 // Elements of K and V the tensor-core kernels' few-rows (decode) builds read per key and
 // parallel index: each value chunk reads the K tiles again.
 int64_t few_key_reads(const LoweredCuda& lowered);
 // Whether a call of `rows` query rows runs the program's one-kernel lowering (CompileOptions::
 // cluster_split false) instead of the kernels per cluster: a decode call (the few-rows kernels,
 // at most KeySplit::kFewRows rows) where the one kernel reads fewer K and V elements a key
-// (diff_attn d128/e256: 768 against 1024, the kernels per cluster reading v twice).
+// (diff_attn d128/e256: 768 against 1024, the kernels per cluster reading v twice) and takes
+// the element path no more often.
 bool decode_runs_one_kernel(const LoweredCuda::ClusterSplit& split, int64_t rows);
 
 // Bytes of an element kernel's workspace per block at the call's extents (by dim id), with

@@ -196,7 +196,12 @@ std::string LoweredCuda::str(const Plan& plan) const {
   const Program& p = plan.program;
   std::ostringstream os;
   os << "lowered for " << target_name(target) << "\n";
-  if (cluster_split.split_cost > 0)
+  const LoweredCuda::ClusterSplit& cs = cluster_split;
+  if (cs.split_cost > 0 && cs.fused_element_kernels > cs.split_element_kernels)
+    os << "kernels per softmax cluster: " << cs.fused_element_kernels - cs.split_element_kernels
+       << " kernel(s) fewer on the element path than in one kernel (the template takes each "
+          "cluster)\n";
+  else if (cs.split_cost > 0)
     os << "kernels per softmax cluster: " << cluster_split.split_cost
        << " multiply-adds a (row, key) pair (product_cost) against " << cluster_split.fused_cost
        << " in one kernel; decode calls (at most " << KeySplit::kFewRows << " rows of "

@@ -272,16 +272,22 @@ class Lowering : public TensorCoreView {
         if (d != k_.row_dim && d != vdim_ && !is_par(d))
           fail("output " + B.name + " has dim '" + p_.dims[d] + "'");
     }
-    // Intermediates (another kernel's values) are read where they are stored: in the
-    // epilogue (store), over the grid and the value dim.
+    // Intermediates (another kernel's values) are read where they are stored, by the epilogue
+    // (store), over the grid and the value dim: no value of the key loop may depend on one.
+    std::map<int, int> from_load;  // node -> the intermediate it depends on
+    for (const PlanValue& v : k_.values) {
+      if (v.load_buffer >= 0) from_load[v.node] = v.load_buffer;
+      for (int a : N(v.node).args) {
+        auto it = from_load.find(a);
+        if (it == from_load.end()) continue;
+        if (v.phase == Phase::Body)
+          fail("it reads the intermediate " + plan_.buffers[it->second].name + " (" + nt(a) +
+               ") before the epilogue");
+        from_load.emplace(v.node, it->second);
+      }
+    }
     for (const PlanValue& v : k_.values) {
       if (v.load_buffer < 0) continue;
-      for (const PlanValue& u : k_.values) {
-        const std::vector<int>& args = N(u.node).args;
-        if (u.phase != Phase::Epilogue && std::find(args.begin(), args.end(), v.node) != args.end())
-          fail("it reads the intermediate " + plan_.buffers[v.load_buffer].name + " (" +
-               nt(v.node) + ") before the epilogue");
-      }
       for (int d : plan_.buffers[v.load_buffer].dims)
         if (d != k_.row_dim && d != vdim_ && !is_par(d))
           fail("it reads the intermediate " + plan_.buffers[v.load_buffer].name +

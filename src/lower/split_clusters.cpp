@@ -1,10 +1,11 @@
-// split_clusters: lowering's one plan-level decision. A tensor-core kernel whose softmax groups
-// fall into independent clusters (a group, the score contractions it reads and the accumulators
-// it rescales or feeds; groups sharing a score or an accumulator are one cluster) may run as a
-// kernel per cluster, where its accumulators do not fit one kernel together: its value columns
-// split (diff_attn at d = 128, e = 256: 4 chunks of 64 columns, each recomputing both scores),
-// or it stays on mma.sync where each cluster alone would take wgmma (diff_attn d = 64, e = 128
-// on Hopper).
+// split_clusters: lowering's one plan-level decision. A kernel whose accumulators fall into
+// independent clusters (online sums with the maxima that rescale them, and accumulators whose
+// arguments read one score contraction: a softmax group with its P.V sums, or a plain group)
+// may run as a kernel per cluster, where they do not fit one kernel together: the template
+// does not take them all (three softmaxes: the element path), its value columns split
+// (diff_attn at d = 128, e = 256: 4 chunks of 64 columns, each recomputing both scores), or it
+// stays on mma.sync where each cluster alone would take wgmma (diff_attn d = 64, e = 128 on
+// Hopper).
 // cluster_cuts names the epilogue values that carry every cluster but the last into the rest
 // of the kernel (diff_attn: p1·v, normalized); materialized, they make fusion put that cluster
 // in a kernel of its own, which writes them, and leave the last cluster's kernel to read them in
@@ -44,48 +45,50 @@ std::vector<Materialize> cluster_cuts(const Plan& plan, const LoweredCuda& lower
   std::vector<Materialize> cuts;
   const Program& p = plan.program;
   for (const LoweredKernel& lk : lowered.kernels) {
-    if (lk.path != LoweredKernel::Path::tensor_core) continue;
-    const TensorCoreKernel& tc = lk.tensor_core;
-    const Sm80Launch& la = tc.launch;
-    if (tc.groups.size() < 2) continue;
     const PlanKernel& k = plan.kernels[lk.plan_kernel];
-    // Members, by node id; group g by its own key, -1 - g (a plain group has no max node, and
-    // may have no row sum).
+    if (k.red_dim < 0 || k.accs.size() < 2) continue;
+    // Clusters of the kernel's accumulators: an online sum joins the maxima it is rescaled by,
+    // and accumulators whose arguments read one score contraction (a sum over eliminated dims
+    // of a product of two loads: PlanValue::contraction) join through it.
     Clusters uf;
-    std::vector<int> group_key;
-    for (size_t gi = 0; gi < tc.groups.size(); ++gi) {
-      const TensorCoreKernel::Group& g = tc.groups[gi];
-      const int key = -1 - static_cast<int>(gi);
-      group_key.push_back(key);
-      if (g.max_node >= 0) uf.join(g.max_node, key);
-      uf.find(key);
-      for (int s : g.sums) uf.join(s, key);
-      // the scores its argument reads
+    std::set<int> acc_nodes, with_score;
+    for (const Accumulator& acc : k.accs) acc_nodes.insert(acc.node);
+    for (const Accumulator& acc : k.accs) {
+      uf.find(acc.node);
+      for (int m : acc.rescale_by) uf.join(acc.node, m);
       std::set<int> seen;
       std::function<void(int)> walk = [&](int id) {
         if (!seen.insert(id).second) return;
-        for (const TensorCoreKernel::Score& sc : tc.scores)
-          if (sc.node == id) uf.join(id, key);
-        for (int a : p.nodes[id].args) walk(a);
+        const PlanValue* v = k.value(id);
+        if (!v || v->load_buffer >= 0) return;
+        if (v->contraction) {
+          uf.join(acc.node, id);
+          with_score.insert(acc.node);
+          return;
+        }
+        for (int a : p.nodes[id].args)
+          if (!acc_nodes.count(a)) walk(a);
       };
-      walk(g.arg);
+      for (int a : p.nodes[acc.node].args) walk(a);
     }
-    for (const TensorCoreKernel::Acc& a : tc.pv) uf.join(a.node, group_key.at(a.group));
-    for (const Accumulator& acc : k.accs)
-      for (int m : acc.rescale_by) uf.join(acc.node, m);
-    std::vector<int> roots;  // clusters in group order
-    for (int key : group_key)
-      if (std::find(roots.begin(), roots.end(), uf.find(key)) == roots.end())
-        roots.push_back(uf.find(key));
+    // the clusters that read a score, in the order of their first accumulator; accumulators of
+    // no score (a count of keys) stay with the last, whose kernel reads the cuts
+    std::vector<int> roots;
+    for (const Accumulator& acc : k.accs) {
+      const int r = uf.find(acc.node);
+      bool scored = false;
+      for (int x : with_score) scored = scored || uf.find(x) == r;
+      if (scored && std::find(roots.begin(), roots.end(), r) == roots.end()) roots.push_back(r);
+    }
     if (roots.size() < 2) continue;
     const int keep = roots.back();
+    auto cluster_of = [&](int acc) {
+      const int r = uf.find(acc);
+      return std::find(roots.begin(), roots.end(), r) == roots.end() ? keep : r;
+    };
     // The clusters each epilogue value depends on (accumulators: their own).
     std::map<int, std::set<int>> deps;
-    std::set<int> acc_nodes;
-    for (const Accumulator& acc : k.accs) {
-      acc_nodes.insert(acc.node);
-      deps[acc.node] = {uf.find(acc.node)};
-    }
+    for (int id : acc_nodes) deps[id] = {cluster_of(id)};
     std::vector<int> epilogue;
     for (const PlanValue& v : k.values) {
       if (v.phase != Phase::Epilogue || acc_nodes.count(v.node)) continue;
@@ -115,34 +118,34 @@ std::vector<Materialize> cluster_cuts(const Plan& plan, const LoweredCuda& lower
     }
     for (int id : acc_nodes)
       if (single(id) && outputs.count(id)) cut(id);
-    // a group by its max node, or a plain group by its weights
-    auto name = [&](size_t g) {
-      return "%" + S(tc.groups[g].max_node >= 0 ? tc.groups[g].max_node : tc.groups[g].arg);
+    // a cluster by its running maxima (softmax groups), or its first accumulator
+    auto name = [&](int cluster) {
+      std::string s;
+      for (const Accumulator& acc : k.accs)
+        if (acc.op == Op::Max && cluster_of(acc.node) == cluster)
+          s += (s.empty() ? "%" : ", %") + S(acc.node);
+      if (!s.empty()) return s;
+      for (const Accumulator& acc : k.accs)
+        if (cluster_of(acc.node) == cluster) return "%" + S(acc.node);
+      return s;
     };
     // what keeping them together costs
-    const std::string together =
-        la.value_split > 1
-            ? "the value columns split in " + S(la.value_split) + " chunks of " +
-                  S(la.value_cols) + " (" + la.value_split_why +
-                  "), each computing every score again"
-            : "the kernel runs " + la.products_why;
+    std::string together = "the kernel takes the element path (" + lk.why + ")";
+    if (lk.path == LoweredKernel::Path::tensor_core) {
+      const Sm80Launch& la = lk.tensor_core.launch;
+      together = la.value_split > 1
+                     ? "the value columns split in " + S(la.value_split) + " chunks of " +
+                           S(la.value_cols) + " (" + la.value_split_why +
+                           "), each computing every score again"
+                     : la.products_why.empty() ? "the kernel holds every accumulator"
+                                               : "the kernel runs " + la.products_why;
+    }
     // one kernel per moved cluster, whatever the dims of its cuts (an output per row beside
     // values per row and value column)
-    for (const auto& [cluster, ids] : kernel_cuts) {
-      std::string groups;
-      int moved = 0;
-      for (size_t g = 0; g < tc.groups.size(); ++g)
-        if (uf.find(group_key[g]) == cluster) {
-          groups += (groups.empty() ? "" : ", ") + name(g);
-          ++moved;
-        }
-      cuts.push_back(
-          {std::vector<int>(ids.begin(), ids.end()),
-           std::string(moved > 1 ? "the groups " : "the group ") + groups +
-               " and the accumulators they feed run apart from group " +
-               name(tc.groups.size() - 1) +
-               " (a kernel per cluster): together " + together});
-    }
+    for (const auto& [cluster, ids] : kernel_cuts)
+      cuts.push_back({std::vector<int>(ids.begin(), ids.end()),
+                      "the accumulators of " + name(cluster) + " run apart from those of " +
+                          name(keep) + " (a kernel per cluster): together " + together});
   }
   return cuts;
 }
@@ -172,18 +175,34 @@ int64_t few_key_reads(const LoweredCuda& lowered) {
 
 bool decode_runs_one_kernel(const LoweredCuda::ClusterSplit& split, int64_t rows) {
   return split.split_cost > 0 && rows <= KeySplit::kFewRows &&
+         split.fused_element_kernels <= split.split_element_kernels &&
          split.fused_few_reads < split.split_few_reads;
 }
 
+namespace {
+int elements(const LoweredCuda& l) {
+  return static_cast<int>(
+      std::count_if(l.kernels.begin(), l.kernels.end(), [](const LoweredKernel& k) {
+        return k.path == LoweredKernel::Path::element;
+      }));
+}
+}  // namespace
+
+LoweredCuda::ClusterSplit cluster_split_of(const Plan& split_plan, const LoweredCuda& fused,
+                                           const LoweredCuda& split) {
+  LoweredCuda::ClusterSplit s{product_cost(fused), product_cost(split), few_key_reads(fused),
+                              few_key_reads(split), elements(fused), elements(split), -1};
+  for (const LoweredKernel& lk : split.kernels)
+    if (lk.path == LoweredKernel::Path::tensor_core)
+      s.row_dim = split_plan.kernels[lk.plan_kernel].row_dim;
+  return s;
+}
+
 bool cluster_split_pays(const LoweredCuda& fused, const LoweredCuda& split) {
-  auto elements = [](const LoweredCuda& l) {
-    return std::count_if(l.kernels.begin(), l.kernels.end(), [](const LoweredKernel& k) {
-      return k.path == LoweredKernel::Path::element;
-    });
-  };
+  // fewer kernels on the element path (a kernel of three softmaxes, two per cluster at most)
+  if (elements(split) != elements(fused)) return elements(split) < elements(fused);
   // (a relative tolerance: the bound may hold with equality, as at diff_attn d = e = 128)
-  return elements(split) <= elements(fused) &&
-         product_cost(split) <= kClusterSplitPays * product_cost(fused) * (1 + 1e-9);
+  return product_cost(split) <= kClusterSplitPays * product_cost(fused) * (1 + 1e-9);
 }
 
 }  // namespace flashgen

@@ -953,9 +953,16 @@ TEST(CudaBackend, SoftmaxClustersInKernelsOfTheirOwnMatchTheReference) {
       }
     }
   }
-  // a bf16 cut (its rounded value through the double intermediate), one over [b, h, e, m], and
-  // a per-row cut (the first group's logsumexp, an output)
+  // a bf16 cut (its rounded value through the double intermediate), one over [b, h, e, m], a
+  // per-row cut (the first group's logsumexp, an output), and three softmaxes (one kernel of
+  // them would take the element path; here three kernels, decode calls too)
   const std::vector<Program> cuts = parse_source(R"(
+program three(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
+              k2: bf16[b, h, n, d], q3: bf16[b, h, m, d], k3: bf16[b, h, n, d],
+              v: bf16[b, h, n, e]) {
+  out o: bf16[b, h, m, e] = sum((softmax(sum(q1 * k1, d), n) + softmax(sum(q2 * k2, d), n) -
+                                 softmax(sum(q3 * k3, d), n)) * v, n)
+}
 program diff_lse(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
                  k2: bf16[b, h, n, d], v: bf16[b, h, n, e], lam: f32[]) {
   s1 = sum(q1 * k1, d) / sqrt(size(d))
@@ -976,7 +983,8 @@ program efirst(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
 }
 )", "cut.attn");
   for (const Program& p : cuts)
-    for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{{333, 700}, {200, 150}}) {
+    for (const auto& [m, n] :
+         std::vector<std::pair<int64_t, int64_t>>{{333, 700}, {200, 150}, {1, 3001}}) {
       SCOPED_TRACE(p.name + " m=" + std::to_string(m) + " n=" + std::to_string(n));
       check_example(p, testing::example_extents(p, m, n, 128, 256, 2), 131 + m);
     }
