@@ -623,6 +623,8 @@ CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inpu
       const Tensor& given = prepared.at(B.name);
       Tensor t = given.dtype() == B.type && given.is_contiguous() ? given : given.to(B.type);
       if (bytes) b.bufs.back().upload(t.data(), bytes);
+    } else if (B.kind == PlanBuffer::Intermediate) {
+      b.bufs.back().memset(0xff);  // NaN as a double (a value no kernel wrote reads as NaN)
     } else if (bytes % 4 == 0) {
       b.bufs.back().fill_u32(0x7fc07fc0u);  // NaN in bf16 pairs and in f32
     } else if (bytes) {

@@ -91,10 +91,10 @@ LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
                        const SmemBudget& budget);
 
 // Lowering's one plan-level decision (lower/split_clusters.cpp): the epilogue values that move
-// the independent softmax clusters of a tensor-core kernel, all but its last, into kernels of
-// their own, where the kernel's value columns split because their accumulators do not fit
-// together: one set per moved cluster, the roots of its kernel (make_plan's `materialize`;
-// empty: no such kernel).
+// the independent clusters of a kernel's accumulators (softmax or plain groups), all but its
+// last, into kernels of their own: one set per moved cluster, the roots of its kernel
+// (make_plan's `materialize`; empty: no kernel of two clusters). compile_program keeps the
+// split where cluster_split_pays.
 std::vector<Materialize> cluster_cuts(const Plan& plan, const LoweredCuda& lowered);
 // Multiply-adds per (row, key) pair of the tensor-core kernels (each value chunk computes the
 // scores again), the products by mma.sync on cuda-sm90 counted at the rate they run at against
@@ -106,7 +106,8 @@ inline constexpr double kMmaSyncRateOnSm90 = 360.0 / 790.0;
 // value column) and the value tiles every cluster's kernel loads again.
 inline constexpr double kClusterSplitPays = 2.0 / 3.0;
 // Whether the lowering of the plan with kernels per cluster (`split`) replaces the one-kernel
-// lowering (`fused`): no kernel more on the element path, and product costs within that bound.
+// lowering (`fused`): fewer kernels on the element path, or as many and product costs within
+// that bound.
 bool cluster_split_pays(const LoweredCuda& fused, const LoweredCuda& split);
 // The comparison the split plan keeps (LoweredCuda::cluster_split), the row dim that of the
 // last kernel on the tensor-core path (the last cluster's, which reads the cuts).

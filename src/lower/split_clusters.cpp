@@ -10,8 +10,8 @@
 // of the kernel (diff_attn: p1·v, normalized); materialized, they make fusion put that cluster
 // in a kernel of its own, which writes them, and leave the last cluster's kernel to read them in
 // its epilogue. compile_program (compiler/pipeline.cpp) plans and lowers the program again with
-// them and keeps the kernels per cluster where cluster_split_pays (their product_cost at most
-// kClusterSplitPays of the one kernel's, no kernel more on the element path).
+// them and keeps the kernels per cluster where cluster_split_pays (fewer kernels on the element
+// path, or as many and their product_cost at most kClusterSplitPays of the one kernel's).
 // Preconditions: a lowered plan (lower_cuda). Test: tests/lower/lower_test.cpp
 // (Lower.ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn), on the GPU
 // tests/gpu/cuda_examples_test.cpp (every example, diff_attn at e = 2d among them).

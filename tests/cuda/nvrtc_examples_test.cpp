@@ -401,7 +401,27 @@ program efirst(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
     for (const std::string& entry : compile_cuda_cubins(p, Target::cuda_sm90, opt.sizes, "sm_90a"))
       EXPECT_EQ(entry.substr(1, 3), "ELF") << p.name;
   }
+  // three softmaxes: the last kernel computes (t1 + t2) from two intermediates before the
+  // epilogue's own (a value of the prologue phase, printed into store())
+  const Program three = parse_source(R"(
+program three(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
+              k2: bf16[b, h, n, d], q3: bf16[b, h, m, d], k3: bf16[b, h, n, d],
+              v: bf16[b, h, n, e]) {
+  out o: bf16[b, h, m, e] = sum((softmax(sum(q1 * k1, d), n) + softmax(sum(q2 * k2, d), n) -
+                                 softmax(sum(q3 * k3, d), n)) * v, n)
+}
+)", "three.attn").at(0);
+  CompileOptions opt;
+  opt.target = Target::cuda_sm90;
+  opt.sizes = {{"d", 64}, {"e", 64}};
+  const Compiled c3 = compile_to_target(three, opt);
+  ASSERT_EQ(c3.sources.size(), 3u);
+  for (const LoweredKernel& k : c3.lowered.kernels)
+    EXPECT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
   if (!nvrtc) GTEST_SKIP() << "no NVRTC: " << why;
+  const std::vector<std::string> cubins = compile_cuda_cubins(three, Target::cuda_sm90, opt.sizes, "sm_90a");
+  ASSERT_EQ(cubins.size(), 3u);
+  for (const std::string& cb : cubins) EXPECT_EQ(cb.substr(1, 3), "ELF");
 }
 
 TEST(CudaEmit, OutputDimOrderIsFree) {
