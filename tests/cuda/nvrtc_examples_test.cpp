@@ -369,20 +369,8 @@ TEST(CudaEmit, WideValuesSplitIntoColumnChunks) {
 // bits) and one whose value dim is not innermost ([b, h, e, m]) compile for sm_90a in every
 // kernel of the plan, and the stores convert to double.
 TEST(CudaEmit, CutValuesOfAnyTypeAndLayoutCompile) {
-  const std::vector<Program> ps = parse_source(R"(
-program castcut(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
-                k2: bf16[b, h, n, d], v: bf16[b, h, n, e], lam: f32[]) {
-  p1 = softmax(sum(q1 * k1, d) / sqrt(size(d)), n)
-  p2 = softmax(sum(q2 * k2, d) / sqrt(size(d)), n)
-  out o: bf16[b, h, m, e] = bf16(sum(p1 * v, n)) - lam * sum(p2 * v, n)
-}
-program efirst(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
-               k2: bf16[b, h, n, d], v: bf16[b, h, n, e], lam: f32[]) {
-  p1 = softmax(sum(q1 * k1, d) / sqrt(size(d)), n)
-  p2 = softmax(sum(q2 * k2, d) / sqrt(size(d)), n)
-  out o: bf16[b, h, e, m] = bf16(sum(p1 * v, n)) - lam * sum(p2 * v, n)
-}
-)", "cut.attn");
+  const std::vector<Program> ps = {testing::source_program("bench/programs/bf16_cut.attn"),
+                                   testing::source_program("bench/programs/cut_e_first.attn")};
   std::string why;
   const bool nvrtc = nvrtc_available(&why);
   for (const Program& p : ps) {
@@ -403,14 +391,7 @@ program efirst(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
   }
   // three softmaxes: the last kernel computes (t1 + t2) from two intermediates before the
   // epilogue's own (a value of the prologue phase, printed into store())
-  const Program three = parse_source(R"(
-program three(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
-              k2: bf16[b, h, n, d], q3: bf16[b, h, m, d], k3: bf16[b, h, n, d],
-              v: bf16[b, h, n, e]) {
-  out o: bf16[b, h, m, e] = sum((softmax(sum(q1 * k1, d), n) + softmax(sum(q2 * k2, d), n) -
-                                 softmax(sum(q3 * k3, d), n)) * v, n)
-}
-)", "three.attn").at(0);
+  const Program three = testing::source_program("bench/programs/three_softmax.attn");
   CompileOptions opt;
   opt.target = Target::cuda_sm90;
   opt.sizes = {{"d", 64}, {"e", 64}};

@@ -970,32 +970,10 @@ TEST(CudaBackend, SoftmaxClustersInKernelsOfTheirOwnMatchTheReference) {
   // a bf16 cut (its rounded value through the double intermediate), one over [b, h, e, m], a
   // per-row cut (the first group's logsumexp, an output), and three softmaxes (one kernel of
   // them would take the element path; here three kernels, decode calls too)
-  const std::vector<Program> cuts = parse_source(R"(
-program three(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
-              k2: bf16[b, h, n, d], q3: bf16[b, h, m, d], k3: bf16[b, h, n, d],
-              v: bf16[b, h, n, e]) {
-  out o: bf16[b, h, m, e] = sum((softmax(sum(q1 * k1, d), n) + softmax(sum(q2 * k2, d), n) -
-                                 softmax(sum(q3 * k3, d), n)) * v, n)
-}
-program diff_lse(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
-                 k2: bf16[b, h, n, d], v: bf16[b, h, n, e], lam: f32[]) {
-  s1 = sum(q1 * k1, d) / sqrt(size(d))
-  out o: bf16[b, h, m, e] = sum(softmax(s1, n) * v, n) - lam * sum(softmax(sum(q2 * k2, d) / sqrt(size(d)), n) * v, n)
-  out lse1: f32[b, h, m] = logsumexp(s1, n)
-}
-program castcut(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
-                k2: bf16[b, h, n, d], v: bf16[b, h, n, e], lam: f32[]) {
-  p1 = softmax(sum(q1 * k1, d) / sqrt(size(d)), n)
-  p2 = softmax(sum(q2 * k2, d) / sqrt(size(d)), n)
-  out o: bf16[b, h, m, e] = bf16(sum(p1 * v, n)) - lam * sum(p2 * v, n)
-}
-program efirst(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
-               k2: bf16[b, h, n, d], v: bf16[b, h, n, e], lam: f32[]) {
-  p1 = softmax(sum(q1 * k1, d) / sqrt(size(d)), n)
-  p2 = softmax(sum(q2 * k2, d) / sqrt(size(d)), n)
-  out o: bf16[b, h, e, m] = bf16(sum(p1 * v, n)) - lam * sum(p2 * v, n)
-}
-)", "cut.attn");
+  std::vector<Program> cuts;
+  for (const char* f : {"bench/programs/three_softmax.attn", "bench/programs/diff_lse.attn",
+                        "bench/programs/bf16_cut.attn", "bench/programs/cut_e_first.attn"})
+    cuts.push_back(testing::source_program(f));
   for (const Program& p : cuts)
     for (const auto& [m, n] :
          std::vector<std::pair<int64_t, int64_t>>{{333, 700}, {200, 150}, {1, 3001}}) {

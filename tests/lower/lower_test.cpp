@@ -1386,14 +1386,7 @@ TEST(Lower, ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn) {
   EXPECT_EQ(compile_program(p, strict, "lower").plan.kernels.size(), 1u);
   // a per-row output of the first group (its logsumexp) goes with that group's kernel: one
   // kernel writes both cuts, [b, h, m, e] and [b, h, m]
-  const Program lse = parse_source(R"(
-program diff_lse(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
-                 k2: bf16[b, h, n, d], v: bf16[b, h, n, e], lam: f32[]) {
-  s1 = sum(q1 * k1, d) / sqrt(size(d))
-  out o: bf16[b, h, m, e] = sum(softmax(s1, n) * v, n) - lam * sum(softmax(sum(q2 * k2, d) / sqrt(size(d)), n) * v, n)
-  out lse1: f32[b, h, m] = logsumexp(s1, n)
-}
-)", "lse.attn").at(0);
+  const Program lse = testing::source_program("bench/programs/diff_lse.attn");
   const Compiled lc = lowered(lse, Target::cuda_sm90, wide);
   ASSERT_EQ(lc.plan.kernels.size(), 2u);
   EXPECT_EQ(lc.plan.writes(0), (std::vector<std::string>{"tmp0", "tmp1"}));
@@ -1402,14 +1395,7 @@ program diff_lse(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d
     EXPECT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
   // three softmaxes: one kernel of them all is beyond the template (3 scores: the element
   // path); a kernel per softmax takes it, each, and decode calls run them too
-  const Program three = parse_source(R"(
-program three(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
-              k2: bf16[b, h, n, d], q3: bf16[b, h, m, d], k3: bf16[b, h, n, d],
-              v: bf16[b, h, n, e]) {
-  out o: bf16[b, h, m, e] = sum((softmax(sum(q1 * k1, d), n) + softmax(sum(q2 * k2, d), n) -
-                                 softmax(sum(q3 * k3, d), n)) * v, n)
-}
-)", "three.attn").at(0);
+  const Program three = testing::source_program("bench/programs/three_softmax.attn");
   for (const Target t : {Target::cuda_sm80, Target::cuda_sm90}) {
     const Compiled one3 = fused(three, t, {{"d", 64}, {"e", 64}});
     ASSERT_EQ(one3.lowered.kernels.size(), 1u);
