@@ -109,7 +109,17 @@ std::vector<Materialize> cluster_cuts(const Plan& plan, const LoweredCuda& lower
       const std::set<int>& d = deps[id];
       return d.size() == 1 && *d.begin() != keep;
     };
-    auto cut = [&](int id) { kernel_cuts[*deps[id].begin()].insert(id); };
+    // (a bool or integer value read by another cluster is cut at its float arguments of the
+    // same cluster instead: the tensor-core path stores float intermediates only)
+    std::function<void(int)> cut = [&](int id) {
+      const int c = *deps[id].begin();
+      if (is_float(p.nodes[id].type) || acc_nodes.count(id) || outputs.count(id)) {
+        kernel_cuts[c].insert(id);
+        return;
+      }
+      for (int a : p.nodes[id].args)
+        if (deps.count(a) && deps[a] == std::set<int>{c}) cut(a);
+    };
     for (int id : epilogue) {
       if (single(id) && outputs.count(id)) cut(id);
       if (deps[id].size() < 2) continue;

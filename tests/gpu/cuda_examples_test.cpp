@@ -968,11 +968,13 @@ TEST(CudaBackend, SoftmaxClustersInKernelsOfTheirOwnMatchTheReference) {
     }
   }
   // a bf16 cut (its rounded value through the double intermediate), one over [b, h, e, m], a
-  // per-row cut (the first group's logsumexp, an output), and three softmaxes (one kernel of
-  // them would take the element path; here three kernels, decode calls too)
+  // per-row cut (the first group's logsumexp, an output), three softmaxes (one kernel of them
+  // would take the element path; here three kernels, decode calls too), and a bool cut at its
+  // float argument
   std::vector<Program> cuts;
   for (const char* f : {"bench/programs/three_softmax.attn", "bench/programs/diff_lse.attn",
-                        "bench/programs/bf16_cut.attn", "bench/programs/cut_e_first.attn"})
+                        "bench/programs/bf16_cut.attn", "bench/programs/cut_e_first.attn",
+                        "bench/programs/bool_cut.attn"})
     cuts.push_back(testing::source_program(f));
   for (const Program& p : cuts)
     for (const auto& [m, n] :

@@ -1409,6 +1409,15 @@ TEST(Lower, ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn) {
     EXPECT_EQ(t3.lowered.cluster_split.split_element_kernels, 0);
     EXPECT_FALSE(decode_runs_one_kernel(t3.lowered.cluster_split, 1));
   }
+  // a bool read across clusters (logsumexp(s1) > 0 choosing between the two softmaxes' values)
+  // is cut at its float argument, which the tensor-core path can store
+  const Compiled bc = lowered(testing::source_program("bench/programs/bool_cut.attn"),
+                              Target::cuda_sm90, wide);
+  ASSERT_EQ(bc.plan.kernels.size(), 2u);
+  for (int b : bc.plan.materialized())
+    EXPECT_EQ(bc.plan.buffers[b].type, DType::f32) << bc.plan.buffers[b].name;
+  for (const LoweredKernel& k : bc.lowered.kernels)
+    EXPECT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
   // two plain groups (sigmoid weights, no max and no row sum) split the same way
   const Program plain = parse_source(R"(
 program plain2(q1: bf16[b, h, m, d], k1: bf16[b, h, n, d], q2: bf16[b, h, m, d],
