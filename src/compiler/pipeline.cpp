@@ -5,9 +5,9 @@
 //   fuse            passes/fuse.cpp + plan/build_plan.cpp (kernels, grid, eliminated dims)
 //   classify_tiles  plan/tile_classes.cpp (block sparsity from mask expressions)
 //   lower           lower/lower_cuda.cpp (CUDA targets: each kernel's path, launch, workspace);
-//                   lower/split_clusters.cpp (softmax clusters whose accumulators do not fit
-//                   one kernel: fuse and lower again with their cuts materialized, kept when
-//                   the kernels per cluster do enough fewer products)
+//                   lower/split_clusters.cpp (clusters of accumulators that do not fit one
+//                   kernel: fuse and lower again with their cuts materialized, kept when
+//                   fewer kernels take the element path or enough fewer products are done)
 //   emit            codegen/ (cpu: codegen/cpu.cpp; cuda: codegen/cuda/emit_element.cpp, which
 //                   prints tensor-core kernels by codegen/cuda/emit_sm80.cpp)
 //
@@ -98,9 +98,10 @@ Compiled compile_program(const Program& p, const CompileOptions& opt,
   if (cuda) {
     const Extents heads = head_extents(c.plan, opt.sizes);
     c.lowered = lower_cuda(c.plan, opt.target, heads, smem_budget(opt));
-    // Lowering's one plan-level decision (lower/split_clusters.cpp): softmax clusters whose
-    // accumulators do not fit one kernel together run as kernels of their own, where that
-    // does enough fewer products (not under --strict, which asks for one kernel).
+    // Lowering's one plan-level decision (lower/split_clusters.cpp): clusters of accumulators
+    // that do not fit one kernel together run as kernels of their own, where that puts fewer
+    // kernels on the element path or does enough fewer products (not under --strict, which
+    // asks for one kernel).
     const std::vector<Materialize> cuts = opt.strict || !opt.cluster_split
                                               ? std::vector<Materialize>{}
                                               : cluster_cuts(c.plan, c.lowered);

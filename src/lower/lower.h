@@ -20,7 +20,6 @@
 // tests/lower/lower_test.cpp.
 #pragma once
 
-#include <map>
 #include <string>
 #include <vector>
 

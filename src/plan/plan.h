@@ -25,7 +25,6 @@
 // and mask evaluation on full ones.
 #pragma once
 
-#include <map>
 #include <string>
 #include <vector>
 
