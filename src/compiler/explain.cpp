@@ -280,22 +280,9 @@ std::string explain(const Program& prog, const CompileOptions& opt) {
   os << (plan.materialized().empty() ? ", nothing materialized\n"
                                      : ", " + std::to_string(plan.materialized().size()) +
                                            " intermediate(s) materialized\n");
-  const LoweredCuda::ClusterSplit& cs = c.lowered.cluster_split;
-  if (cs.split_cost > 0 && cs.fused_element_kernels > cs.split_element_kernels)
-    os << "a kernel per softmax cluster: the tensor-core template takes each cluster, not one "
-          "kernel of them all (element path)\n";
-  else if (cs.split_cost > 0)
-    os << "a kernel per softmax cluster: " << c.lowered.cluster_split.split_cost
-       << " multiply-adds a (row, key) pair against " << c.lowered.cluster_split.fused_cost
-       << " in one kernel"
-       << (opt.target == Target::cuda_sm90 ? " (mma.sync counted at its rate against wgmma's)" : "")
-       << "; calls of at most "
-       << KeySplit::kFewRows << " rows "
-       << (decode_runs_one_kernel(c.lowered.cluster_split, 1)
-               ? "run the one kernel (it reads "
-               : "run them too (the one kernel would read ")
-       << c.lowered.cluster_split.fused_few_reads << " K and V elements a key, they "
-       << c.lowered.cluster_split.split_few_reads << ")\n";
+  if (c.lowered.cluster_split.split_cost > 0)
+    os << "a kernel per softmax cluster: "
+       << cluster_split_text(c.lowered.cluster_split, plan, opt.target) << "\n";
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const PlanKernel& k = plan.kernels[i];
     os << "\nkernel " << i << " (" << k.name << ")\n";
@@ -384,14 +371,13 @@ std::string explain_json(const Program& prog, const CompileOptions& opt) {
   }
   const LoweredCuda::ClusterSplit& cs = c.lowered.cluster_split;
   if (cs.split_cost > 0)
-    j["cluster_split"] = {{"fused_cost", c.lowered.cluster_split.fused_cost},
-                          {"split_cost", c.lowered.cluster_split.split_cost},
-                          {"fused_few_reads", c.lowered.cluster_split.fused_few_reads},
-                          {"split_few_reads", c.lowered.cluster_split.split_few_reads},
+    j["cluster_split"] = {{"fused_cost", cs.fused_cost},
+                          {"split_cost", cs.split_cost},
+                          {"fused_few_reads", cs.fused_few_reads},
+                          {"split_few_reads", cs.split_few_reads},
                           {"fused_element_kernels", cs.fused_element_kernels},
                           {"split_element_kernels", cs.split_element_kernels},
-                          {"decode_runs_one_kernel",
-                           decode_runs_one_kernel(c.lowered.cluster_split, 1)}};
+                          {"decode_runs_one_kernel", decode_runs_one_kernel(cs, 1)}};
   j["materialized"] = nlohmann::json::array();
   for (int b : plan.materialized()) {
     nlohmann::json m;

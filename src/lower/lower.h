@@ -121,6 +121,9 @@ int64_t few_key_reads(const LoweredCuda& lowered);
 // (diff_attn d128/e256: 768 against 1024, the kernels per cluster reading v twice) and takes
 // the element path no more often.
 bool decode_runs_one_kernel(const LoweredCuda::ClusterSplit& split, int64_t rows);
+// The split's comparison in words, for the lower dump and explain ("" when not split).
+std::string cluster_split_text(const LoweredCuda::ClusterSplit& split, const Plan& plan,
+                               Target target);
 
 // Bytes of an element kernel's workspace per block at the call's extents (by dim id), with
 // each array's byte offset in `offsets` (16-byte aligned); -1 past 2^62.

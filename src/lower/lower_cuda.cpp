@@ -196,19 +196,9 @@ std::string LoweredCuda::str(const Plan& plan) const {
   const Program& p = plan.program;
   std::ostringstream os;
   os << "lowered for " << target_name(target) << "\n";
-  const LoweredCuda::ClusterSplit& cs = cluster_split;
-  if (cs.split_cost > 0 && cs.fused_element_kernels > cs.split_element_kernels)
-    os << "kernels per softmax cluster: " << cs.fused_element_kernels - cs.split_element_kernels
-       << " kernel(s) fewer on the element path than in one kernel (the template takes each "
-          "cluster)\n";
-  else if (cs.split_cost > 0)
-    os << "kernels per softmax cluster: " << cluster_split.split_cost
-       << " multiply-adds a (row, key) pair (product_cost) against " << cluster_split.fused_cost
-       << " in one kernel; decode calls (at most " << KeySplit::kFewRows << " rows of "
-       << plan.program.dims.at(cluster_split.row_dim) << ") read "
-       << cluster_split.split_few_reads << " K and V elements a key against "
-       << cluster_split.fused_few_reads << " in one kernel"
-       << (decode_runs_one_kernel(cluster_split, 1) ? ", and run the one kernel\n" : "\n");
+  if (cluster_split.split_cost > 0)
+    os << "kernels per softmax cluster: " << cluster_split_text(cluster_split, plan, target)
+       << "\n";
   auto dims_text = [&](const std::vector<int>& ds) {
     std::string s;
     for (int d : ds) s += (s.empty() ? "" : " * ") + p.dims[d];

@@ -17,8 +17,8 @@
 // tests/gpu/cuda_examples_test.cpp (every example, diff_attn at e = 2d among them).
 #include <algorithm>
 #include <functional>
-#include <numeric>
 #include <set>
+#include <sstream>
 
 #include "lower/lower.h"
 
@@ -206,6 +206,26 @@ LoweredCuda::ClusterSplit cluster_split_of(const Plan& split_plan, const Lowered
     if (lk.path == LoweredKernel::Path::tensor_core)
       s.row_dim = split_plan.kernels[lk.plan_kernel].row_dim;
   return s;
+}
+
+std::string cluster_split_text(const LoweredCuda::ClusterSplit& cs, const Plan& plan,
+                               Target target) {
+  std::ostringstream os;
+  if (cs.split_cost <= 0) return "";
+  if (cs.fused_element_kernels > cs.split_element_kernels) {
+    os << cs.fused_element_kernels - cs.split_element_kernels
+       << " kernel(s) fewer on the element path than in one kernel (the tensor-core template "
+          "takes each cluster)";
+    return os.str();
+  }
+  os << cs.split_cost << " multiply-adds a (row, key) pair (product_cost) against "
+     << cs.fused_cost << " in one kernel"
+     << (target == Target::cuda_sm90 ? " (mma.sync counted at its rate against wgmma's)" : "")
+     << "; decode calls (at most " << KeySplit::kFewRows << " rows of "
+     << plan.program.dims.at(cs.row_dim) << ") read " << cs.split_few_reads
+     << " K and V elements a key against " << cs.fused_few_reads << " in one kernel"
+     << (decode_runs_one_kernel(cs, 1) ? ", and run the one kernel" : "");
+  return os.str();
 }
 
 bool cluster_split_pays(const LoweredCuda& fused, const LoweredCuda& split) {

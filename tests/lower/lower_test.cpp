@@ -1350,7 +1350,8 @@ TEST(Lower, ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn) {
   EXPECT_EQ(j.at("cluster_split").at("fused_cost"), 1536);
   EXPECT_EQ(j.at("cluster_split").at("decode_runs_one_kernel"), true);
   EXPECT_NE(c.lowered.str(c.plan).find("kernels per softmax cluster: 768 multiply-adds a (row, "
-                                       "key) pair (product_cost) against 1536 in one kernel; "
+                                       "key) pair (product_cost) against 1536 in one kernel (mma.sync "
+                                       "counted at its rate against wgmma's); "
                                        "decode calls (at most 16 rows of m) read 1024 K and V "
                                        "elements a key against 768 in one kernel, and run the "
                                        "one kernel"),

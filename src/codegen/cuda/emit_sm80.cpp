@@ -160,10 +160,9 @@ class Printer : public TensorCoreView {
     };
     // Intermediates (a cluster split's values: lower/split_clusters.cpp) are read in the
     // epilogue only, at the row and value column being stored.
-    c.load = [this, c](int b, int node) -> std::string {
+    c.load = [this, c](int b, int) -> std::string {
       const PlanBuffer& B = plan_.buffers[b];
       std::string off = "0";
-      (void)node;
       for (size_t i = 0; i < B.dims.size(); ++i)
         off += " + " + c.index(B.dims[i]) + " * ctx.s" + S(b) + "_" + S(i);
       return "((" + em_.ctype(B.type) + ")ctx.B" + S(b) + "[" + off + "])";
