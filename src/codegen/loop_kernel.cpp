@@ -41,11 +41,13 @@ constexpr int kHeadSizes[] = {64};
 
 class KernelWriter {
  public:
-  KernelWriter(const Plan& plan, const PlanKernel& k, LoopSkeleton s, const ElementLaunch* e)
-      : plan_(plan), p_(plan.program), k_(k), s_(s), e_(e),
+  KernelWriter(const Plan& plan, const PlanKernel& k, LoopSkeleton s, const ElementLaunch* e,
+               const std::vector<DType>* storage)
+      : plan_(plan), p_(plan.program), k_(k), s_(s), e_(e), storage_(storage),
         T_(target_table(s == LoopSkeleton::cpu ? Target::cpu : Target::cuda_sm80)),
         em_(plan, k, T_) {
-    if (gpu() && !e_) throw BackendError("internal error: a CUDA element kernel needs its launch");
+    if (gpu() && (!e_ || !storage_))
+      throw BackendError("internal error: a CUDA element kernel needs its launch and storage");
   }
 
   std::string write() {
@@ -80,8 +82,7 @@ class KernelWriter {
     for (size_t b = 0; b < plan_.buffers.size(); ++b) {
       const PlanBuffer& B = plan_.buffers[b];
       bool in = B.kind == PlanBuffer::Input;
-      std::string ty = in || (gpu() && B.kind == PlanBuffer::Output) ? storage_ctype(B.type)
-                                                                      : wide_storage(B.type);
+      const std::string ty = in ? storage_ctype(B.type) : held_ctype(static_cast<int>(b));
       os_ << "  " << (in ? "const " : "") << ty << "* " << T_.restrict_kw << " B" << b << " = ("
           << (in ? "const " : "") << ty << "*)bufs[" << b << "]; (void)B" << b << ";\n";
       for (size_t i = 0; i < B.dims.size(); ++i)
@@ -189,6 +190,7 @@ class KernelWriter {
   const PlanKernel& k_;
   const LoopSkeleton s_;
   const ElementLaunch* e_;
+  const std::vector<DType>* storage_;
   const TargetTable& T_;
   ElementEmitter em_;
   std::ostringstream os_;
@@ -466,6 +468,11 @@ class KernelWriter {
     for (const Accumulator& a : k_.accs)
       if (a.op == Op::Sum) update_acc(a, assume_true);
   }
+  // The C type outputs and intermediates are held in: on CUDA, the device storage lowering
+  // chose (outputs in their dtype); on the CPU, wide_storage (run_cpu rounds the outputs).
+  std::string held_ctype(int b) const {
+    return gpu() ? storage_ctype((*storage_)[b]) : wide_storage(plan_.buffers[b].type);
+  }
   void store(int b) {
     const PlanBuffer& B = plan_.buffers[b];
     const PlanValue& v = *k_.value(B.node);
@@ -474,7 +481,7 @@ class KernelWriter {
     const std::string e = em_.value(B.node, c);
     const bool declared = gpu() && B.kind == PlanBuffer::Output;
     os_ << ind_ << "B" << b << "[" << buffer_offset(b) << "] = "
-        << (declared ? store_element(B.type, e) : "(" + wide_storage(B.type) + ")(" + e + ")")
+        << (declared ? store_element(B.type, e) : "(" + held_ctype(b) + ")(" + e + ")")
         << ";\n";
     close_elements(v.local_dims.size());
   }
@@ -559,8 +566,8 @@ class KernelWriter {
 }  // namespace
 
 std::string emit_loop_kernel(const Plan& plan, const PlanKernel& k, LoopSkeleton s,
-                             const ElementLaunch* element) {
-  return KernelWriter(plan, k, s, element).write();
+                             const ElementLaunch* element, const std::vector<DType>* storage) {
+  return KernelWriter(plan, k, s, element, storage).write();
 }
 
 std::string loop_gather_helpers(const Plan& plan, LoopSkeleton s) {

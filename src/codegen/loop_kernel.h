@@ -24,9 +24,12 @@ namespace flashgen {
 enum class LoopSkeleton { cpu, cuda_block };
 
 // The source of kernel `k` (helpers excluded: see loop_gather_helpers and the preludes).
-// `element` is the lowered launch of a cuda_block kernel (its arrays and thread count).
+// `element` is the lowered launch of a cuda_block kernel (its arrays and thread count), and
+// `storage` how the plan's buffers are held in device memory (LoweredCuda::storage; the cpu
+// skeleton holds intermediates in wide_storage).
 std::string emit_loop_kernel(const Plan& plan, const PlanKernel& k, LoopSkeleton s,
-                             const ElementLaunch* element = nullptr);
+                             const ElementLaunch* element = nullptr,
+                             const std::vector<DType>* storage = nullptr);
 // One checked read helper per gathered parameter of the plan (G<param>(err, idx...)).
 std::string loop_gather_helpers(const Plan& plan, LoopSkeleton s);
 // The CUDA element kernel's parameter struct for kernel `k` (fields in this order, all 8

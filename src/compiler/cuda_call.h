@@ -87,6 +87,7 @@ struct CudaLoaded {
   // program's one-kernel build (CompileOptions::cluster_split false), which decode calls run
   // where it reads less (decode_runs_one_kernel).
   LoweredCuda::ClusterSplit cluster_split;
+  std::vector<DType> storage;  // LoweredCuda::storage: how each buffer is held on the device
   bool one_kernel = false;
   // that one-kernel build, loaded at the first decode call (cuda_load_for_call)
   struct Sibling {

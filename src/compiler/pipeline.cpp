@@ -125,7 +125,7 @@ Compiled compile_program(const Program& p, const CompileOptions& opt,
   std::string all;
   if (cuda) {
     for (const LoweredKernel& lk : c.lowered.kernels) {
-      c.sources.push_back(emit_lowered_kernel(c.plan, lk));
+      c.sources.push_back(emit_lowered_kernel(c.plan, lk, c.lowered.storage));
       all += c.sources.back();
     }
   } else {

@@ -176,6 +176,7 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
   L->build = build;
   L->checks_gathers = check_gathers || build == CudaBuild::careful;
   L->cluster_split = c.lowered.cluster_split;
+  L->storage = c.lowered.storage;
   L->one_kernel = one_kernel;
   L->one_kernel_build = std::make_shared<CudaLoaded::Sibling>();
   std::lock_guard<std::mutex> lock(g_mu);
@@ -337,11 +338,12 @@ std::vector<int64_t> buffer_shape(const PlanBuffer& B, const std::vector<int64_t
   return shape;
 }
 
-// Bytes of buffer B in device memory: inputs and outputs in their declared dtype,
-// intermediates 8 bytes an element (the element kernels' double / int64).
-size_t buffer_bytes(const PlanBuffer& B, const std::vector<int64_t>& extv) {
+// Bytes of buffer `b` in device memory, its elements held as lowering chose
+// (LoweredCuda::storage: inputs and outputs in their declared dtype).
+size_t buffer_bytes(const CudaLoaded& L, int b, const std::vector<int64_t>& extv) {
+  const PlanBuffer& B = L.plan.buffers[b];
   const int64_t n = checked_element_count(buffer_shape(B, extv));
-  const int64_t w = B.kind == PlanBuffer::Intermediate ? 8 : dtype_bytes(B.type);
+  const int64_t w = dtype_bytes(L.storage.at(b));
   if (n > (int64_t{1} << 62) / w)
     throw CallError("the CUDA backend cannot hold '" + B.name + "': too many bytes");
   return static_cast<size_t>(n * w);
@@ -616,15 +618,16 @@ CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inpu
   CudaBound b;
   b.extv = cuda_extents(L, p, ext);
   std::vector<DevicePtr> ptrs;
-  for (const PlanBuffer& B : plan.buffers) {
-    const size_t bytes = buffer_bytes(B, b.extv);
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const PlanBuffer& B = plan.buffers[i];
+    const size_t bytes = buffer_bytes(L, static_cast<int>(i), b.extv);
     b.bufs.emplace_back(bytes);
     if (B.kind == PlanBuffer::Input) {
       const Tensor& given = prepared.at(B.name);
       Tensor t = given.dtype() == B.type && given.is_contiguous() ? given : given.to(B.type);
       if (bytes) b.bufs.back().upload(t.data(), bytes);
     } else if (B.kind == PlanBuffer::Intermediate) {
-      b.bufs.back().memset(0xff);  // NaN as a double (a value no kernel wrote reads as NaN)
+      b.bufs.back().memset(0xff);  // NaN in f32 and f64 (a value no kernel wrote reads as NaN)
     } else if (bytes % 4 == 0) {
       b.bufs.back().fill_u32(0x7fc07fc0u);  // NaN in bf16 pairs and in f32
     } else if (bytes) {
@@ -935,7 +938,7 @@ void cuda_launch_device(const Program& p, const DeviceTensorMap& inputs,
       continue;
     }
     if (B.kind == PlanBuffer::Intermediate) {  // between the call's kernels, on its stream
-      ptrs.push_back(mem.get(buffer_bytes(B, b.extv)));
+      ptrs.push_back(mem.get(buffer_bytes(*L, static_cast<int>(i), b.extv)));
       strides.emplace_back();
       continue;
     }

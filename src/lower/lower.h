@@ -76,8 +76,16 @@ struct LoweredCuda {
     int fused_element_kernels = 0, split_element_kernels = 0;  // kernels on the element path
     int row_dim = -1;
   } cluster_split;
+  // How each plan buffer is held in device memory (plan.buffers order; device_storage).
+  std::vector<DType> storage;
   std::string str(const Plan& plan) const;
 };
+
+// The device dtype of each plan buffer: inputs and outputs their declared dtype; an
+// intermediate f32 where a tensor-core kernel writes it and its dtype is a float of at most 4
+// bytes (the epilogue computes it in f32: nothing is rounded, and its readers move half the
+// bytes), else 8 bytes like the element kernels compute: i64 for integers, f64 for the rest.
+std::vector<DType> device_storage(const Plan& plan, const std::vector<LoweredKernel>& kernels);
 
 // The local arrays of plan kernel `k` (values that are neither inlined nor loaded, then the
 // old running maxima of rescaled sums), as both loop skeletons name them (A<node>, O<node>).

@@ -166,7 +166,30 @@ LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
     }
     out.kernels.push_back(std::move(lk));
   }
+  out.storage = device_storage(plan, out.kernels);
   return out;
+}
+
+std::vector<DType> device_storage(const Plan& plan, const std::vector<LoweredKernel>& kernels) {
+  std::vector<DType> storage;
+  for (size_t b = 0; b < plan.buffers.size(); ++b) {
+    const PlanBuffer& B = plan.buffers[b];
+    if (B.kind != PlanBuffer::Intermediate) {
+      storage.push_back(B.type);
+      continue;
+    }
+    bool tensor_core_writes = false;
+    for (const LoweredKernel& lk : kernels) {
+      const std::vector<int>& w = plan.kernels[lk.plan_kernel].writes;
+      if (std::find(w.begin(), w.end(), static_cast<int>(b)) != w.end())
+        tensor_core_writes = lk.path == LoweredKernel::Path::tensor_core;
+    }
+    storage.push_back(is_integer(B.type) ? DType::i64
+                      : tensor_core_writes && is_float(B.type) && dtype_bytes(B.type) <= 4
+                          ? DType::f32
+                          : DType::f64);
+  }
+  return storage;
 }
 
 namespace {
@@ -199,6 +222,11 @@ std::string LoweredCuda::str(const Plan& plan) const {
   if (cluster_split.split_cost > 0)
     os << "kernels per softmax cluster: " << cluster_split_text(cluster_split, plan, target)
        << "\n";
+  std::string held;  // intermediates (device_storage)
+  for (size_t b = 0; b < plan.buffers.size() && b < storage.size(); ++b)
+    if (plan.buffers[b].kind == PlanBuffer::Intermediate)
+      held += (held.empty() ? "" : ", ") + plan.buffers[b].name + " " + dtype_name(storage[b]);
+  if (!held.empty()) os << "intermediates in device memory: " << held << "\n";
   auto dims_text = [&](const std::vector<int>& ds) {
     std::string s;
     for (int d : ds) s += (s.empty() ? "" : " * ") + p.dims[d];

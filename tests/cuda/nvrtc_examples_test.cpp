@@ -365,9 +365,10 @@ TEST(CudaEmit, WideValuesSplitIntoColumnChunks) {
 }
 
 // Kernels per softmax cluster (lower/split_clusters.cpp) pass a cut value through an
-// intermediate, held as 8-byte doubles: a bf16 cut (rounded, stored as its value, not as bf16
-// bits) and one whose value dim is not innermost ([b, h, e, m]) compile for sm_90a in every
-// kernel of the plan, and the stores convert to double.
+// intermediate, which a tensor-core kernel writes as f32 (device_storage): a bf16 cut (rounded,
+// stored as its value, not as bf16 bits) and one whose value dim is not innermost ([b, h, e, m])
+// compile for sm_90a in every kernel of the plan; the first kernel's store converts to float
+// and the second kernel preloads the cut (fg::PreOf) before its stores.
 TEST(CudaEmit, CutValuesOfAnyTypeAndLayoutCompile) {
   const std::vector<Program> ps = {testing::source_program("bench/programs/bf16_cut.attn"),
                                    testing::source_program("bench/programs/cut_e_first.attn")};
@@ -379,12 +380,20 @@ TEST(CudaEmit, CutValuesOfAnyTypeAndLayoutCompile) {
     opt.sizes = {{"d", 128}, {"e", 256}};
     const Compiled c = compile_to_target(p, opt);
     ASSERT_EQ(c.sources.size(), 2u) << p.name;
-    const PlanBuffer& tmp = c.plan.buffers.at(c.plan.materialized().at(0));
+    const int t = c.plan.materialized().at(0);
+    const PlanBuffer& tmp = c.plan.buffers.at(t);
     EXPECT_EQ(tmp.type, DType::bf16) << p.name;
-    // the first kernel writes it as a double; no bf16 store of it
-    const std::string b = "ctx.B" + std::to_string(c.plan.materialized().at(0));
-    EXPECT_NE(c.sources[0].find("double* B"), std::string::npos) << p.name;
+    ASSERT_EQ(c.lowered.storage.size(), c.plan.buffers.size());
+    EXPECT_EQ(c.lowered.storage[t], DType::f32) << p.name;
+    // the first kernel writes it as a float; no bf16 store of it
+    const std::string b = "ctx.B" + std::to_string(t);
+    EXPECT_NE(c.sources[0].find("    float* B" + std::to_string(t) + ";"), std::string::npos)
+        << p.name;
+    EXPECT_NE(c.sources[0].find("] = (float)("), std::string::npos) << p.name;
     EXPECT_EQ(c.sources[0].find("fg::store_bf16x2(&" + b), std::string::npos) << p.name;
+    EXPECT_NE(c.sources[1].find("pre.x" + std::to_string(t) + "[j] = ((float)" + b + "["),
+              std::string::npos)
+        << p.name;
     if (!nvrtc) continue;
     for (const std::string& entry : compile_cuda_cubins(p, Target::cuda_sm90, opt.sizes, "sm_90a"))
       EXPECT_EQ(entry.substr(1, 3), "ELF") << p.name;

@@ -1278,6 +1278,8 @@ TEST(Lower, IntermediatesReadInTheKeyLoopTakeTheElementPath) {
       << low.kernels.at(1).why;
   EXPECT_NE(low.kernels.at(1).why.find(") before the epilogue"), std::string::npos)
       << low.kernels.at(1).why;
+  // an element kernel writes it: held in 8 bytes, as the element kernels compute
+  EXPECT_EQ(low.storage.at(plan.materialized().at(0)), DType::f64);
 }
 
 // split_clusters: diff_attn's two softmax groups at e = 2d = 256 need a value split of 4 in
@@ -1309,6 +1311,13 @@ TEST(Lower, ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn) {
   const std::vector<std::string> reads = c.plan.reads(1);
   EXPECT_NE(std::find(reads.begin(), reads.end(), tmp.name), reads.end());
   EXPECT_EQ(c.plan.writes(1), std::vector<std::string>{"o"});
+  // a tensor-core kernel writes the f32 cut: it is held as f32; the rest in their dtypes
+  ASSERT_EQ(c.lowered.storage.size(), c.plan.buffers.size());
+  for (size_t b = 0; b < c.plan.buffers.size(); ++b)
+    EXPECT_EQ(c.lowered.storage[b], static_cast<int>(b) == c.plan.materialized()[0]
+                                        ? DType::f32
+                                        : c.plan.buffers[b].type)
+        << c.plan.buffers[b].name;
   for (const LoweredKernel& k : c.lowered.kernels) {
     ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
     const TensorCoreKernel& tc = k.tensor_core;

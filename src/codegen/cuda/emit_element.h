@@ -10,7 +10,9 @@
 
 namespace flashgen {
 
-// One translation unit per lowered kernel (its entry is LoweredKernel::entry).
-std::string emit_lowered_kernel(const Plan& plan, const LoweredKernel& lk);
+// One translation unit per lowered kernel (its entry is LoweredKernel::entry); `storage`:
+// how the plan's buffers are held in device memory (LoweredCuda::storage).
+std::string emit_lowered_kernel(const Plan& plan, const LoweredKernel& lk,
+                                const std::vector<DType>& storage);
 
 }  // namespace flashgen

@@ -46,8 +46,14 @@ const TargetTable& cuda_table(Target t) {
 
 class Printer : public TensorCoreView {
  public:
-  Printer(const Plan& plan, const TensorCoreKernel& tc)
-      : TensorCoreView(plan, tc.kernel), a_(tc), T_(cuda_table(tc.target)), em_(plan, k_, T_) {}
+  Printer(const Plan& plan, const TensorCoreKernel& tc, const std::vector<DType>& storage)
+      : TensorCoreView(plan, tc.kernel), a_(tc), storage_(storage), T_(cuda_table(tc.target)),
+        em_(plan, k_, T_) {
+    if (storage_.size() != plan.buffers.size())
+      throw BackendError("print_tensor_core: the device storage of " +
+                         std::to_string(storage_.size()) + " buffers for a plan of " +
+                         std::to_string(plan.buffers.size()));
+  }
 
   std::string print() const { return source(); }
 
@@ -57,6 +63,7 @@ class Printer : public TensorCoreView {
   using Acc = TensorCoreKernel::Acc;
   using Staged = TensorCoreKernel::Staged;
   const TensorCoreKernel& a_;
+  const std::vector<DType>& storage_;  // LoweredCuda::storage
   const TargetTable& T_;
   ElementEmitter em_;
   // The lowered kernel's fields, under the names the printing below uses.
@@ -298,7 +305,8 @@ class Printer : public TensorCoreView {
     if (b < static_cast<int>(plan_.buffers.size())) {
       const PlanBuffer& B = plan_.buffers[b];
       const bool in = B.kind == PlanBuffer::Input;
-      if (B.kind == PlanBuffer::Intermediate) return {wide_storage(B.type), B.name, B.dims.size()};
+      if (B.kind == PlanBuffer::Intermediate)
+        return {storage_ctype(storage_[b]), B.name, B.dims.size()};
       return {(in ? "const " : "") + storage_ctype(B.type), B.name, B.dims.size()};
     }
     for (const Sm80Launch::SplitOperand& o : launch_.split)
@@ -507,6 +515,9 @@ class Printer : public TensorCoreView {
     };
     std::ostringstream st, sr, pairs, after;
     const std::string ebase = chunked ? "ctx.e_begin + " : "";
+    // Intermediates the per-column stores read (another kernel's values): loaded by preload
+    // into a Pre of the column pair, ahead of the stores (fg::PreOf).
+    std::set<int> pre_bufs;
     for (int b : k_.writes) {
       const PlanBuffer& B = plan_.buffers[b];
       bool per_e = std::find(B.dims.begin(), B.dims.end(), vdim_) != B.dims.end();
@@ -517,14 +528,21 @@ class Printer : public TensorCoreView {
       };
       ElementContext c;
       c = context(idx, acc_map, -1, &c);
+      if (per_e)
+        c.load = [&pre_bufs](int lb, int) {
+          pre_bufs.insert(lb);
+          return "pre.x" + S(lb) + "[j]";
+        };
       std::string off = "0";
       for (size_t i = 0; i < B.dims.size(); ++i)
         off += " + " + c.index(B.dims[i]) + " * ctx.s" + S(b) + "_" + S(i);
       std::string val = "(float)(" + em_.value(B.node, c) + ")";
       if (B.kind == PlanBuffer::Intermediate) {
         // another kernel reads it: the value as it is (a bf16 value already rounded), in the
-        // 8-byte element the runtime holds intermediates in
-        const std::string store = "ctx.B" + S(b) + "[" + off + "] = (double)" + val + ";\n";
+        // element the device holds it in (LoweredCuda::storage)
+        const std::string store = "ctx.B" + S(b) + "[" + off + "] = (" +
+                                  storage_ctype(storage_[b]) + ")(" + em_.value(B.node, c) +
+                                  ");\n";
         if (!per_e) sr << "      " << store;
         else st << "      " << (DV_ % 2 != 0 ? "if (e < " + S(DV_) + ") " : "") << store;
         continue;
@@ -546,8 +564,33 @@ class Printer : public TensorCoreView {
            << off << "] = " << conv << ";\n";
       }
     }
-    bd << "  static __device__ void store(const Ctx& ctx, int m, int e0, const float (&o)[" << A
-       << "][2], const fg::RowStats<" << G << ">& st) {\n"
+    const std::string store_args = "const Ctx& ctx, int m, int e0, const float (&o)[" + S(A) +
+                                   "][2], const fg::RowStats<" + S(G) + ">& st";
+    if (!pre_bufs.empty()) {
+      // The loads of preload, at the row and the column pair being stored.
+      auto idx = [this](int d) -> std::string {
+        if (d == k_.row_dim) return "((int64_t)m)";
+        if (d == vdim_) return "((int64_t)e)";
+        return "";
+      };
+      ElementContext c;
+      c = context(idx, acc_map, -1, &c);
+      bd << "  struct Pre {\n";
+      for (int b : pre_bufs)
+        bd << "    " << em_.ctype(plan_.buffers[b].type) << " x" << b << "[2];  // "
+           << plan_.buffers[b].name << "\n";
+      bd << "  };\n  static __device__ void preload(const Ctx& ctx, int m, int e0, Pre& pre) {\n"
+         << "    (void)ctx; (void)m;\n#pragma unroll\n    for (int j = 0; j < 2; ++j) {\n"
+         << "      const int e = " << ebase << "e0 + j; (void)e;\n";
+      for (int b : pre_bufs)
+        bd << "      pre.x" << b << "[j] = "
+           << (DV_ % 2 != 0 ? "e >= " + S(DV_) + " ? 0 : " : "") << c.load(b, -1) << ";\n";
+      bd << "    }\n  }\n";
+      bd << "  static __device__ void store(" << store_args << ") {\n    Pre pre;\n"
+         << "    preload(ctx, m, e0, pre);\n    store(ctx, m, e0, o, st, pre);\n  }\n";
+    }
+    bd << "  static __device__ void store(" << store_args
+       << (pre_bufs.empty() ? "" : ", const Pre& pre") << ") {\n"
        << "    (void)ctx; (void)m; (void)o; (void)st;\n" << pairs.str()
        << "#pragma unroll\n    for (int j = 0; j < 2; ++j) {\n      const int e = " << ebase
        << "e0 + j; (void)e;\n"
@@ -721,8 +764,9 @@ class Printer : public TensorCoreView {
 
 }  // namespace
 
-std::string print_tensor_core(const Plan& plan, const TensorCoreKernel& tc) {
-  return Printer(plan, tc).print();
+std::string print_tensor_core(const Plan& plan, const TensorCoreKernel& tc,
+                              const std::vector<DType>& storage) {
+  return Printer(plan, tc, storage).print();
 }
 
 }  // namespace flashgen

@@ -13,7 +13,9 @@
 
 namespace flashgen {
 
-// Its CUDA translation unit.
-std::string print_tensor_core(const Plan& plan, const TensorCoreKernel& tc);
+// Its CUDA translation unit; `storage`: how the plan's buffers are held in device memory
+// (LoweredCuda::storage: the intermediates it reads and writes).
+std::string print_tensor_core(const Plan& plan, const TensorCoreKernel& tc,
+                              const std::vector<DType>& storage);
 
 }  // namespace flashgen

@@ -313,6 +313,29 @@ struct ErrOf<C, decltype(void(C::err))> {
   static constexpr bool value = true;
 };
 
+// Optional Spec member type Pre (generated Specs whose epilogue reads intermediates another
+// kernel wrote): Spec::preload(ctx, m, e0, pre) reads them for columns e0, e0 + 1 of row m, and
+// Spec::store(ctx, m, e0, o, st, pre) stores with them. The block's epilogue issues the loads of
+// kPreChunk column pairs before their stores, so their latencies overlap (a store between two
+// loads would keep the compiler from moving the second above it).
+struct NoPre {};
+template <class T, class = void>
+struct PreOf {
+  using type = NoPre;
+  static constexpr bool value = false;
+};
+template <class T>
+struct PreOf<T, decltype(void(sizeof(typename T::Pre)))> {
+  using type = typename T::Pre;
+  static constexpr bool value = true;
+};
+// Column pairs a thread preloads at once: 64 bytes of loaded values in registers.
+template <class T>
+constexpr int pre_chunk(int pairs) {
+  const int c = PreOf<T>::value ? (int)(64 / sizeof(typename PreOf<T>::type)) : pairs;
+  return c < 1 ? 1 : c < pairs ? c : pairs;
+}
+
 // Optional Spec member kNumStaged (default 0) and its layout functions.
 template <class T, class = void>
 struct StagedOf {
@@ -1376,28 +1399,46 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       for (int h = 0; h < 2; ++h) {
         const int m = m0 + wrow0 + b * 16 + (lane >> 2) + 8 * h;
         if (m >= M) continue;
+        constexpr int PC = pre_chunk<Spec>(ET8);
 #pragma unroll
-        for (int t = 0; t < ET8; ++t) {
-          float ov[A][2];
+        for (int t0 = 0; t0 < ET8; t0 += PC) {
+          typename PreOf<Spec>::type pre[PC];
+          if constexpr (PreOf<Spec>::value) {
 #pragma unroll
-          for (int a = 0; a < A; ++a) {
-            ov[a][0] = o[a][b][t][2 * h];
-            ov[a][1] = o[a][b][t][2 * h + 1];
-            nonfinite |= ((__float_as_uint(ov[a][0]) & 0x7f800000u) == 0x7f800000u) |
-                         ((__float_as_uint(ov[a][1]) & 0x7f800000u) == 0x7f800000u);
+            for (int u = 0; u < PC; ++u)
+              if (t0 + u < ET8 && (t0 + u) * 8 + col_t < K::DVIN && !split_out)
+                Spec::preload(ctx, m, (t0 + u) * 8 + col_t, pre[u]);
           }
-          if constexpr (KeySplitOf<Spec>::value) {
-            if (split_out) {  // the partial accumulators of the row, for attn_combine_sm80
-              float* row = params.part + ((i64)pidx_out * M + m) * K::kPartRow;
 #pragma unroll
-              for (int a = 0; a < A; ++a) {
-                row[2 * G + a * DV + t * 8 + col_t] = ov[a][0];
-                row[2 * G + a * DV + t * 8 + col_t + 1] = ov[a][1];
+          for (int u = 0; u < PC; ++u) {
+            const int t = t0 + u;
+            if (t >= ET8) break;
+            float ov[A][2];
+#pragma unroll
+            for (int a = 0; a < A; ++a) {
+              ov[a][0] = o[a][b][t][2 * h];
+              ov[a][1] = o[a][b][t][2 * h + 1];
+              nonfinite |= ((__float_as_uint(ov[a][0]) & 0x7f800000u) == 0x7f800000u) |
+                           ((__float_as_uint(ov[a][1]) & 0x7f800000u) == 0x7f800000u);
+            }
+            if constexpr (KeySplitOf<Spec>::value) {
+              if (split_out) {  // the partial accumulators of the row, for attn_combine_sm80
+                float* row = params.part + ((i64)pidx_out * M + m) * K::kPartRow;
+#pragma unroll
+                for (int a = 0; a < A; ++a) {
+                  row[2 * G + a * DV + t * 8 + col_t] = ov[a][0];
+                  row[2 * G + a * DV + t * 8 + col_t + 1] = ov[a][1];
+                }
+                continue;
               }
-              continue;
+            }
+            if (t * 8 + col_t < K::DVIN) {
+              if constexpr (PreOf<Spec>::value)
+                Spec::store(ctx, m, t * 8 + col_t, ov, rs[h], pre[u]);
+              else
+                Spec::store(ctx, m, t * 8 + col_t, ov, rs[h]);
             }
           }
-          if (t * 8 + col_t < K::DVIN) Spec::store(ctx, m, t * 8 + col_t, ov, rs[h]);
         }
         if constexpr (KeySplitOf<Spec>::value) {
           if (split_out) {  // running maxima (score units) and row sums
