@@ -109,8 +109,8 @@ std::vector<Materialize> cluster_cuts(const Plan& plan, const LoweredCuda& lower
 double product_cost(const LoweredCuda& lowered);
 inline constexpr double kMmaSyncRateOnSm90 = 360.0 / 790.0;
 // The clusters split where the split kernels' product_cost is at most this fraction of the one
-// kernel's: the margin pays for writing and reading the values cut (8 bytes, per row and
-// value column) and the value tiles every cluster's kernel loads again.
+// kernel's: the margin pays for writing and reading the values cut (4 bytes, per row and
+// value column: device_storage) and the value tiles every cluster's kernel loads again.
 inline constexpr double kClusterSplitPays = 2.0 / 3.0;
 // Whether the lowering of the plan with kernels per cluster (`split`) replaces the one-kernel
 // lowering (`fused`): fewer kernels on the element path, or as many and product costs within
