@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,6 +37,9 @@ class LazyCudaKernel {
   const CudaKernel& get() const;
   const CudaKernel& second() const;  // (compiles as get() does)
   bool compiled() const;  // whether get() has run
+  // Starts compiling on a thread of its own (get() then loads that cubin): a call that will run
+  // this build compiles it beside the main builds.
+  void prefetch() const;
 
  private:
   std::string source_;
@@ -44,6 +48,9 @@ class LazyCudaKernel {
   mutable std::once_flag once_;
   mutable CudaKernel kernel_, second_;
   mutable std::atomic<bool> done_{false};
+  mutable std::mutex mu_;
+  // last: destroyed first, waiting for a compile that reads source_ and options_
+  mutable std::shared_future<Cubin> pending_;
 };
 
 // A lowered kernel compiled and loaded for the running GPU.

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <cmath>
 #include <map>
+#include <future>
 #include <memory>
 #include <mutex>
 
@@ -103,6 +104,25 @@ bool range_conditions_hold(const CudaLoaded& L, const Program& p, const Extents&
   return true;
 }
 
+// Starts compiling the build of tensor-core kernel `k` that a call of extents `ext` launches
+// where that is one compiled at its first call (the few-rows kernel, or the walking build where
+// it has its own), so that it compiles beside the main builds; nothing where an extent is
+// missing or zero.
+static void prefetch_call_build(const CudaLoadedKernel& k, const Program& p, const Extents& ext) {
+  const Sm80Launch& la = k.low.tensor_core.launch;
+  auto extent = [&](int d) {
+    auto it = ext.find(p.dims.at(d));
+    return it == ext.end() ? int64_t{0} : it->second;
+  };
+  int64_t P = 1;
+  for (int d : la.par_dims) P *= extent(d);
+  const int64_t M = extent(la.row_dim), keys = extent(la.key_dim);
+  if (P <= 0 || M <= 0 || keys <= 0) return;
+  const KeySplit ks = choose_key_split(la, M, P, keys, cuda_device_info().sm_count);
+  if (ks.few) k.few_rows->prefetch();
+  else if (ks.walk && k.walking) k.walking->prefetch();
+}
+
 std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extents& ext,
                                                   CudaBuild build, bool check_gathers,
                                                   bool* from_process_cache,
@@ -132,21 +152,19 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
   L->plan = std::move(c.plan);
   L->arch = arch;
   L->from_disk_cache = true;
+  // The main build of every kernel, compiled at once (nvrtc_compile_each); the builds compiled
+  // at their first call (LazyCudaKernel) that this call runs start beside them.
+  std::vector<NvrtcJob> mains;
   for (size_t i = 0; i < c.lowered.kernels.size(); ++i) {
     const LoweredKernel& lk = c.lowered.kernels[i];
     const bool tc = lk.path == LoweredKernel::Path::tensor_core;
     NvrtcOptions o = nvrtc_options(arch, lk, build, check_gathers);
     NvrtcOptions few = o;
     if (tc) o.options.push_back("-DFG_ONLY_MAIN"), few.options.push_back("-DFG_ONLY_FEW");
-    Cubin cubin = nvrtc_compile(c.sources[i], o);
-    CudaModule mod(cubin.bytes);
+    mains.push_back({c.sources[i], o});
     CudaLoadedKernel k;
     k.low = lk;
-    k.kernel = mod.kernel(lk.entry);
     if (tc) {
-      k.combine = mod.kernel(lk.tensor_core.launch.combine_entry);
-      if (!lk.tensor_core.launch.split.empty())
-        k.split = mod.kernel(lk.tensor_core.launch.split_entry);
       if (!lk.tensor_core.launch.tma.empty()) {
         NvrtcOptions cp = o;
         cp.options.push_back("-DFG_KV_CP_ASYNC");
@@ -167,9 +185,21 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
       }
       k.few_rows = std::make_shared<const LazyCudaKernel>(
           c.sources[i], std::move(few), la.few_entry, la.few_combine_entry);
+      prefetch_call_build(k, p, ext);
     }
     L->kernels.push_back(std::move(k));
-    L->from_disk_cache = L->from_disk_cache && cubin.from_cache;
+  }
+  const std::vector<Cubin> cubins = nvrtc_compile_each(mains);
+  for (size_t i = 0; i < L->kernels.size(); ++i) {
+    CudaLoadedKernel& k = L->kernels[i];
+    CudaModule mod(cubins[i].bytes);
+    k.kernel = mod.kernel(k.low.entry);
+    if (k.low.path == LoweredKernel::Path::tensor_core) {
+      k.combine = mod.kernel(k.low.tensor_core.launch.combine_entry);
+      if (!k.low.tensor_core.launch.split.empty())
+        k.split = mod.kernel(k.low.tensor_core.launch.split_entry);
+    }
+    L->from_disk_cache = L->from_disk_cache && cubins[i].from_cache;
   }
   L->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -244,9 +274,22 @@ void cuda_prepare(const CudaLoaded& L, const CudaBound& b) {
       launched_kernel(L.kernels[i], b.kernels[i]);
 }
 
+void LazyCudaKernel::prefetch() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (done_ || pending_.valid()) return;
+  pending_ = std::async(std::launch::async, [this] {
+               return nvrtc_compile(source_, options_);
+             }).share();
+}
+
 const CudaKernel& LazyCudaKernel::get() const {
   std::call_once(once_, [this] {
-    CudaModule mod(nvrtc_compile(source_, options_).bytes);
+    std::shared_future<Cubin> pending;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending = pending_;
+    }
+    CudaModule mod(pending.valid() ? pending.get().bytes : nvrtc_compile(source_, options_).bytes);
     kernel_ = mod.kernel(entry_);
     if (!second_entry_.empty()) second_ = mod.kernel(second_entry_);
     done_ = true;
@@ -771,9 +814,11 @@ std::vector<std::string> cuda_compile_build(const Program& p, Target target,
                                             CudaBuild build) {
   Compiled c = compile_for(p, target, sizes);
   std::string a = !arch.empty() ? arch : target == Target::cuda_sm90 ? "sm_90a" : "sm_80";
-  std::vector<std::string> out;
+  std::vector<NvrtcJob> jobs;
   for (size_t i = 0; i < c.sources.size(); ++i)
-    out.push_back(nvrtc_compile(c.sources[i], nvrtc_options(a, c.lowered.kernels[i], build)).bytes);
+    jobs.push_back({c.sources[i], nvrtc_options(a, c.lowered.kernels[i], build)});
+  std::vector<std::string> out;
+  for (Cubin& cubin : nvrtc_compile_each(jobs)) out.push_back(std::move(cubin.bytes));
   return out;
 }
 

@@ -2,7 +2,9 @@
 #include "runtime/nvrtc.h"
 
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
+#include <future>
 #include <regex>
 
 #include "flashgen/error.h"
@@ -19,6 +21,30 @@ std::string cuda_arch_for(int major, int minor) {
   std::string arch = "sm_" + std::to_string(major) + std::to_string(minor);
   if (major == 9 && minor == 0) arch += "a";
   return arch;
+}
+
+std::vector<Cubin> nvrtc_compile_each(const std::vector<NvrtcJob>& jobs) {
+  std::vector<std::future<Cubin>> pending;
+  for (size_t i = 1; i < jobs.size(); ++i)
+    pending.push_back(std::async(std::launch::async, [&jobs, i] {
+      return nvrtc_compile(jobs[i].source, jobs[i].options);
+    }));
+  std::vector<Cubin> out(jobs.size());
+  std::exception_ptr failed;
+  try {
+    if (!jobs.empty()) out[0] = nvrtc_compile(jobs[0].source, jobs[0].options);  // this thread
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  for (size_t i = 1; i < jobs.size(); ++i) {
+    try {
+      out[i] = pending[i - 1].get();
+    } catch (...) {
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+  return out;
 }
 
 #ifndef FLASHGEN_HAVE_CUDA

@@ -36,6 +36,14 @@ struct Cubin {
 
 // Compiles `source` (or fetches it from the disk cache).
 Cubin nvrtc_compile(std::string_view source, const NvrtcOptions& opt = {});
+// Compiles every (source, options) at once, a thread each (NVRTC compiles separate programs
+// concurrently), and returns the cubins in order; the first failure in order is thrown after
+// every compile has ended.
+struct NvrtcJob {
+  std::string_view source;
+  NvrtcOptions options;
+};
+std::vector<Cubin> nvrtc_compile_each(const std::vector<NvrtcJob>& jobs);
 
 // True when NVRTC can be used; otherwise false with the reason in *why.
 bool nvrtc_available(std::string* why = nullptr);

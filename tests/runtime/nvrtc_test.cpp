@@ -153,6 +153,46 @@ TEST(Nvrtc, FailingKernelGivesTheLogAndTheSavedSource) {
   EXPECT_NE(msg.find("scale.h"), std::string::npos) << msg;
 }
 
+// nvrtc_compile_each compiles several programs at once (a thread each): every cubin comes back
+// in its job's place, as the same bytes one nvrtc_compile of that job gives (from the cache
+// after), and a failing job is thrown, by its own log, after the others have compiled (each
+// is in the cache then).
+TEST(Nvrtc, SeveralProgramsCompileAtOnce) {
+  SKIP_WITHOUT_NVRTC();
+  TempCacheDir dir;
+  std::vector<std::string> sources;
+  for (int i = 0; i < 4; ++i)
+    sources.push_back("extern \"C\" __global__ void job_kernel_" + std::to_string(i) +
+                      "(float* y) { y[threadIdx.x] *= " + std::to_string(i + 2) + ".0f; }\n");
+  std::vector<NvrtcJob> jobs;
+  for (const std::string& s : sources) {
+    NvrtcOptions opt;
+    opt.arch = jobs.size() % 2 ? "sm_90a" : "sm_80";
+    jobs.push_back({s, opt});
+  }
+  const std::vector<Cubin> cubins = nvrtc_compile_each(jobs);
+  ASSERT_EQ(cubins.size(), jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_TRUE(is_cuda_elf(cubins[i].bytes)) << i;
+    EXPECT_FALSE(cubins[i].from_cache) << i;
+    EXPECT_EQ(cubins[i].arch, jobs[i].options.arch) << i;
+    for (size_t j = 0; j < jobs.size(); ++j)  // its own entry, no other
+      EXPECT_EQ(cubins[i].bytes.find("job_kernel_" + std::to_string(j)) != std::string::npos, i == j)
+          << i << " " << j;
+    const Cubin one = nvrtc_compile(jobs[i].source, jobs[i].options);
+    EXPECT_TRUE(one.from_cache) << i;
+    EXPECT_EQ(one.bytes, cubins[i].bytes) << i;
+  }
+  EXPECT_TRUE(nvrtc_compile_each({}).empty());
+  const std::string bad = "extern \"C\" __global__ void broken(float* y) { y[0] = nowhere_k2; }\n";
+  std::vector<NvrtcJob> failing = jobs;
+  failing[2].source = bad;
+  failing[3].options.options.push_back("-DFRESH");  // a new key: compiled now, beside the failure
+  const std::string msg = message_of([&] { nvrtc_compile_each(failing); });
+  EXPECT_NE(msg.find("nowhere_k2"), std::string::npos) << msg;
+  EXPECT_TRUE(nvrtc_compile(failing[3].source, failing[3].options).from_cache);
+}
+
 TEST(Nvrtc, UnsupportedArchIsAClearError) {
   SKIP_WITHOUT_NVRTC();
   TempCacheDir dir;

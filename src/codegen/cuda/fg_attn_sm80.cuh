@@ -331,7 +331,7 @@ struct PreOf<T, decltype(void(sizeof(typename T::Pre)))> {
 };
 // Column pairs a thread preloads at once: 64 bytes of loaded values in registers.
 template <class T>
-constexpr int pre_chunk(int pairs) {
+constexpr __host__ __device__ int pre_chunk(int pairs) {
   const int c = PreOf<T>::value ? (int)(64 / sizeof(typename PreOf<T>::type)) : pairs;
   return c < 1 ? 1 : c < pairs ? c : pairs;
 }
