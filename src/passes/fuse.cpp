@@ -325,10 +325,12 @@ Fusion fuse(const Program& p, const std::vector<Materialize>& materialize) {
     for (auto& [id, why] : f.materialized)
       if (!seeded.count(id)) by_dims[p.nodes[id].dims].push_back(id);
     for (auto& [d, ids] : by_dims) sets.push_back({ids, true});
+    // (an output whose node is materialized is stored by the kernel that materializes it)
     std::vector<int> outs;
     for (const Output& o : p.outputs)
-      if (std::find(outs.begin(), outs.end(), o.node) == outs.end()) outs.push_back(o.node);
-    sets.push_back({outs, false});
+      if (!f.materialized.count(o.node) && std::find(outs.begin(), outs.end(), o.node) == outs.end())
+        outs.push_back(o.node);
+    if (!outs.empty()) sets.push_back({outs, false});
     for (size_t si = 0; si < sets.size() && !restart; ++si) {
       auto [roots, is_mat] = sets[si];
       std::set<int> here;

@@ -54,9 +54,20 @@ Plan make_plan(const Program& prog, const CompileOptions& opt,
     out_bufs[o.node].push_back(static_cast<int>(plan.buffers.size()));
     plan.buffers.push_back(b);
   }
+  // An intermediate for each materialized node a kernel loads (one that only an output is
+  // needs none: the kernel that materializes it stores the output).
+  std::set<int> loaded;
+  for (const KernelGroup& g : f.groups) loaded.insert(g.loads.begin(), g.loads.end());
   std::map<int, int> mat_buf;
   int tmp = 0;
   for (auto& [id, why] : f.materialized) {
+    if (!loaded.count(id) && out_bufs.count(id)) {
+      std::string names;
+      for (int b : out_bufs.at(id)) names += (names.empty() ? "" : ", ") + plan.buffers[b].name;
+      plan.notes.push_back(names + " (" + node_text(p, id) + ") is stored by a kernel of its own: " +
+                           why);
+      continue;
+    }
     PlanBuffer b;
     b.kind = PlanBuffer::Intermediate;
     b.name = "tmp" + std::to_string(tmp++);
@@ -169,11 +180,9 @@ Plan make_plan(const Program& prog, const CompileOptions& opt,
     for (int r : g.roots)
       if (!f.materialized.count(r)) is_mat_group = false;
     for (int r : g.roots) {
-      if (is_mat_group) {
-        k.writes.push_back(mat_buf.at(r));
-      } else {
-        for (int b : out_bufs[r]) k.writes.push_back(b);
-      }
+      if (is_mat_group && mat_buf.count(r)) k.writes.push_back(mat_buf.at(r));
+      if (out_bufs.count(r))
+        for (int b : out_bufs.at(r)) k.writes.push_back(b);
     }
     if (k.red_dim >= 0) {
       std::string e;
@@ -183,7 +192,6 @@ Plan make_plan(const Program& prog, const CompileOptions& opt,
     }
     plan.kernels.push_back(k);
   }
-  // Outputs whose node is also materialized are stored by the output kernel (it loads it).
   return plan;
 }
 

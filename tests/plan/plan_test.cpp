@@ -130,6 +130,51 @@ program peak(q: f32[b, m, d], k: f32[b, n, d]) {
   EXPECT_NE(explain(p, {}).find("materialized"), std::string::npos);
 }
 
+// An output whose node a kernel materializes (the row max both outputs need before the second
+// loop) is stored by that kernel, beside the intermediate the next kernel loads; one that no
+// kernel loads (a cut seeded by lowering: the first cluster's output) needs no intermediate. The
+// CPU backend runs the plan against the reference.
+TEST(Plan, AnOutputAKernelMaterializesIsStoredByThatKernel) {
+  Program p = source(R"(
+program pk(q: f32[b, m, d], k: f32[b, n, d]) {
+  s = sum(q * k, d)
+  out top: f32[b, m] = max(softmax(s, n), n)
+  out mx: f32[b, m] = max(s, n)
+})");
+  Plan plan = plan_of(p);
+  ASSERT_EQ(plan.kernel_count(), 2);
+  EXPECT_EQ(plan.writes(0), (std::vector<std::string>{"tmp0", "mx", "tmp1"}));
+  EXPECT_EQ(plan.writes(1), (std::vector<std::string>{"top"}));
+  ASSERT_EQ(plan.materialized().size(), 2u);
+  std::mt19937_64 rng(7);
+  TensorMap in;
+  in["q"] = testing::random_float_tensor(DType::f32, {2, 5, 8}, rng);
+  in["k"] = testing::random_float_tensor(DType::f32, {2, 70, 8}, rng);
+  const TensorMap want = evaluate_reference(p, in), got = run_cpu(p, in);
+  for (const char* o : {"top", "mx"})
+    EXPECT_EQ(testing::compare_tensors(got.at(o), want.at(o), 1e-5), "") << o;
+  // seeded (lowering's cuts): an output no other value reads, in a kernel of its own, stored
+  // there, with no intermediate; the note says why
+  Program two = source(R"(
+program two(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e]) {
+  s = sum(q * k, d)
+  out mx: f32[b, m] = max(s, n)
+  out o: f32[b, m, e] = sum(softmax(s * 2.0, n) * v, n)
+})");
+  const Compiled c = compile_program(two, {}, "fuse");
+  const Plan seeded =
+      make_plan(c.rewritten, {}, {{{c.rewritten.outputs.at(0).node}, "for the test"}});
+  ASSERT_EQ(seeded.kernel_count(), 2);
+  EXPECT_EQ(seeded.writes(0), (std::vector<std::string>{"mx"}));
+  EXPECT_EQ(seeded.writes(1), (std::vector<std::string>{"o"}));
+  EXPECT_TRUE(seeded.materialized().empty());
+  bool noted = false;
+  for (const std::string& n : seeded.notes)
+    noted = noted || n.find("mx (") == 0 && n.find("is stored by a kernel of its own: for the test") !=
+                                                std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
 // classify_tiles decides once which gathers of a mask the tile classifiers bound by the data a
 // tile reads (TileClasses::data_ranges; lowering, the CPU printer and explain read it): plain
 // dim indices, at most one over the row or key dim; over grid dims only it is one value per
