@@ -330,6 +330,9 @@ std::string explain(const Program& prog, const CompileOptions& opt) {
       os << "  " << plan.buffers[b].name << " " << p.dim_list(plan.buffers[b].dims) << ": "
          << plan.buffers[b].reason << "\n";
   }
+  for (const PlanBuffer& b : plan.buffers)  // outputs a kernel of their own stores
+    if (b.kind == PlanBuffer::Output && !b.reason.empty())
+      os << "output " << b.name << " " << p.dim_list(b.dims) << ": " << b.reason << "\n";
   return os.str();
 }
 
@@ -386,6 +389,10 @@ std::string explain_json(const Program& prog, const CompileOptions& opt) {
     m["reason"] = plan.buffers[b].reason;
     j["materialized"].push_back(m);
   }
+  j["outputs_stored_apart"] = nlohmann::json::array();  // by the kernel materializing their node
+  for (const PlanBuffer& b : plan.buffers)
+    if (b.kind == PlanBuffer::Output && !b.reason.empty())
+      j["outputs_stored_apart"].push_back({{"name", b.name}, {"reason", b.reason}});
   return j.dump(2);
 }
 

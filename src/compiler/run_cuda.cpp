@@ -18,6 +18,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <system_error>
 
 #include "codegen/cuda/embedded_headers.h"
 #include "lower/launch.h"
@@ -185,10 +186,20 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
       }
       k.few_rows = std::make_shared<const LazyCudaKernel>(
           c.sources[i], std::move(few), la.few_entry, la.few_combine_entry);
-      prefetch_call_build(k, p, ext);
     }
     L->kernels.push_back(std::move(k));
   }
+  // not where the call runs another build: a decode call the one-kernel build
+  // (cuda_load_for_call), a call out of a range condition the build checking every gather
+  bool runs_this = check_gathers || range_conditions_hold(*L, p, ext);
+  if (const int rd = c.lowered.cluster_split.row_dim; !one_kernel && rd >= 0) {
+    auto rows = ext.find(p.dims.at(rd));
+    runs_this = runs_this && !(rows != ext.end() &&
+                               decode_runs_one_kernel(c.lowered.cluster_split, rows->second));
+  }
+  if (runs_this)
+    for (const CudaLoadedKernel& k : L->kernels)
+      if (k.low.path == LoweredKernel::Path::tensor_core) prefetch_call_build(k, p, ext);
   const std::vector<Cubin> cubins = nvrtc_compile_each(mains);
   for (size_t i = 0; i < L->kernels.size(); ++i) {
     CudaLoadedKernel& k = L->kernels[i];
@@ -277,9 +288,13 @@ void cuda_prepare(const CudaLoaded& L, const CudaBound& b) {
 void LazyCudaKernel::prefetch() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (done_ || pending_.valid()) return;
-  pending_ = std::async(std::launch::async, [this] {
-               return nvrtc_compile(source_, options_);
-             }).share();
+  try {
+    pending_ = std::async(std::launch::async, [this] {
+                 return nvrtc_compile(source_, options_);
+               }).share();
+  } catch (const std::system_error&) {
+    // no thread to start: get() compiles it, as without a prefetch
+  }
 }
 
 const CudaKernel& LazyCudaKernel::get() const {
@@ -289,7 +304,19 @@ const CudaKernel& LazyCudaKernel::get() const {
       std::lock_guard<std::mutex> lock(mu_);
       pending = pending_;
     }
-    CudaModule mod(pending.valid() ? pending.get().bytes : nvrtc_compile(source_, options_).bytes);
+    std::string bytes;
+    try {
+      bytes = pending.valid() ? pending.get().bytes : nvrtc_compile(source_, options_).bytes;
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_ = {};  // the next get() compiles again
+      throw;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_ = {};  // (the cubin's bytes are loaded below)
+    }
+    CudaModule mod(bytes);
     kernel_ = mod.kernel(entry_);
     if (!second_entry_.empty()) second_ = mod.kernel(second_entry_);
     done_ = true;

@@ -62,10 +62,11 @@ Plan make_plan(const Program& prog, const CompileOptions& opt,
   int tmp = 0;
   for (auto& [id, why] : f.materialized) {
     if (!loaded.count(id) && out_bufs.count(id)) {
-      std::string names;
-      for (int b : out_bufs.at(id)) names += (names.empty() ? "" : ", ") + plan.buffers[b].name;
-      plan.notes.push_back(names + " (" + node_text(p, id) + ") is stored by a kernel of its own: " +
-                           why);
+      for (int b : out_bufs.at(id)) {
+        plan.buffers[b].reason = "stored by the kernel that materializes it: " + why;
+        plan.notes.push_back(plan.buffers[b].name + " (" + node_text(p, id) + ") is " +
+                             plan.buffers[b].reason);
+      }
       continue;
     }
     PlanBuffer b;

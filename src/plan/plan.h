@@ -44,7 +44,8 @@ struct PlanBuffer {
   int node = -1;           // Output / Intermediate: the node stored
   DType type = DType::f32;
   std::vector<int> dims;   // memory order (contiguous for outputs and intermediates)
-  std::string reason;      // Intermediate: why it is materialized
+  std::string reason;      // Intermediate: why it is materialized; Output: why the kernel
+                           // that materializes its node stores it, if one does
 };
 
 // Nodes a kernel of their own computes and stores (make_plan's `materialize`: lowering's

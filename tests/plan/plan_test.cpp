@@ -168,11 +168,11 @@ program two(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e]) {
   EXPECT_EQ(seeded.writes(0), (std::vector<std::string>{"mx"}));
   EXPECT_EQ(seeded.writes(1), (std::vector<std::string>{"o"}));
   EXPECT_TRUE(seeded.materialized().empty());
-  bool noted = false;
-  for (const std::string& n : seeded.notes)
-    noted = noted || n.find("mx (") == 0 && n.find("is stored by a kernel of its own: for the test") !=
-                                                std::string::npos;
-  EXPECT_TRUE(noted);
+  for (const PlanBuffer& b : seeded.buffers)
+    if (b.kind == PlanBuffer::Output)
+      EXPECT_EQ(b.reason, b.name == "mx" ? "stored by the kernel that materializes it: for the test"
+                                         : "")
+          << b.name;
 }
 
 // classify_tiles decides once which gathers of a mask the tile classifiers bound by the data a
