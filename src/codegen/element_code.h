@@ -42,9 +42,10 @@ struct ElementContext {
 // uint8_t, i32 as int: 32 bits on every target), and the element expression that reads one
 // stored value `e` as the element code's type (float, int64_t or bool).
 std::string storage_ctype(DType t);
-// Outputs and intermediates the CPU kernels write, and intermediates every CUDA kernel writes:
-// int64 for integers (all 64 bits exact), double for everything else (run_cpu rounds outputs
-// to the declared dtype; CUDA kernels store outputs in it: store_element).
+// Outputs and intermediates the CPU kernels write, and intermediates CUDA element kernels write
+// (lower/lower.h, device_storage; a tensor-core kernel's float ones are f32): int64 for integers
+// (all 64 bits exact), double for everything else (run_cpu rounds outputs to the declared dtype;
+// CUDA kernels store outputs in it: store_element).
 std::string wide_storage(DType t);
 std::string load_element(DType t, const std::string& e);
 

@@ -46,8 +46,9 @@ class KernelWriter {
       : plan_(plan), p_(plan.program), k_(k), s_(s), e_(e), storage_(storage),
         T_(target_table(s == LoopSkeleton::cpu ? Target::cpu : Target::cuda_sm80)),
         em_(plan, k, T_) {
-    if (gpu() && (!e_ || !storage_))
-      throw BackendError("internal error: a CUDA element kernel needs its launch and storage");
+    if (gpu() && (!e_ || !storage_ || storage_->size() != plan.buffers.size()))
+      throw BackendError("internal error: a CUDA element kernel needs its launch and the "
+                         "storage of every buffer");
   }
 
   std::string write() {

@@ -9,7 +9,8 @@
 //               (grid-stride), each value's elements spread over the block's threads with a
 //               barrier after each, the arrays in the block's workspace (shared or device
 //               memory, offsets from the host), outputs stored in their declared dtype,
-//               intermediates as double / int64 like the CPU's
+//               intermediates as lowering holds them (LoweredCuda::storage: double / int64
+//               where an element kernel writes them, like the CPU's)
 // Tests: tests/cpu/cpu_examples_test.cpp, tests/property/random_programs_test.cpp (cpu);
 // tests/cuda/element_emulation_test.cpp (host emulation), tests/gpu/element_gpu_test.cpp (GPU).
 #pragma once

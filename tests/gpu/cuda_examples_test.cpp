@@ -967,8 +967,8 @@ TEST(CudaBackend, SoftmaxClustersInKernelsOfTheirOwnMatchTheReference) {
       }
     }
   }
-  // a bf16 cut (its rounded value through the double intermediate), one over [b, h, e, m], a
-  // per-row cut (the first group's logsumexp, an output), three softmaxes (one kernel of them
+  // a bf16 cut (its rounded value through the f32 intermediate), one over [b, h, e, m], a
+  // per-row output of the first group (its logsumexp, stored by the first kernel), three softmaxes (one kernel of them
   // would take the element path; here three kernels, decode calls too), and a bool cut at its
   // float argument
   std::vector<Program> cuts;

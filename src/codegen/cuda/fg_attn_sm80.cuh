@@ -316,7 +316,7 @@ struct ErrOf<C, decltype(void(C::err))> {
 // Optional Spec member type Pre (generated Specs whose epilogue reads intermediates another
 // kernel wrote): Spec::preload(ctx, m, e0, pre) reads them for columns e0, e0 + 1 of row m, and
 // Spec::store(ctx, m, e0, o, st, pre) stores with them. The block's epilogue issues the loads of
-// kPreChunk column pairs before their stores, so their latencies overlap (a store between two
+// pre_chunk<Spec> column pairs before their stores, so their latencies overlap (a store between two
 // loads would keep the compiler from moving the second above it).
 struct NoPre {};
 template <class T, class = void>
