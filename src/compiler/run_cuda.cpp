@@ -109,6 +109,15 @@ bool range_conditions_hold(const CudaLoaded& L, const Program& p, const Extents&
 // where that is one compiled at its first call (the few-rows kernel, or the walking build where
 // it has its own), so that it compiles beside the main builds; nothing where an extent is
 // missing or zero.
+// Whether a call of extents `ext` runs the program's one-kernel build instead of the kernels per
+// softmax cluster of `split` (decode_runs_one_kernel; never for the one-kernel build itself).
+static bool call_runs_one_kernel(const LoweredCuda::ClusterSplit& split, bool one_kernel,
+                                 const Program& p, const Extents& ext) {
+  if (one_kernel || split.row_dim < 0) return false;
+  auto rows = ext.find(p.dims.at(split.row_dim));
+  return rows != ext.end() && decode_runs_one_kernel(split, rows->second);
+}
+
 static void prefetch_call_build(const CudaLoadedKernel& k, const Program& p, const Extents& ext) {
   const Sm80Launch& la = k.low.tensor_core.launch;
   auto extent = [&](int d) {
@@ -191,13 +200,8 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
   }
   // not where the call runs another build: a decode call the one-kernel build
   // (cuda_load_for_call), a call out of a range condition the build checking every gather
-  bool runs_this = check_gathers || range_conditions_hold(*L, p, ext);
-  if (const int rd = c.lowered.cluster_split.row_dim; !one_kernel && rd >= 0) {
-    auto rows = ext.find(p.dims.at(rd));
-    runs_this = runs_this && !(rows != ext.end() &&
-                               decode_runs_one_kernel(c.lowered.cluster_split, rows->second));
-  }
-  if (runs_this)
+  if ((check_gathers || range_conditions_hold(*L, p, ext)) &&
+      !call_runs_one_kernel(c.lowered.cluster_split, one_kernel, p, ext))
     for (const CudaLoadedKernel& k : L->kernels)
       if (k.low.path == LoweredKernel::Path::tensor_core) prefetch_call_build(k, p, ext);
   const std::vector<Cubin> cubins = nvrtc_compile_each(mains);
@@ -343,16 +347,13 @@ std::shared_ptr<const CudaLoaded> cuda_load_for_call(std::shared_ptr<const CudaL
   // A decode call of a program split per softmax cluster runs its one kernel where that reads
   // fewer K and V elements a key (decode_runs_one_kernel); that build is loaded once per L
   // (a launch cache keeps L: no planning per call).
-  if (!L->one_kernel && L->cluster_split.row_dim >= 0) {
-    auto rows = ext.find(p.dims.at(L->cluster_split.row_dim));
-    if (rows != ext.end() && decode_runs_one_kernel(L->cluster_split, rows->second)) {
-      const std::shared_ptr<const CudaLoaded> split = L;
-      std::call_once(split->one_kernel_build->once, [&] {
-        split->one_kernel_build->L = cuda_load_build(p, ext, split->build, split->checks_gathers,
-                                                     nullptr, true);
-      });
-      L = split->one_kernel_build->L;
-    }
+  if (call_runs_one_kernel(L->cluster_split, L->one_kernel, p, ext)) {
+    const std::shared_ptr<const CudaLoaded> split = L;
+    std::call_once(split->one_kernel_build->once, [&] {
+      split->one_kernel_build->L = cuda_load_build(p, ext, split->build, split->checks_gathers,
+                                                   nullptr, true);
+    });
+    L = split->one_kernel_build->L;
   }
   // then the build that checks every gather where the call fails a range condition of its own
   if (L->checks_gathers || range_conditions_hold(*L, p, ext)) return L;

@@ -177,11 +177,8 @@ Plan make_plan(const Program& prog, const CompileOptions& opt,
     }
     std::sort(k.reads.begin(), k.reads.end());
     k.reads.erase(std::unique(k.reads.begin(), k.reads.end()), k.reads.end());
-    bool is_mat_group = true;
-    for (int r : g.roots)
-      if (!f.materialized.count(r)) is_mat_group = false;
-    for (int r : g.roots) {
-      if (is_mat_group && mat_buf.count(r)) k.writes.push_back(mat_buf.at(r));
+    for (int r : g.roots) {  // (a group's roots are all materialized, or all outputs)
+      if (mat_buf.count(r)) k.writes.push_back(mat_buf.at(r));
       if (out_bufs.count(r))
         for (int b : out_bufs.at(r)) k.writes.push_back(b);
     }

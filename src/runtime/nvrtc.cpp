@@ -26,7 +26,8 @@ std::string cuda_arch_for(int major, int minor) {
 std::vector<Cubin> nvrtc_compile_each(const std::vector<NvrtcJob>& jobs) {
   std::vector<std::future<Cubin>> pending;
   for (size_t i = 1; i < jobs.size(); ++i)
-    pending.push_back(std::async(std::launch::async, [&jobs, i] {
+    // (async where a thread starts, else compiled at get(): libstdc++'s fallback)
+    pending.push_back(std::async(std::launch::async | std::launch::deferred, [&jobs, i] {
       return nvrtc_compile(jobs[i].source, jobs[i].options);
     }));
   std::vector<Cubin> out(jobs.size());

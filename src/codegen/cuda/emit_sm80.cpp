@@ -518,16 +518,19 @@ class Printer : public TensorCoreView {
     // Intermediates the per-column stores read (another kernel's values): loaded by preload
     // into a Pre of the column pair, ahead of the stores (fg::PreOf).
     std::set<int> pre_bufs;
-    for (int b : k_.writes) {
-      const PlanBuffer& B = plan_.buffers[b];
-      bool per_e = std::find(B.dims.begin(), B.dims.end(), vdim_) != B.dims.end();
-      auto idx = [this, per_e](int d) -> std::string {
+    // indices of the row being stored (m) and, per column, its value column (e)
+    auto stored_at = [this](bool per_e) {
+      return [this, per_e](int d) -> std::string {
         if (d == k_.row_dim) return "((int64_t)m)";
         if (per_e && d == vdim_) return "((int64_t)e)";
         return "";
       };
+    };
+    for (int b : k_.writes) {
+      const PlanBuffer& B = plan_.buffers[b];
+      bool per_e = std::find(B.dims.begin(), B.dims.end(), vdim_) != B.dims.end();
       ElementContext c;
-      c = context(idx, acc_map, -1, &c);
+      c = context(stored_at(per_e), acc_map, -1, &c);
       if (per_e)
         c.load = [&pre_bufs](int lb, int) {
           pre_bufs.insert(lb);
@@ -568,13 +571,8 @@ class Printer : public TensorCoreView {
                                    "][2], const fg::RowStats<" + S(G) + ">& st";
     if (!pre_bufs.empty()) {
       // The loads of preload, at the row and the column pair being stored.
-      auto idx = [this](int d) -> std::string {
-        if (d == k_.row_dim) return "((int64_t)m)";
-        if (d == vdim_) return "((int64_t)e)";
-        return "";
-      };
       ElementContext c;
-      c = context(idx, acc_map, -1, &c);
+      c = context(stored_at(true), acc_map, -1, &c);
       bd << "  struct Pre {\n";
       for (int b : pre_bufs)
         bd << "    " << em_.ctype(plan_.buffers[b].type) << " x" << b << "[2];  // "
