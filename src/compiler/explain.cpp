@@ -245,6 +245,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["walk_pipelined"] = l.walk_pipelined;
   j["pipelined"] = l.pipelined;
   j["ping_pong"] = l.ping_pong;
+  j["scan_by_warps"] = l.scan_by_warps;
   j["key_tile"] = l.block_n;
   j["smem_bytes"] = l.smem_bytes;
   j["min_blocks_per_sm"] = l.min_blocks;

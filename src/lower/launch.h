@@ -102,6 +102,10 @@ struct Sm80Launch {
   // and the main entry has no walking code: it ignores Params::m_tiles, so a grid launched
   // to walk must launch `walk_entry`. Otherwise (walk_entry empty) the main entry walks too.
   bool persistent = false;
+  // Warp-specialized kernels whose classify reads data (doc[n]: a data range a tile): the
+  // producer's four warps classify four spans of tiles at once, each warp its own, instead of
+  // all four together one span after another (kScanByWarps; fg_attn_sm80.cuh's scan_tiles).
+  bool scan_by_warps = false;
   std::string walk_entry;
   bool walk_pipelined = false;
   // Warp-specialized: the K tiles (one per score, in order) and the V tiles (one per distinct

@@ -261,7 +261,8 @@ std::string LoweredCuda::str(const Plan& plan) const {
       if (la.warp_specialized)
         os << "  warp specialized: " << la.warps - la.producer_warps << " compute warps, a producer warpgroup, "
            << la.stages << " stages"
-           << (la.pipelined ? la.ping_pong ? "; pipelined, ping-pong" : "; pipelined" : "") << "\n";
+           << (la.pipelined ? la.ping_pong ? "; pipelined, ping-pong" : "; pipelined" : "")
+           << (la.scan_by_warps ? "; tile scan by warps, a span each" : "") << "\n";
       if (!la.tma.empty()) {
         os << "  tma:";
         for (size_t i = 0; i < la.tma.size(); ++i) {

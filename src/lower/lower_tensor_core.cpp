@@ -402,6 +402,7 @@ class Lowering : public TensorCoreView {
       for (const DataRange& dr : data_ranges_) {
         ranged_.insert(dr.node);
         if (dr.over == k_.row_dim) row_ranged_.insert(dr.node);
+        if (dr.over == k_.red_dim) launch_.scan_by_warps = launch_.warp_specialized;
       }
     }
     // Dims the device indexes with 32-bit ints: rows, keys, the grid, and every dim whose index
@@ -598,7 +599,8 @@ class Lowering : public TensorCoreView {
   static constexpr size_t kMaxStaged = 4;  // fg::kMaxStaged
 
   // Shared memory of the launch with staged tiles `st` (the layout of fg::AttnSm80: Q tiles,
-  // then `stages` stages of K, V and the staged tiles rounded up to 1 KiB, the values per
+  // then `stages` stages of K and V, as many staged areas (a stage's staged tiles rounded up to
+  // 128 bytes), the values per
   // diagonal (one copy, or two when warp-specialized: fg::AttnSm80::kDiagCopies), and the warp-specialized
   // ring's 256 bytes of mbarriers, tile indices and range slots; the generated source static_asserts that
   // both agree).
@@ -609,7 +611,7 @@ class Lowering : public TensorCoreView {
     const int Sn = static_cast<int>(scores_.size());
     int st = 0;
     for (const Staged& t : staged) st += (t.rows ? BM : 1) * (BN * t.elem_bytes + 16);
-    st = (st + 1023) / 1024 * 1024;
+    st = (st + 127) / 128 * 128;
     const int diag = static_cast<int>(diagonal_.size()) * ((BM + BN - 1 + 3) / 4 * 4) * 4;
     const int np = launch_.pieces;
     return static_cast<int>(
@@ -668,9 +670,9 @@ class Lowering : public TensorCoreView {
   // fragments that live across the key loop fit the registers of 256 threads (scores
   // S * BN / 2, accumulators A * DV / 2, P as operands G * BN / 4 per thread; at most
   // kWgmmaLiveRegs of the compute warps' 224 after setmaxnreg, the rest for addresses and
-  // element code): keys in tiles of 128, or of 64 when that does
-  // not fit or a staged tile is printed for the few-rows kernel's tiles of 64. Otherwise the
-  // mma.sync shape chosen above. The careful build runs the same shape with mma.sync.
+  // element code) and the stages (staged tiles included) fit a block's shared memory: keys in
+  // tiles of 128, or of 64 when that does not fit. Otherwise the mma.sync shape chosen above.
+  // The careful build runs the same shape with mma.sync.
   // Registers a thread of a wgmma warpgroup holds across the key loop: `score_arrays` arrays of
   // scores (BN / 2 each), A accumulators (dvc / 2 each) and G groups' P operands (BN / 4 each).
   static int wgmma_live_regs(int score_arrays, int A, int G, int bn, int64_t dvc) {
@@ -814,7 +816,6 @@ class Lowering : public TensorCoreView {
     const int saved_bm = launch_.block_m, saved_bn = launch_.block_n;
     const int64_t saved_dvc = DVc_;
     for (int bn : {128, 64}) {
-      if (bn != 64 && !staged_.empty()) continue;
       const int live = wgmma_live_regs(Sn, A, G, bn, dvc);
       if (live > kWgmmaLiveRegs) {
         launch_.products_why = "mma.sync: wgmma's scores, accumulators and P operands would "

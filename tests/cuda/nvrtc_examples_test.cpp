@@ -543,7 +543,7 @@ TEST(CudaEmit, RowAndKeyGathersAreStagedWhileSharedMemoryAllows) {
   // document: doc[n] is staged, doc[m] (one value per row) and the classifier's reads are not.
   std::string doc = emit_cuda(example("document"), Target::cuda_sm90, {{"d", 64}, {"e", 64}});
   EXPECT_NE(doc.find("kNumStaged = 1"), std::string::npos);
-  EXPECT_NE(doc.find("fg::staged_at<int>(tv.p[0], fg::staged_pitch(4, kBlockN), 0, n - tv.n0)"),
+  EXPECT_NE(doc.find("fg::staged_at<int>(tv.p[0], fg::staged_pitch(4, tv.bn), 0, n - tv.n0)"),
             std::string::npos);
   // A computed index (bias[h, m, n - 1]) is not staged; w[n, m] is (plain indices in any
   // order), and so is a plain parameter over (h, m, n); at d = 128 with 32 rows per warp the

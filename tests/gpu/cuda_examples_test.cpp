@@ -264,9 +264,10 @@ TEST(CudaBackend, StagedTilesMatchTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   // {m, n, i, j}: j = 104 (208-byte rows: cp.async, partial chunk at n = 100), j = 101
   // (202-byte rows: element by element), several row blocks and ragged key tiles; the
-  // transposed w[h, n, m] always goes element by element.
+  // transposed w[h, n, m] always goes element by element. m = 3 runs the few-rows kernel, whose
+  // 64-key tiles stage at their own pitch beside the full kernel's 128 (sm90).
   const int64_t sizes[][4] = {{77, 100, 80, 104}, {77, 100, 77, 101}, {333, 1000, 333, 1000},
-                              {130, 64, 131, 72}};
+                              {130, 64, 131, 72}, {3, 1000, 3, 1000}};
   for (int i = 0; i < 3; ++i)
     for (const auto& z : sizes) {
       Extents ext = heads[i];

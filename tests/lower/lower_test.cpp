@@ -167,7 +167,7 @@ program mixed(q: bf16[b, h, m, d], k: f16[b, h, n, d], v: bf16[b, h, n, e]) {
 
 // cuda-sm90 lowers to wgmma products where the tiles line up with its 64-column panels and
 // the fragments fit the registers: two compute warpgroups (8 warps of 16 rows) and a producer
-// warpgroup, 128-key tiles when nothing is staged (64 otherwise), as many K/V stages as shared
+// warpgroup, 128-key tiles where they fit, as many K/V stages as shared
 // memory holds (at most 4); the few-rows kernel keeps one warp and
 // 64-key tiles. Accumulators of 256 columns fit at 64-key tiles; wider ones take a wider value
 // split (HopperGrowsTheValueSplitWhileTensorBound). Tiles that are not multiples of 64 columns
@@ -224,19 +224,18 @@ TEST(Lower, HopperTakesWgmmaWhereItsTilesLineUp) {
   }
 }
 
-// A tile staged with K/V is printed for the few-rows kernel's 64-key tiles too, so a wgmma kernel
-// that stages one keeps keys in tiles of 64.
 // The compute loop's form and the wgmma width are the lowering's: m64n128k16 where the key tile
 // holds 128 columns (64-key tiles keep m64n64k16); the pipelined loop with ping-pong turns where
 // the scores, accumulators and P operands of a thread take at most 128 registers (the next
 // scores live beside them during P.V), so d = e = 64 at 128 keys (64 + 32 + 32) takes it, d = e
-// = 128 (64 + 64 + 32) does not, and document's 64-key tiles at d = e = 128 (32 + 64 + 16) do.
+// = 128 (64 + 64 + 32) does not, nor does document at d = e = 128 (its staged tile of ids no
+// longer keeps it at 64-key tiles, where it took the pipelined loop).
 // The text form and explain's JSON say both.
 TEST(Lower, HopperPipelinesWhereTheNextScoresFitAndWidensWgmmaToTheKeyTile) {
   struct Case { const char* name; int64_t d; int block_n, wgmma_n; bool pipelined; };
   for (const Case& t : {Case{"vanilla", 64, 128, 128, true}, Case{"vanilla", 128, 128, 128, false},
                         Case{"causal", 64, 128, 128, true}, Case{"softcap", 128, 128, 128, false},
-                        Case{"document", 128, 64, 64, true}, Case{"gqa", 64, 128, 128, true}}) {
+                        Case{"document", 128, 128, 128, false}, Case{"gqa", 64, 128, 128, true}}) {
     Compiled c = lowered(testing::example_program(t.name), Target::cuda_sm90, {{"d", t.d}, {"e", t.d}});
     const LoweredKernel& k = c.lowered.kernels.at(0);
     ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << t.name << ": " << k.why;
@@ -553,7 +552,12 @@ program three(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: 
             std::string::npos);
 }
 
-TEST(Lower, HopperKernelsWithStagedTilesKeep64KeyTiles) {
+// A wgmma kernel that stages a tile takes 128-key tiles where its stages fit (the score code reads
+// a staged tile at the running kernel's pitch, TileView::bn), while the few-rows kernel keeps its
+// 64-key tiles; the staged areas follow the stages' K and V, each rounded up to 128 bytes, so
+// that 3 stages of pair[b, h, m, n] (128 x 272 bytes) fit beside d = 64. GPU test:
+// CudaBackend.StagedTilesMatchTheReference (its decode sizes run the few-rows kernel).
+TEST(Lower, HopperKernelsWithStagedTilesTakeTheKeyTileThatFits) {
   Program p = parse_source(R"(
 program pair_bias(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], pair: bf16[b, h, m, n]) {
   out o: bf16[b, h, m, e] = sum(softmax(sum(q * k, d) / sqrt(size(d)) + pair, n) * v, n)
@@ -563,8 +567,41 @@ program pair_bias(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e],
   const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
   ASSERT_FALSE(la.staged.empty());
   EXPECT_TRUE(la.wgmma);
-  EXPECT_EQ(la.block_n, 64);
-  EXPECT_EQ(la.few_block_n, la.block_n);
+  EXPECT_EQ(la.block_n, 128);
+  EXPECT_EQ(la.few_block_n, 64);
+  EXPECT_EQ(la.stages, 3);
+  const int staged = (128 * (128 * 2 + 16) + 127) / 128 * 128;
+  EXPECT_EQ(la.smem_bytes, 128 * 64 * 2 + 3 * (2 * 128 * 64 * 2) + 3 * staged + 256);
+  EXPECT_EQ(la.few_smem_bytes, 16 * 64 * 2 + 2 * (2 * 64 * 64 * 2) + 2 * (16 * (64 * 2 + 16)));
+}
+
+// The tile scan by warps (Sm80Launch::scan_by_warps, the Spec's kScanByWarps): a warp-specialized
+// kernel whose classify reads data over the keys (document's doc[n]) has its producer's four
+// warps classify four spans at once; index masks (causal, sliding window), unmasked kernels and
+// the sm80 path scan as before. The text form and explain's JSON say it. GPU test: the document
+// examples and CudaBackend's data-mask tests (cuda_examples_test.cpp) on the sm90 path.
+TEST(Lower, HopperScansDataMaskedTilesByWarps) {
+  struct Case { const char* name; Target target; bool by_warps; };
+  for (const Case& t : {Case{"document", Target::cuda_sm90, true},
+                        Case{"document", Target::cuda_sm80, false},
+                        Case{"causal", Target::cuda_sm90, false},
+                        Case{"sliding_window", Target::cuda_sm90, false},
+                        Case{"vanilla", Target::cuda_sm90, false}}) {
+    const Program p = testing::example_program(t.name);
+    Compiled c = lowered(p, t.target, {{"d", 128}, {"e", 128}});
+    const LoweredKernel& k = c.lowered.kernels.at(0);
+    ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << t.name << ": " << k.why;
+    const Sm80Launch& la = k.tensor_core.launch;
+    EXPECT_EQ(la.scan_by_warps, t.by_warps) << t.name;
+    EXPECT_EQ(c.lowered.str(c.plan).find("tile scan by warps") != std::string::npos, t.by_warps)
+        << t.name;
+    CompileOptions opt;
+    opt.target = t.target;
+    opt.sizes = {{"d", 128}, {"e", 128}};
+    const nlohmann::json j = nlohmann::json::parse(explain_json(p, opt));
+    EXPECT_EQ(j.at("kernels").at(0).at("cuda").at("scan_by_warps").get<bool>(), t.by_warps)
+        << t.name;
+  }
 }
 
 // A warp-specialized kernel's producer copies K and V by TMA: one 5-dim map per operand (the K

@@ -106,7 +106,7 @@ class Printer : public TensorCoreView {
       if (st.param != param || st.arg_dims != dims) continue;
       const DType ty = p_.params[param].type;
       return load_element(ty, "fg::staged_at<" + storage_ctype(ty) + ">(tv.p[" + S(t) +
-                                  "], fg::staged_pitch(" + S(st.elem_bytes) + ", kBlockN), " +
+                                  "], fg::staged_pitch(" + S(st.elem_bytes) + ", tv.bn), " +
                                   (st.rows ? "m - tv.m0" : "0") + ", n - tv.n0)");
     }
     return "";
@@ -375,6 +375,8 @@ class Printer : public TensorCoreView {
          << launch_.stages << ";\n";
     if (launch_.persistent && launch_.walk_entry.empty())
       os << "  static constexpr bool kPersistent = true;\n";
+    if (launch_.scan_by_warps)
+      os << "  static constexpr bool kScanByWarps = true;  // the producer's warps classify spans at once\n";
     if (launch_.pipelined)
       os << "  static constexpr bool kPipelined = true, kPingPong = "
          << (launch_.ping_pong ? "true" : "false") << ";\n";

@@ -284,6 +284,12 @@ FG_OPTIONAL(WgmmaNOf, kWgmmaN, int, 64)
 FG_OPTIONAL_FLAG(PipelinedOf, kPipelined)
 FG_OPTIONAL_FLAG(PingPongOf, kPingPong)
 
+// Optional Spec member kScanByWarps (default false; warp-specialized Specs whose classify reads
+// data): the producer's four warps classify four spans at once, each its own (a warp's data
+// range), descending from groups of four spans of 16 tiles to four single tiles, and keep each
+// level's last results (scan_tiles in attn_fwd_sm80).
+FG_OPTIONAL_FLAG(ScanByWarpsOf, kScanByWarps)
+
 // Optional Spec member kNumDiag (default 0): values of the score code that depend on the row
 // and key only through n - m, computed once per tile for each of its BM + BN - 1 deltas by
 // Spec::diagonals(ctx, delta, float* d, pitch) (value t to d[t * pitch]); the score code reads
@@ -383,6 +389,7 @@ struct AttnSm80 {
   static constexpr int kWgmmaN = WgmmaNOf<Spec>::value;
   static constexpr bool kPipe = kWgmma && kWs && PipelinedOf<Spec>::value;
   static constexpr bool kPingPong = kPipe && PingPongOf<Spec>::value;
+  static constexpr bool kScanByWarps = kWs && ScanByWarpsOf<Spec>::value;
   // Registers per thread after setmaxnreg: the producer gives up what the compute warps take
   // (a block of 3 warpgroups: 128 * kProducerRegs + 256 * kComputeRegs <= 64 Ki).
   static constexpr int kProducerRegs = 56, kComputeRegs = 224;
@@ -399,18 +406,18 @@ struct AttnSm80 {
   static constexpr int kQBytes = SmemTile<BM, D>::kBytes;
   static constexpr int kKBytes = SmemTile<BN, D>::kBytes;
   static constexpr int kVBytes = SmemTile<BN, DV>::kBytes;
-  // Staged tiles follow K and V in each stage; their total is rounded up to 1 KiB so the
-  // second stage's K/V tiles keep the swizzle's 1 KiB alignment.
+  // Each stage's staged tiles lie after all stages' K and V tiles (which keep the swizzle's
+  // 1 KiB alignment without padding), a stage's staged area rounded up to 128 bytes.
   static constexpr __host__ __device__ int staged_bytes(int t) {
     return (Staged::rows(t) ? BM : 1) * staged_pitch(Staged::elem_bytes(t), BN);
   }
   static constexpr __host__ __device__ int staged_off(int t) {  // from the stage's staged area
     return t == 0 ? 0 : staged_off(t - 1) + staged_bytes(t - 1);
   }
-  static constexpr int kStagedBytes = (staged_off(T) + 1023) / 1024 * 1024;
+  static constexpr int kStagedBytes = (staged_off(T) + 127) / 128 * 128;
   static constexpr int kKAll = NP * S * kKBytes;  // a stage's K tiles; its V tiles follow
   static constexpr int kVStride = NP * kVBytes;   // from V_i's tiles to V_{i+1}'s
-  static constexpr int kStageBytes = kKAll + V * kVStride + kStagedBytes;
+  static constexpr int kStageBytes = kKAll + V * kVStride;  // a stage's K and V tiles
   // The diagonal values follow the stages: one copy, whose writes and reads the loop's barriers
   // order, or, warp-specialized, two (the producer fills tile i's copy i % 2 once the compute
   // warps are done with tile i - 2: a third stage costs no more than two copies).
@@ -419,7 +426,8 @@ struct AttnSm80 {
   static constexpr int kDiagBytes = ND * kDiagPitch * 4;
   static constexpr int kDiagCopies = kWs && kStages > 1 ? 2 : 1;
   static constexpr int kQAll = NP * S * kQBytes;  // the Q tiles, before the stages
-  static constexpr int kDiagOff = kQAll + kStages * kStageBytes;
+  static constexpr int kStagedOff = kQAll + kStages * kStageBytes;  // the staged areas
+  static constexpr int kDiagOff = kStagedOff + kStages * kStagedBytes;
   // Warp-specialized: the ring's mbarriers (full[kStages], empty[kStages]) and each stage's tile
   // index and class (two ints) at the end, then from kRingOff + 128 the producer's RangeGroup
   // slots (2 x 4 warps x 16 bytes).
@@ -754,7 +762,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   const u32 s_kv = s_base + K::kQAll;
   // generic pointer to a stage's staged tiles (the score code reads them as plain loads)
   auto staged_area = [&](int stg) {
-    return fg_smem + K::kQAll + stg * K::kStageBytes + K::kKAll + V * K::kVStride;
+    return fg_smem + K::kStagedOff + stg * K::kStagedBytes;
   };
   // K/V tiles by cp.async (unless `kv` is false: TMA brings them) and the staged tiles.
   auto issue_kv = [&](int j, int stage, bool kv = true) {
@@ -862,12 +870,56 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           (void)stg;
         }
       };
+      // The next non-empty tile at or after j (kScanByWarps): a descent over levels of units
+      // of 16, 4 and 1 tiles, groups of four units aligned to 4 units; a group's four units are
+      // classified at once, one a warp, and its results kept (lv_base, and lv_cls: a byte a
+      // unit) until the item ends, so the tiles after a found one read them instead of
+      // classifying again. An empty unit is skipped whole; a non-empty one is descended into; a
+      // non-empty tile is the answer. (Units are cut at j_end; a unit past it is empty.)
+      int lv_base[3];
+      u32 lv_cls[3];
+      auto scan_tiles = [&](int j) {
+        if constexpr (K::kScanByWarps) {
+          if (j == j_begin) lv_base[0] = lv_base[1] = lv_base[2] = -1;  // a new item
+          while (j < j_end) {
+            bool skipped = false;
+#pragma unroll
+            for (int l = 0; l < 3; ++l) {
+              const int u = l == 0 ? 16 : l == 1 ? 4 : 1;
+              if (skipped || j % u != 0) continue;
+              const int g0 = j - j % (4 * u);
+              if (lv_base[l] != g0) {
+                const int a = g0 + u * (warp - K::NWC), b = min(a + u, j_end);
+                int c = kTileEmpty;
+                ctx.rg.warps = 1;
+                if (a < b) c = Spec::classify(ctx, m0, m1, a * BN, min(b * BN, N));
+                ctx.rg.warps = 4;
+                int cw[4];
+                group_exchange(c, ctx.rg, cw);
+                lv_cls[l] = (u32)cw[0] | (u32)cw[1] << 8 | (u32)cw[2] << 16 | (u32)cw[3] << 24;
+                lv_base[l] = g0;
+              }
+              const int c = (int)(lv_cls[l] >> (8 * ((j - g0) / u))) & 0xff;
+              if (c == kTileEmpty) {
+                j += u;
+                skipped = true;
+              } else if (l == 2) {
+                cls_next = c;
+                return j;
+              }
+            }
+          }
+          return j;
+        } else {
+          return next_tile(j);
+        }
+      };
       // stages filled (the last one of each item says: no more tiles); whether the previous
       // stage holds a tile not yet published
       int it = 0;
       bool pending = false;
       for (;;) {  // the block's items
-        int jp = next_tile(j_begin);
+        int jp = scan_tiles(j_begin);
         for (;; ++it) {
           const int stg = it % K::kStages;
           if (it >= K::kStages) {
@@ -910,7 +962,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           }
           if (done) break;
           pending = true;
-          jp = next_tile(jp + 1);
+          jp = scan_tiles(jp + 1);
         }
         cp_async_wait<0>();
         mbar_arrive(ring + 8 * (it % K::kStages));  // published at once
@@ -1006,6 +1058,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     TileView tv;
     tv.m0 = m0;
     tv.n0 = n0;
+    tv.bn = BN;
     tv.dg = diag_area(dcopy);
     tv.dbase = n0 - (m0 + BM - 1);
     tv.dpitch = K::kDiagPitch;

@@ -247,10 +247,12 @@ constexpr __host__ __device__ int staged_pitch(int elem_bytes, int bn) {
 }
 constexpr int kMaxStaged = 4;
 // Where the score code of the current key tile finds staged tile t: element (m, n) is
-// staged_at<T>(tv.p[t], pitch, m - tv.m0, n - tv.n0) (row 0 for key-only tiles).
+// staged_at<T>(tv.p[t], staged_pitch(ES, tv.bn), m - tv.m0, n - tv.n0) (row 0 for key-only
+// tiles). bn is the running kernel's keys per tile: the score code is a member of the full
+// kernel's Spec, which a kernel of other tiles (the few-rows kernel's 64 keys) runs too.
 struct TileView {
   const unsigned char* p[kMaxStaged];
-  int m0, n0;
+  int m0, n0, bn;
   // diagonal values (Spec::diagonals): value t of delta = n - m at dg[t * dpitch + delta - dbase]
   const float* dg;
   int dbase, dpitch;
@@ -402,6 +404,24 @@ FG_DEV void warp_range(F value, int i0, int i1, double& lo, double& hi,
     // group must take the same branches of classify after it)
     lo = nan ? unknown : lo + 0.0;
     hi = nan ? unknown : hi + 0.0;
+  }
+}
+
+// Each warp of the group (rg.warps <= 4) contributes lane 0's `v` and every thread of the group
+// gets all of them in warp order, through the slots warp_range uses (the same copy toggle, so a
+// warp writes a copy only after every warp is done reading it: two barriers apart).
+FG_DEV void group_exchange(int v, const RangeGroup& rg, int (&out)[4]) {
+  const int gw = (int)(threadIdx.x >> 5) - rg.first_warp;
+  const u32 base = rg.slots + 16 * rg.warps * rg.copy;
+  rg.copy ^= 1;
+  if ((threadIdx.x & 31) == 0)
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(base + 16 * gw), "r"(v) : "memory");
+  asm volatile("barrier.sync %0, %1;\n" ::"r"(rg.bar), "r"(32 * rg.warps) : "memory");
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    out[w] = 0;
+    if (w < rg.warps)
+      asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(out[w]) : "r"(base + 16 * w) : "memory");
   }
 }
 
