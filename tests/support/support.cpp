@@ -371,12 +371,12 @@ Program index_mask_program(const IndexMask& c, const std::string& type) {
       .at(0);
 }
 
-Tensor document_ids(int64_t t) {
+Tensor document_ids(int64_t t, int64_t scale) {
   const int64_t lengths[] = {70, 130, 33, 200, 67, 1, 90};
   Tensor doc(DType::i32, {t});
   int64_t pos = 0;
   for (int64_t id = 0; pos < t; ++id)
-    for (int64_t i = 0; i < lengths[id % 7] && pos < t; ++i)
+    for (int64_t i = 0; i < lengths[id % 7] * scale && pos < t; ++i)
       doc.set(pos++, static_cast<double>(id));
   return doc;
 }

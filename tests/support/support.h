@@ -98,8 +98,9 @@ struct IndexMask {
 const std::vector<IndexMask>& arithmetic_index_masks();
 // program t(q: T[h, m, d], k: T[h, n, d], v: T[h, n, e]): softmax attention under `mask`.
 Program index_mask_program(const IndexMask& c, const std::string& type);
-// Sorted, consecutive document ids with ragged lengths (tiles straddle document edges).
-Tensor document_ids(int64_t t);
+// Sorted, consecutive document ids with ragged lengths (tiles straddle document edges), each
+// length times `scale`.
+Tensor document_ids(int64_t t, int64_t scale = 1);
 
 // A file of the source tree, e.g. source_path("examples/causal.attn").
 std::string source_path(const std::string& relative);
