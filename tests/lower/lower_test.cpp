@@ -554,8 +554,9 @@ program three(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: 
 
 // A wgmma kernel that stages a tile takes 128-key tiles where its stages fit (the score code reads
 // a staged tile at the running kernel's pitch, TileView::bn), while the few-rows kernel keeps its
-// 64-key tiles; the staged areas follow the stages' K and V, each rounded up to 128 bytes, so
-// that 3 stages of pair[b, h, m, n] (128 x 272 bytes) fit beside d = 64. GPU test:
+// 64-key tiles; the staged areas follow all stages' K and V, each rounded up to 128 bytes (the
+// few-rows kernel's 16 x 144 bytes of pair are not a whole KiB), which keeps document at d = 128
+// (a staged key tile of 128 ids: 640 bytes, not 1 KiB) at 3 stages in 227 KiB. GPU test:
 // CudaBackend.StagedTilesMatchTheReference (its decode sizes run the few-rows kernel).
 TEST(Lower, HopperKernelsWithStagedTilesTakeTheKeyTileThatFits) {
   Program p = parse_source(R"(
@@ -573,6 +574,14 @@ program pair_bias(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e],
   const int staged = (128 * (128 * 2 + 16) + 127) / 128 * 128;
   EXPECT_EQ(la.smem_bytes, 128 * 64 * 2 + 3 * (2 * 128 * 64 * 2) + 3 * staged + 256);
   EXPECT_EQ(la.few_smem_bytes, 16 * 64 * 2 + 2 * (2 * 64 * 64 * 2) + 2 * (16 * (64 * 2 + 16)));
+  Compiled doc = lowered(testing::example_program("document"), Target::cuda_sm90,
+                         {{"d", 128}, {"e", 128}});
+  const Sm80Launch& dl = doc.lowered.kernels.at(0).tensor_core.launch;
+  ASSERT_EQ(dl.staged.size(), 1u);
+  EXPECT_EQ(dl.block_n, 128);
+  EXPECT_EQ(dl.stages, 3);
+  EXPECT_EQ(dl.smem_bytes, 128 * 128 * 2 + 3 * (2 * 128 * 128 * 2) + 3 * 640 + 256);
+  EXPECT_LE(dl.smem_bytes, smem_budget(Target::cuda_sm90).per_block);
 }
 
 // The tile scan by warps (Sm80Launch::scan_by_warps, the Spec's kScanByWarps): a warp-specialized

@@ -211,7 +211,8 @@ class Printer : public TensorCoreView {
   // is bounded over the tile by the min and max of the values it reads there (fg::warp_range:
   // one warp-strided pass), so tiles between different documents are skipped and tiles inside
   // one document skip the mask, for any data (sorted ids only make it effective). Everything
-  // else stays unknown. Over the keys: a pass over <= 1024 elements per classify call; over the
+  // else stays unknown. Over the keys: a pass over a span's keys (at most 16 tiles) per classify
+  // call; over the
   // rows, which are the block's for every call, one pass per block (block_rows, into Ctx).
   std::string data_ranges(const std::string& indent) const {
     std::ostringstream os;
@@ -232,8 +233,9 @@ class Printer : public TensorCoreView {
     return os.str();
   }
   // One fg::warp_range call: gather `id` over [i0, i1) of dim `over` into <out>lo, <out>hi.
-  // Printed unconditionally at the top of classify and block_rows: the producer's warps compute
-  // each range together (ctx.rg) and meet at a barrier inside the call.
+  // Printed unconditionally at the top of classify and block_rows: the warps ctx.rg names
+  // compute each range together and meet at a barrier inside the call (the producer's four; one
+  // warp, no barrier, where the producer's warps classify a unit each: kScanByWarps).
   std::string range_pass(int id, int over, const std::string& i0, const std::string& i1,
                          const std::string& out) const {
     const Node& n = N(id);

@@ -844,7 +844,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       // copy its K/V and staged tiles, fill its diagonal values and write its index and class;
       // publish a stage once its copies have landed (one tile later) ----
       regs_release<K::kProducerRegs>();
-      // the data ranges of the tile scan by the four producer warps together (named barrier 4)
+      // the data ranges of the tile scan by the four producer warps together (named barrier 4;
+      // with kScanByWarps the key ranges by one warp each, scan_tiles)
       ctx.rg.warps = 4;
       ctx.rg.first_warp = K::NWC;
       ctx.rg.bar = 4;
