@@ -212,8 +212,8 @@ class Printer : public TensorCoreView {
   // one warp-strided pass), so tiles between different documents are skipped and tiles inside
   // one document skip the mask, for any data (sorted ids only make it effective). Everything
   // else stays unknown. Over the keys: a pass over a span's keys (at most 16 tiles) per classify
-  // call; over the
-  // rows, which are the block's for every call, one pass per block (block_rows, into Ctx).
+  // call; over the rows, which are the block's for every call, one pass per block (block_rows,
+  // into Ctx).
   std::string data_ranges(const std::string& indent) const {
     std::ostringstream os;
     for (const DataRange& dr : data_ranges_) {

@@ -886,7 +886,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             bool skipped = false;
 #pragma unroll
             for (int l = 0; l < 3; ++l) {
-              const int u = l == 0 ? 16 : l == 1 ? 4 : 1;
+              const int u = l == 0 ? kSpan : l == 1 ? 4 : 1;  // (next_tile's spans)
               if (skipped || j % u != 0) continue;
               const int g0 = j - j % (4 * u);
               if (lv_base[l] != g0) {
