@@ -1,8 +1,9 @@
 // fg_bench — a small driver over the library for scripts/gpu_check (the same numbers as
 // `flashgen bench`, without the CLI):
 //   fg_bench bench FILE SIZES [NAME=FILE.npy ...]   median ms, unmasked TFLOP/s, peak fraction
-//   fg_bench run FILE SIZES                          one run_cuda on random inputs (for
-//                                                    compute-sanitizer), prints output sums
+//   fg_bench run FILE SIZES [NAME=FILE.npy ...]     one run_cuda on random inputs, the named
+//                                                    ones from .npy files (for compute-
+//                                                    sanitizer), prints output sums
 //   fg_bench sweep FILE SPEC...                      `bench` for each SPEC = SIZES[;NAME=FILE.npy]...
 //                                                    in one process (one compile); a failing
 //                                                    SPEC prints BENCHFAIL SIZES why
@@ -69,8 +70,15 @@ int main(int argc, char** argv) {
       return 0;
     }
     Extents sizes = parse(argv[3]);
+    TensorMap given;
+    for (int i = 4; i < argc; ++i) {
+      std::string kv = argv[i];
+      size_t eq = kv.find('=');
+      given[kv.substr(0, eq)] = read_npy(kv.substr(eq + 1)).tensor;
+    }
     if (mode == "run") {
       TensorMap in = random_inputs(p, sizes, 7);
+      for (const auto& [name, t] : given) in[name] = t;
       TensorMap out = run_cuda(p, in);
       for (const auto& [name, t] : out) {
         double s = 0;
@@ -83,12 +91,6 @@ int main(int argc, char** argv) {
                     name.c_str(), s, (long long)nonfinite);
       }
       return 0;
-    }
-    TensorMap given;
-    for (int i = 4; i < argc; ++i) {
-      std::string kv = argv[i];
-      size_t eq = kv.find('=');
-      given[kv.substr(0, eq)] = read_npy(kv.substr(eq + 1)).tensor;
     }
     CudaBenchResult r = bench_cuda(p, sizes, 5, 30, 1, given);
     std::printf("BENCH %s %s %.5f %.2f %.4f\n", p.name.c_str(), argv[3], r.median_ms, r.tflops,
