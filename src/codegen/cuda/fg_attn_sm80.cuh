@@ -826,7 +826,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   };
   // The ring of the warp-specialized kernel, after the diagonal values: mbarriers full[s] (the
   // stage's tile index and class are written, its copies have landed: every producer thread
-  // arrived) and empty[s] (every compute warp is done with it), then each stage's tile index
+  // arrived) and empty[s] (every compute thread is done with it), then each stage's tile index
   // (-1: no more tiles) and class.
   const u32 ring = s_base + K::kRingOff;
   int* const ring_tile = reinterpret_cast<int*>(fg_smem + K::kRingOff + 16 * K::kStages);
@@ -836,7 +836,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     if (tid == 0)
       for (int s = 0; s < K::kStages; ++s) {
         mbar_init(ring + 8 * s, K::NL);
-        mbar_init(ring + 8 * (K::kStages + s), K::NWC);
+        mbar_init(ring + 8 * (K::kStages + s), K::NTC);
       }
     __syncthreads();
     if (warp >= K::NWC) {
@@ -1092,13 +1092,15 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             for (int s = 0; s < S; ++s) cv[s] = c[s][b][t][i];
             const int n = n0 + t * 8 + col_t + (i & 1);
             const int nc = min(n, N - 1);
-            // (keys past N: a logit of -inf, or a plain group's weight 0)
-            x[0][b][t][i] = n < N ? Spec::template score<0, true>(cv, rm[b][i >> 1], nc, ctx, tv)
-                                  : (K::plain(0) ? 0.f : neg_inf());
-            if constexpr (G > 1)
-              x[G - 1][b][t][i] =
-                  n < N ? Spec::template score<G - 1, true>(cv, rm[b][i >> 1], nc, ctx, tv)
-                        : (K::plain(G - 1) ? 0.f : neg_inf());
+            // (keys past N: a logit of -inf, or a plain group's weight 0). The score code runs
+            // for every key, at the clamped one past N, and the result is selected: under the
+            // test its loads of row data (doc[m]) would be one per element, not one per row.
+            const float s0 = Spec::template score<0, true>(cv, rm[b][i >> 1], nc, ctx, tv);
+            x[0][b][t][i] = n < N ? s0 : (K::plain(0) ? 0.f : neg_inf());
+            if constexpr (G > 1) {
+              const float s1 = Spec::template score<G - 1, true>(cv, rm[b][i >> 1], nc, ctx, tv);
+              x[G - 1][b][t][i] = n < N ? s1 : (K::plain(G - 1) ? 0.f : neg_inf());
+            }
           }
     }
 #pragma unroll
@@ -1276,8 +1278,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   int it_c = 0;  // warp-specialized: stages consumed, the last one of each item included
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // Warp-specialized: waits until stage `it` (counted) is published and reads its tile index and
-  // class; lane 0 reads them and is the lane that releases the stage (`release`: its warp is
-  // done with it), so the producer's next write of them follows that lane's own reads.
+  // class (lane 0 reads them for its warp). `release`: this thread is done with the stage. Every
+  // compute thread arrives, after its own reads of the stage (staged tiles, diagonal values,
+  // the tile index): one arrival a warp after __syncwarp orders the other lanes' reads only
+  // through the warp barrier, which ptxas drops in converged code (compute-sanitizer's
+  // racecheck then reports the producer's next copy into the stage as a hazard).
   auto stage_tile = [&](int it, int& jt, int& clst) {
     const int stg = it % K::kStages;
     mbar_wait(ring + 8 * stg, (it / K::kStages) & 1);
@@ -1289,10 +1294,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     jt = __shfl_sync(0xffffffffu, jt, 0);
     clst = __shfl_sync(0xffffffffu, clst, 0);
   };
-  auto release = [&](int it) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(ring + 8 * (K::kStages + it % K::kStages));
-  };
+  auto release = [&](int it) { mbar_arrive(ring + 8 * (K::kStages + it % K::kStages)); };
 #endif
   for (;;) {  // the block's items (one unless it walks)
     start_item();
