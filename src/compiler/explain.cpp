@@ -246,6 +246,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["pipelined"] = l.pipelined;
   j["ping_pong"] = l.ping_pong;
   j["scan_by_warps"] = l.scan_by_warps;
+  j["checks_read_scores"] = l.checks_read_scores;
   j["key_tile"] = l.block_n;
   j["smem_bytes"] = l.smem_bytes;
   j["min_blocks_per_sm"] = l.min_blocks;

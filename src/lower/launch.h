@@ -207,6 +207,12 @@ struct Sm80Launch {
   // FG_CHECK_GATHERS, which check every gather on the device (the careful build always does).
   std::vector<ExtentCondition> range_conditions;
   std::vector<std::string> range_condition_text;  // for explain
+  // A check of the score code (a checked gather's index, the divisor of x % y) reads a score
+  // product: at a padded key the product is 0, which could fail a check no real element fails,
+  // so a partial tile's score code runs only at real keys (kChecksReadScores). Otherwise it
+  // runs at every key (a padded one at the clamped key N - 1, its result discarded), which keeps
+  // its loads of row data out of the per-element test.
+  bool checks_read_scores = false;
   Sm80Structure structure;
 };
 

@@ -311,6 +311,7 @@ class Lowering : public TensorCoreView {
         launch_.gather_checks.push_back({n.param, static_cast<int>(i), N(n.args[i]).dim});
     }
     prove_gather_ranges();
+    find_checks_reading_scores(score_code);
     find_hoisted();
     find_diagonals(score_code);
     find_staged(score_code);
@@ -808,6 +809,26 @@ class Lowering : public TensorCoreView {
   bool tensor_bound(int Sn, int A, int vs, int exps) const {
     return vs * exps * kMultiplyAddsPerExp < products_per_pair(Sn, A, vs);
   }
+  // Sm80Launch::checks_read_scores: a gather checked on the device (any gather not by plain dim
+  // indices: a proved one is checked in the FG_CHECK_GATHERS and careful builds) whose index, or
+  // a `%` whose divisor, reads a score contraction.
+  void find_checks_reading_scores(const std::set<int>& score_code) {
+    auto reads_score = [&](int id) {
+      const std::set<int> below = closure_of(p_, id);
+      for (const Score& sc : scores_)
+        if (below.count(sc.node)) return true;
+      return false;
+    };
+    for (int id : score_code) {
+      const Node& n = N(id);
+      bool reads = false;
+      if (n.op == Op::Gather && !unchecked_.count(n.param))
+        for (int a : n.args) reads = reads || reads_score(a);
+      if (n.op == Op::Mod) reads = reads_score(n.args[1]);
+      if (reads) launch_.checks_read_scores = true;
+    }
+  }
+
   // wgmma at value split vs, with keys in tiles of 128 or else 64: true when taken; otherwise
   // products_why says what did not fit at 64-key tiles.
   bool try_wgmma(int Sn, int A, int vs) {

@@ -276,6 +276,35 @@ program rel(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table
     }
 }
 
+// A Spec whose checks read the scores (kChecksReadScores: the partial tile's score code only at
+// real keys; Lower.ChecksThatReadScoresKeepTheScoreCodeAtRealKeys) compiles in every build on
+// both targets, at 64 and 128 head columns.
+TEST(CudaEmit, ChecksThatReadScoresCompileInEveryBuild) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
+  Program p = parse_source(R"(
+program bucket(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[u]) {
+  s = sum(q * k, d)
+  out o: bf16[b, h, m, e] = sum(softmax(where(n <= m, s + table[i32(s == 0.0) * 100], -inf), n) * v, n)
+}
+)", "bucket.attn").at(0);
+  for (int64_t d : {64, 128})
+    for (CudaBuild b : {CudaBuild::plain, CudaBuild::careful})
+      for (auto [target, arch] : {std::pair{Target::cuda_sm80, "sm_80"},
+                                  std::pair{Target::cuda_sm90, "sm_90a"}}) {
+        CompileOptions opt;
+        opt.target = target;
+        opt.sizes = {{"d", d}, {"e", d}};
+        ASSERT_NE(compile_to_target(p, opt).sources.at(0).find("kChecksReadScores = true"),
+                  std::string::npos) << arch;
+        std::vector<std::string> cubins;
+        ASSERT_NO_THROW(cubins = cuda_compile_build(p, target, {{"d", d}, {"e", d}}, arch, b))
+            << arch << " d=" << d;
+        ASSERT_EQ(cubins.size(), 1u);
+        EXPECT_EQ(cubins[0].substr(1, 3), "ELF");
+      }
+}
+
 // Every example with f16 and with f32 in place of bf16, and at head dims that are no multiple of 32 (padded
 // tiles; d = 5 rows are not 16-byte aligned and load element by element), compiles for sm_90a
 // on the tensor-core path.

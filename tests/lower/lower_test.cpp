@@ -613,6 +613,51 @@ TEST(Lower, HopperScansDataMaskedTilesByWarps) {
   }
 }
 
+// Sm80Launch::checks_read_scores (the Spec's kChecksReadScores): where a check of the score code
+// reads a score product (a checked gather's index, the divisor of x % y), a partial tile's score
+// code runs only at real keys (a padded key's product, 0, could fail a check no real element
+// fails); elsewhere it runs at every key and the result is selected. Checks that read only the
+// indices, or a % whose dividend alone reads the score, and every example keep the select. On
+// both targets; the text form and explain's JSON say it.
+TEST(Lower, ChecksThatReadScoresKeepTheScoreCodeAtRealKeys) {
+  struct Case { const char* name; const char* body; bool reads; };
+  const std::string head =
+      "(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[u]) {\n"
+      "  s = sum(q * k, d)\n  out o: f32[b, h, m, e] = sum(softmax(";
+  for (const Case& t : {Case{"bucket", "s + table[i32(s == 0.0) * 100]", true},
+                        Case{"log_bucket", "s + table[i32(log2(abs(s))) + 40]", true},
+                        Case{"divisor", "s + f32((m + n) % (i32(abs(s)) + 1))", true},
+                        Case{"dividend", "s + f32(i32(abs(s)) % 7)", false},
+                        Case{"by_index", "s + table[n - m + 300]", false},
+                        Case{"plain", "s", false}}) {
+    const Program p =
+        parse_source("program " + std::string(t.name) + head + t.body + ", n) * v, n)\n}\n",
+                     "t.attn")
+            .at(0);
+    for (Target target : {Target::cuda_sm90, Target::cuda_sm80}) {
+      Compiled c = lowered(p, target, {{"d", 64}, {"e", 64}});
+      const LoweredKernel& k = c.lowered.kernels.at(0);
+      ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << t.name << ": " << k.why;
+      EXPECT_EQ(k.tensor_core.launch.checks_read_scores, t.reads) << t.name;
+      EXPECT_EQ(c.lowered.str(c.plan).find("checks read the scores") != std::string::npos, t.reads)
+          << t.name;
+      CompileOptions opt;
+      opt.target = target;
+      opt.sizes = {{"d", 64}, {"e", 64}};
+      const nlohmann::json j = nlohmann::json::parse(explain_json(p, opt));
+      EXPECT_EQ(j.at("kernels").at(0).at("cuda").at("checks_read_scores").get<bool>(), t.reads)
+          << t.name;
+    }
+  }
+  for (const std::string& name : testing::example_names()) {
+    if (name.rfind("evoformer", 0) == 0) continue;  // (d = 32: no tensor cores at d = 128)
+    Compiled c = lowered(testing::example_program(name), Target::cuda_sm90, {{"d", 128}, {"e", 128}});
+    for (const LoweredKernel& k : c.lowered.kernels)
+      if (k.path == LoweredKernel::Path::tensor_core)
+        EXPECT_FALSE(k.tensor_core.launch.checks_read_scores) << name;
+  }
+}
+
 // A warp-specialized kernel's producer copies K and V by TMA: one 5-dim map per operand (the K
 // of each score, then each value tensor), dims innermost first: the column dim, the key dim,
 // the buffer's parallel dims in position order. A value split starts V's column coordinate at

@@ -379,6 +379,8 @@ class Printer : public TensorCoreView {
       os << "  static constexpr bool kPersistent = true;\n";
     if (launch_.scan_by_warps)
       os << "  static constexpr bool kScanByWarps = true;  // the producer's warps classify spans at once\n";
+    if (launch_.checks_read_scores)
+      os << "  static constexpr bool kChecksReadScores = true;  // score code only at real keys\n";
     if (launch_.pipelined)
       os << "  static constexpr bool kPipelined = true, kPingPong = "
          << (launch_.ping_pong ? "true" : "false") << ";\n";

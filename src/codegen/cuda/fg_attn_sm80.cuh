@@ -290,6 +290,13 @@ FG_OPTIONAL_FLAG(PingPongOf, kPingPong)
 // level's last results (scan_tiles in attn_fwd_sm80).
 FG_OPTIONAL_FLAG(ScanByWarpsOf, kScanByWarps)
 
+// Optional Spec member kChecksReadScores (default false): a check of the score code (a gather's
+// range, a divisor) reads a score product, so a partial tile's score code runs only at keys
+// below N: at a padded key the product is 0, which could fail a check no real element fails.
+// Without it the score code runs at every key (a padded one at key N - 1) and the result is
+// selected, which keeps its loads of row data (doc[m]) out of the per-element test.
+FG_OPTIONAL_FLAG(ChecksReadScoresOf, kChecksReadScores)
+
 // Optional Spec member kNumDiag (default 0): values of the score code that depend on the row
 // and key only through n - m, computed once per tile for each of its BM + BN - 1 deltas by
 // Spec::diagonals(ctx, delta, float* d, pitch) (value t to d[t * pitch]); the score code reads
@@ -1092,14 +1099,24 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             for (int s = 0; s < S; ++s) cv[s] = c[s][b][t][i];
             const int n = n0 + t * 8 + col_t + (i & 1);
             const int nc = min(n, N - 1);
-            // (keys past N: a logit of -inf, or a plain group's weight 0). The score code runs
-            // for every key, at the clamped one past N, and the result is selected: under the
-            // test its loads of row data (doc[m]) would be one per element, not one per row.
-            const float s0 = Spec::template score<0, true>(cv, rm[b][i >> 1], nc, ctx, tv);
-            x[0][b][t][i] = n < N ? s0 : (K::plain(0) ? 0.f : neg_inf());
-            if constexpr (G > 1) {
-              const float s1 = Spec::template score<G - 1, true>(cv, rm[b][i >> 1], nc, ctx, tv);
-              x[G - 1][b][t][i] = n < N ? s1 : (K::plain(G - 1) ? 0.f : neg_inf());
+            // (keys past N: a logit of -inf, or a plain group's weight 0). Unless a check reads
+            // the products (ChecksReadScoresOf), the score code runs for every key, a padded
+            // one with its product (0) at key N - 1, and the result is selected: under the test
+            // its loads of row data (doc[m]) would be one per element, not one per row.
+            if constexpr (ChecksReadScoresOf<Spec>::value) {
+              x[0][b][t][i] = n < N ? Spec::template score<0, true>(cv, rm[b][i >> 1], nc, ctx, tv)
+                                    : (K::plain(0) ? 0.f : neg_inf());
+              if constexpr (G > 1)
+                x[G - 1][b][t][i] =
+                    n < N ? Spec::template score<G - 1, true>(cv, rm[b][i >> 1], nc, ctx, tv)
+                          : (K::plain(G - 1) ? 0.f : neg_inf());
+            } else {
+              const float s0 = Spec::template score<0, true>(cv, rm[b][i >> 1], nc, ctx, tv);
+              x[0][b][t][i] = n < N ? s0 : (K::plain(0) ? 0.f : neg_inf());
+              if constexpr (G > 1) {
+                const float s1 = Spec::template score<G - 1, true>(cv, rm[b][i >> 1], nc, ctx, tv);
+                x[G - 1][b][t][i] = n < N ? s1 : (K::plain(G - 1) ? 0.f : neg_inf());
+              }
             }
           }
     }
@@ -1280,9 +1297,10 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // Warp-specialized: waits until stage `it` (counted) is published and reads its tile index and
   // class (lane 0 reads them for its warp). `release`: this thread is done with the stage. Every
   // compute thread arrives, after its own reads of the stage (staged tiles, diagonal values,
-  // the tile index): one arrival a warp after __syncwarp orders the other lanes' reads only
-  // through the warp barrier, which ptxas drops in converged code (compute-sanitizer's
-  // racecheck then reports the producer's next copy into the stage as a hazard).
+  // the tile index), so each read is ordered before the producer's next copy by that thread's
+  // own arrival. (With one arrival a warp after __syncwarp, the order rested on the warp
+  // barrier, which ptxas compiles to nothing in converged code, and compute-sanitizer's
+  // racecheck, which sees the compiled code, reported the next copy into the stage.)
   auto stage_tile = [&](int it, int& jt, int& clst) {
     const int stg = it % K::kStages;
     mbar_wait(ring + 8 * stg, (it / K::kStages) & 1);
@@ -1304,7 +1322,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       // this one go to the tensor cores together, the next softmax runs while P.V does (the
       // rescale and the new operands wait for it). The scores of the stage of no tile are
       // computed and not read (a branch around wgmma would make ptxas serialize them all). A
-      // warp releases a stage once its P.V is done. Ping-pong: warpgroup wg issues at named
+      // thread releases a stage once its P.V is done. Ping-pong: warpgroup wg issues at named
       // barrier 2 + wg, and hands the turn to the other (one hand-off per tile; warpgroup 1
       // gives warpgroup 0 the first turn of each item, warpgroup 0 takes the last hand-off;
       // start_item's barrier of all compute warps keeps warpgroup 1's first hand-off of the
@@ -1372,7 +1390,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     } else if constexpr (K::kWs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
       // ---- the compute warps: each stage as the producer publishes it, until the one of no
-      // tile; a warp done with a stage releases it ----
+      // tile; a thread done with a stage releases it ----
       for (;; ++it_c) {
         int jt, clst;
         stage_tile(it_c, jt, clst);
