@@ -264,7 +264,8 @@ std::string LoweredCuda::str(const Plan& plan) const {
            << (la.pipelined ? la.ping_pong ? "; pipelined, ping-pong" : "; pipelined" : "")
            << (la.scan_by_warps ? "; tile scan by warps, a span each" : "") << "\n";
       if (la.checks_read_scores)
-        os << "  checks read the scores: a partial tile's score code only at keys below n\n";
+        os << "  checks read the scores: a partial tile's score code only at real keys (" << p.dims[k.red_dim]
+           << " below its extent)\n";
       if (!la.tma.empty()) {
         os << "  tma:";
         for (size_t i = 0; i < la.tma.size(); ++i) {

@@ -303,6 +303,32 @@ program bucket(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], ta
         ASSERT_EQ(cubins.size(), 1u);
         EXPECT_EQ(cubins[0].substr(1, 3), "ELF");
       }
+  // the template reads the flag (FG_OPTIONAL_FLAG falls back to false on a misspelled member):
+  // the Spec's source with a static_assert on it compiles, that of a program without one not
+  Program plain = parse_source(R"(
+program plain(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  out o: bf16[b, h, m, e] = sum(softmax(sum(q * k, d), n) * v, n)
+}
+)", "plain.attn").at(0);
+  for (const Program* prog : {&p, &plain}) {
+    CompileOptions opt;
+    opt.target = Target::cuda_sm90;
+    opt.sizes = {{"d", 64}, {"e", 64}};
+    NvrtcOptions o;
+    o.arch = "sm_90a";
+    o.options = {"-std=c++17", "-default-device", "--use_fast_math", "--disable-warnings",
+                 "-DFG_ONLY_MAIN"};
+    o.cuda_include = false;
+    int n = 0;
+    const cuda::EmbeddedHeader* h = cuda::embedded_headers(&n);
+    for (int i = 0; i < n; ++i) o.headers.push_back({h[i].name, h[i].source});
+    const std::string src = compile_to_target(*prog, opt).sources.at(0) +
+                            "\nstatic_assert(fg::ChecksReadScoresOf<Spec>::value, \"flag\");\n";
+    if (prog == &p)
+      EXPECT_NO_THROW(nvrtc_compile(src, o));
+    else
+      EXPECT_ANY_THROW(nvrtc_compile(src, o));
+  }
 }
 
 // Every example with f16 and with f32 in place of bf16, and at head dims that are no multiple of 32 (padded

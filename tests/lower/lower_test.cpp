@@ -626,9 +626,12 @@ TEST(Lower, ChecksThatReadScoresKeepTheScoreCodeAtRealKeys) {
       "  s = sum(q * k, d)\n  out o: f32[b, h, m, e] = sum(softmax(";
   for (const Case& t : {Case{"bucket", "s + table[i32(s == 0.0) * 100]", true},
                         Case{"log_bucket", "s + table[i32(log2(abs(s))) + 40]", true},
-                        Case{"divisor", "s + f32((m + n) % (i32(abs(s)) + 1))", true},
+                        Case{"divisor", "s + f32((m + n) % i32(abs(s) * 4.0))", true},
+                        Case{"in_mask", "where(table[i32(abs(s))] > 0.0, s, -inf)", true},
+                        Case{"nested", "s + table[i32(table[i32(abs(s))])]", true},
                         Case{"dividend", "s + f32(i32(abs(s)) % 7)", false},
                         Case{"by_index", "s + table[n - m + 300]", false},
+                        Case{"guarded", "where(s == 0.0, s + table[n - m + 5], s)", false},
                         Case{"plain", "s", false}}) {
     const Program p =
         parse_source("program " + std::string(t.name) + head + t.body + ", n) * v, n)\n}\n",
@@ -641,6 +644,13 @@ TEST(Lower, ChecksThatReadScoresKeepTheScoreCodeAtRealKeys) {
       EXPECT_EQ(k.tensor_core.launch.checks_read_scores, t.reads) << t.name;
       EXPECT_EQ(c.lowered.str(c.plan).find("checks read the scores") != std::string::npos, t.reads)
           << t.name;
+      CompileOptions src;
+      src.target = target;
+      src.sizes = {{"d", 64}, {"e", 64}};
+      EXPECT_EQ(compile_to_target(p, src).sources.at(0).find("kChecksReadScores = true") !=
+                    std::string::npos,
+                t.reads)
+          << t.name;
       CompileOptions opt;
       opt.target = target;
       opt.sizes = {{"d", 64}, {"e", 64}};
@@ -648,6 +658,26 @@ TEST(Lower, ChecksThatReadScoresKeepTheScoreCodeAtRealKeys) {
       EXPECT_EQ(j.at("kernels").at(0).at("cuda").at("checks_read_scores").get<bool>(), t.reads)
           << t.name;
     }
+  }
+  // a plain group's weights (sigmoid attention) and the second score of two (diff_attn's form)
+  const Program plain_group = parse_source(R"(
+program sig(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[u]) {
+  s = sum(q * k, d)
+  out o: f32[b, h, m, e] = sum(sigmoid(s + table[i32(abs(s))]) * v, n)
+}
+)", "t.attn").at(0);
+  const Program two = parse_source(R"(
+program two(q: bf16[b, h, m, d], k: bf16[b, h, n, d], p: bf16[b, h, m, d], r: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[u]) {
+  s1 = sum(q * k, d)
+  s2 = sum(p * r, d)
+  out o: f32[b, h, m, e] = sum(softmax(s1, n) * v, n) - sum(softmax(s2 + table[i32(abs(s2))], n) * v, n)
+}
+)", "t.attn").at(0);
+  for (const Program& p : {plain_group, two}) {
+    Compiled c = lowered(p, Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+    const LoweredKernel& k = c.lowered.kernels.back();
+    ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << p.name << ": " << k.why;
+    EXPECT_TRUE(k.tensor_core.launch.checks_read_scores) << p.name;
   }
   for (const std::string& name : testing::example_names()) {
     if (name.rfind("evoformer", 0) == 0) continue;  // (d = 32: no tensor cores at d = 128)
