@@ -35,6 +35,19 @@ Extents heads(const std::string& name, int64_t d) {
   return {{"d", d}, {"e", d}};
 }
 
+// NVRTC options of the runtime's plain sm_90a build, with `macros` (or other options).
+NvrtcOptions sm90a_options(const std::vector<std::string>& macros) {
+  NvrtcOptions o;
+  o.arch = "sm_90a";
+  o.options = {"-std=c++17", "-default-device", "--disable-warnings", "--use_fast_math"};
+  o.options.insert(o.options.end(), macros.begin(), macros.end());
+  o.cuda_include = false;
+  int n = 0;
+  const cuda::EmbeddedHeader* h = cuda::embedded_headers(&n);
+  for (int i = 0; i < n; ++i) o.headers.push_back({h[i].name, h[i].source});
+  return o;
+}
+
 class NvrtcExamples : public ::testing::TestWithParam<std::string> {};
 
 // NVRTC's disk cache may hold a test's kernels already; a fresh cache folder for the test's
@@ -92,14 +105,7 @@ TEST_P(NvrtcExamples, Sm90KernelsKeepWgmmaAsynchronous) {
       const std::string& src = compiled.sources[ki];
       if (src.find("kWgmma = true") == std::string::npos) continue;
       any = true;
-      NvrtcOptions o;
-      o.arch = "sm_90a";
-      o.options = {"-std=c++17", "-default-device", "--use_fast_math", "--disable-warnings",
-                   "--ptxas-options=-v"};
-      o.cuda_include = false;
-      int n = 0;
-      const cuda::EmbeddedHeader* h = cuda::embedded_headers(&n);
-      for (int i = 0; i < n; ++i) o.headers.push_back({h[i].name, h[i].source});
+      const NvrtcOptions o = sm90a_options({"--ptxas-options=-v"});
       Cubin c;
       ASSERT_NO_THROW(c = nvrtc_compile(src, o)) << name << " d=" << d;
       ASSERT_NE(c.log.find("Used"), std::string::npos) << "no ptxas report in the log:\n" << c.log;
@@ -182,19 +188,6 @@ TEST_P(NvrtcExamples, TheTileCountingAndCarefulBuildsCompileForSm80AndSm90a) {
 // without a macro the source holds all of them (the ahead-of-time cubin). A Hopper
 // kernel whose producer copies K/V by TMA also compiles with FG_KV_CP_ASYNC (the build for
 // calls no tensor map describes), for every example.
-// NVRTC options of the runtime's plain sm_90a build, with `macros`.
-NvrtcOptions sm90a_options(const std::vector<std::string>& macros) {
-  NvrtcOptions o;
-  o.arch = "sm_90a";
-  o.options = {"-std=c++17", "-default-device", "--disable-warnings", "--use_fast_math"};
-  o.options.insert(o.options.end(), macros.begin(), macros.end());
-  o.cuda_include = false;
-  int n = 0;
-  const cuda::EmbeddedHeader* h = cuda::embedded_headers(&n);
-  for (int i = 0; i < n; ++i) o.headers.push_back({h[i].name, h[i].source});
-  return o;
-}
-
 TEST_P(NvrtcExamples, TheCpAsyncBuildOfTmaKernelsCompiles) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
@@ -314,14 +307,7 @@ program plain(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
     CompileOptions opt;
     opt.target = Target::cuda_sm90;
     opt.sizes = {{"d", 64}, {"e", 64}};
-    NvrtcOptions o;
-    o.arch = "sm_90a";
-    o.options = {"-std=c++17", "-default-device", "--use_fast_math", "--disable-warnings",
-                 "-DFG_ONLY_MAIN"};
-    o.cuda_include = false;
-    int n = 0;
-    const cuda::EmbeddedHeader* h = cuda::embedded_headers(&n);
-    for (int i = 0; i < n; ++i) o.headers.push_back({h[i].name, h[i].source});
+    const NvrtcOptions o = sm90a_options({"-DFG_ONLY_MAIN"});
     const std::string src = compile_to_target(*prog, opt).sources.at(0) +
                             "\nstatic_assert(fg::ChecksReadScoresOf<Spec>::value, \"flag\");\n";
     if (prog == &p)
