@@ -301,6 +301,37 @@ TEST(CudaBackend, CheckedGathersOfAStagedParameterStayChecked) {
   }
 }
 
+// A check that reads the scores (kChecksReadScores: a log-bucketed bias, table[i32(log2(|s|))
+// + 40]) fails only where a real element's does: padded keys (n not a multiple of the key
+// tile) and padded rows (m not a multiple of the row tile, and the few-rows kernel's 16 rows
+// at m = 1), whose products would be 0 (log2(0) = -inf: out of range), run no check of their
+// own. A table too short for the real elements is a CallError naming it, as on the reference.
+TEST(CudaBackend, ChecksThatReadScoresFailOnlyWhereARealElementDoes) {
+  Program p = parse_source(R"(
+program bucket(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[u]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  out o: f32[b, h, m, e] = sum(softmax(where(n <= m + size(n) - size(m), s + table[i32(log2(abs(s))) + 40], -inf), n) * v, n)
+}
+)", "bucket.attn").at(0);
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{37, 130}, {300, 300}, {1, 3001}, {150, 700}}) {
+    for (int64_t d : {64, 128}) {
+      Extents ext = {{"b", 2}, {"h", 3}, {"m", m}, {"n", n}, {"d", d}, {"e", d}, {"u", 64}};
+      SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " d=" + std::to_string(d));
+      check_inputs(p, random_inputs(p, ext, 11 + m), ext);
+    }
+  }
+  Extents small = {{"b", 1}, {"h", 2}, {"m", 37}, {"n", 130}, {"d", 64}, {"e", 64}, {"u", 20}};
+  const TensorMap in = random_inputs(p, small, 3);
+  EXPECT_THROW(evaluate_reference(p, in, small), CallError);
+  try {
+    run_cuda(p, in, {});
+    FAIL() << "expected a CallError";
+  } catch (const CallError& e) {
+    EXPECT_NE(std::string(e.what()).find("'table'"), std::string::npos) << e.what();
+  }
+}
+
 // Gathers by computed indices proved in range run unchecked where the call meets the proof's
 // extent conditions, and through the build that checks every gather where it does not: an
 // empty table is the reference's CallError, and clamp(x, 2, size(r) - 1) at r = 2 (lo > hi:

@@ -292,7 +292,9 @@ FG_OPTIONAL_FLAG(ScanByWarpsOf, kScanByWarps)
 
 // Optional Spec member kChecksReadScores (default false): a check of the score code (a gather's
 // range, a divisor) reads a score product, so a partial tile's score code runs only at keys
-// below N: at a padded key the product is 0, which could fail a check no real element fails.
+// below N: at a padded key the product is 0, which could fail a check no real element fails;
+// and Q's rows past M are copies of row M - 1 (not zeros), so a padded row's score code computes
+// a real row's elements.
 // Without it the score code runs at every key (a padded one at key N - 1) and the result is
 // selected, which keeps its loads of row data (doc[m]) out of the per-element test.
 FG_OPTIONAL_FLAG(ChecksReadScoresOf, kChecksReadScores)
@@ -731,9 +733,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       for (int s = 0; s < S; ++s)
 #pragma unroll
         for (int p = 0; p < K::NP; ++p)
-          load_tile_async<BM, D, K::NTC, K::DIN>(s_base + (s * K::NP + p) * K::kQBytes,
-                                                 ctx.q[s] + p * K::kPitchQK, ctx.q_ld[s], m0, M,
-                                                 tid);
+          // (where checks read the scores, rows past M copy row M - 1: the score code of a
+          // padded row then computes row M - 1's elements, and reports only what they report)
+          load_tile_async<BM, D, K::NTC, K::DIN, ChecksReadScoresOf<Spec>::value>(
+              s_base + (s * K::NP + p) * K::kQBytes, ctx.q[s] + p * K::kPitchQK, ctx.q_ld[s], m0,
+              M, tid);
     }
     cp_async_commit();
   };

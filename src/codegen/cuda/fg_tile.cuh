@@ -175,14 +175,15 @@ struct SmemTile {
 };
 
 // Asynchronously copy rows [row0, row0 + ROWS) of a global matrix g (row stride `ld` elements,
-// innermost stride 1) into a SmemTile; rows >= rows_total are zero-filled and never read.
+// innermost stride 1) into a SmemTile; rows >= rows_total are zero-filled and never read, or,
+// with kClampRows (rows_total >= 1), copies of row rows_total - 1.
 // CIN (<= COLS) is the columns g holds: the tile's columns from CIN on read as 0 (a head dim
 // padded to the tile width). All NT threads of the block take part; each issues
 // (ROWS*COLS/8)/NT 16-byte copies. Thread tid always copies column chunk tid % CPR of rows
 // tid / CPR + i * (NT / CPR), so the shared offsets are one base plus immediates and the global
 // address is one multiply-add per copy. When CIN is not a multiple of 8, rows of g need not be
 // 16-byte aligned: the chunks are gathered element by element (plain loads, stored at once).
-template <int ROWS, int COLS, int NT, int CIN = COLS>
+template <int ROWS, int COLS, int NT, int CIN = COLS, bool kClampRows = false>
 FG_DEV void load_tile_async(u32 sdst, const bf16raw* g, i64 ld, int row0, int rows_total,
                             int tid) {
   using T = SmemTile<ROWS, COLS>;
@@ -194,7 +195,7 @@ FG_DEV void load_tile_async(u32 sdst, const bf16raw* g, i64 ld, int row0, int ro
     for (int i = 0; i < ROWS * CPR / NT; ++i) {
       const int idx = i * NT + tid;
       const int rr = idx / CPR, c = (idx % CPR) * 8;
-      const int grow = row0 + rr;
+      const int grow = kClampRows ? min(row0 + rr, rows_total - 1) : row0 + rr;
       u32 w[4] = {0u, 0u, 0u, 0u};
       if (grow < rows_total && c < CIN) {
         const bf16raw* src = g + (i64)grow * ld + c;
@@ -213,7 +214,7 @@ FG_DEV void load_tile_async(u32 sdst, const bf16raw* g, i64 ld, int row0, int ro
 #pragma unroll
     for (int i = 0; i < ROWS / RS; ++i) {
       const int rr = r + i * RS;
-      const int grow = row0 + rr;
+      const int grow = kClampRows ? min(row0 + rr, rows_total - 1) : row0 + rr;
       const bool ok = grow < rows_total && c < CIN;
       const bf16raw* src = g + (ok ? (i64)grow * ld + c : 0);
       const u32 dst = kImm ? d0 + i * RS * (T::kPW * 2) : sdst + T::off(rr, c);
@@ -224,7 +225,7 @@ FG_DEV void load_tile_async(u32 sdst, const bf16raw* g, i64 ld, int row0, int ro
     for (int i = 0; i < ROWS * CPR / NT; ++i) {
       const int idx = i * NT + tid;
       const int rr = idx / CPR, c = (idx % CPR) * 8;
-      const int grow = row0 + rr;
+      const int grow = kClampRows ? min(row0 + rr, rows_total - 1) : row0 + rr;
       const bool ok = grow < rows_total && c < CIN;
       const bf16raw* src = g + (ok ? (i64)grow * ld + c : 0);
       cp_async16(sdst + T::off(rr, c), src, ok ? 16 : 0);
