@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flashgen/flashgen.h"
@@ -34,6 +35,10 @@ struct KernelProfile {
   // Compile: "compiled" (the compiler ran), "disk cache" or "process cache" (already loaded).
   std::string compiled;
   double compile_ms = 0;
+  // CUDA, where NVRTC ran: its time for each build this kernel's call needs (entry, ms): the
+  // main build, and the one the call launches where that is another (few-rows, walking,
+  // cp.async); the builds compile in parallel.
+  std::vector<std::pair<std::string, double>> nvrtc_ms;
   int iters = 0;
   double median_ms = 0, min_ms = 0, max_ms = 0;
   bool cost_known = false;      // false when an extent the counts need is unknown

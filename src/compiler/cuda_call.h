@@ -37,6 +37,9 @@ class LazyCudaKernel {
   const CudaKernel& get() const;
   const CudaKernel& second() const;  // (compiles as get() does)
   bool compiled() const;  // whether get() has run
+  const std::string& entry() const { return entry_; }
+  // NVRTC's time for this build's cubin once get() has run (0 from the disk cache or before)
+  double nvrtc_ms() const { return nvrtc_ms_; }
   // Starts compiling on a thread of its own (get() then loads that cubin): a call that will run
   // this build compiles it beside the main builds.
   void prefetch() const;
@@ -48,6 +51,7 @@ class LazyCudaKernel {
   mutable std::once_flag once_;
   mutable CudaKernel kernel_, second_;
   mutable std::atomic<bool> done_{false};
+  mutable double nvrtc_ms_ = 0;
   mutable std::mutex mu_;
   // last: destroyed first, waiting for a compile that reads source_ and options_
   mutable std::shared_future<Cubin> pending_;
@@ -70,12 +74,15 @@ struct CudaLoadedKernel {
   std::shared_ptr<const LazyCudaKernel> walking, walking_cp_async;
   // tensor_core with operands in pieces (Sm80Launch::pieces): fg::split_pieces (same module)
   CudaKernel split;
+  double nvrtc_ms = 0;  // NVRTC's time for the main build's cubin (0 from the disk cache)
   const CudaKernel& few() const { return few_rows->get(); }
 };
 struct CudaBoundKernel;
 // The kernel a bound call launches: the few-rows kernel, the full kernel or its walking build,
 // either built to copy K/V by cp.async when the call has no tensor maps.
 const CudaKernel& launched_kernel(const CudaLoadedKernel& k, const CudaBoundKernel& bk);
+// The build compiled at its first call that launched_kernel comes from; null: the main build.
+const LazyCudaKernel* launched_build(const CudaLoadedKernel& k, const CudaBoundKernel& bk);
 // The combine kernel of its split key loops (the few-rows kernel's own, or the full kernel's).
 const CudaKernel& launched_combine(const CudaLoadedKernel& k, const CudaBoundKernel& bk);
 // Its entry point's name (the few-rows, walking or main entry).

@@ -394,6 +394,11 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
     kp.name = entry + " (" + path_name(K.low.path) + " path)";
     kp.compiled = compiled_label(process_cache, L->from_disk_cache);
     kp.compile_ms = process_cache || i > 0 ? 0 : L->compile_ms;
+    if (!process_cache) {
+      if (K.nvrtc_ms > 0) kp.nvrtc_ms.push_back({K.low.entry, K.nvrtc_ms});
+      if (const LazyCudaKernel* build = launched_build(K, bk); build && build->nvrtc_ms() > 0)
+        kp.nvrtc_ms.push_back({build->entry(), build->nvrtc_ms()});
+    }
     kp.iters = opt.iters;
     kp.median_ms = t.median_ms;
     kp.min_ms = t.min_ms;
@@ -498,6 +503,10 @@ std::string profile_text(const ProfileReport& r) {
     os << "\nkernel " << i << " (" << k.name << ")\n";
     os << "  compile:   " << k.compiled;
     if (k.compiled != "process cache") os << " in " << time_ms(k.compile_ms);
+    for (size_t j = 0; j < k.nvrtc_ms.size(); ++j)
+      os << (j == 0 ? " (NVRTC: " : ", ")
+         << k.nvrtc_ms[j].first << " " << time_ms(k.nvrtc_ms[j].second)
+         << (j + 1 == k.nvrtc_ms.size() ? ")" : "");
     os << "\n";
     os << "  time:      median " << time_ms(k.median_ms) << " (min " << time_ms(k.min_ms)
        << ", max " << time_ms(k.max_ms) << ") over " << k.iters << " runs after " << r.warmup

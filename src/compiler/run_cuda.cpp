@@ -209,6 +209,7 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
     CudaLoadedKernel& k = L->kernels[i];
     CudaModule mod(cubins[i].bytes);
     k.kernel = mod.kernel(k.low.entry);
+    k.nvrtc_ms = cubins[i].compile_ms;
     if (k.low.path == LoweredKernel::Path::tensor_core) {
       k.combine = mod.kernel(k.low.tensor_core.launch.combine_entry);
       if (!k.low.tensor_core.launch.split.empty())
@@ -275,12 +276,17 @@ const CudaKernel& launched_combine(const CudaLoadedKernel& k, const CudaBoundKer
   return bk.few ? k.few_rows->second() : k.combine;
 }
 
-const CudaKernel& launched_kernel(const CudaLoadedKernel& k, const CudaBoundKernel& bk) {
-  if (bk.few) return k.few();
+const LazyCudaKernel* launched_build(const CudaLoadedKernel& k, const CudaBoundKernel& bk) {
+  if (bk.few) return k.few_rows.get();
   if (bk.walk && k.walking)  // (without a build of its own, the main build walks)
-    return k.walking_cp_async && !bk.tma ? k.walking_cp_async->get() : k.walking->get();
-  if (k.cp_async && !bk.tma) return k.cp_async->get();
-  return k.kernel;
+    return k.walking_cp_async && !bk.tma ? k.walking_cp_async.get() : k.walking.get();
+  if (k.cp_async && !bk.tma) return k.cp_async.get();
+  return nullptr;
+}
+
+const CudaKernel& launched_kernel(const CudaLoadedKernel& k, const CudaBoundKernel& bk) {
+  const LazyCudaKernel* build = launched_build(k, bk);
+  return build ? build->get() : k.kernel;
 }
 
 void cuda_prepare(const CudaLoaded& L, const CudaBound& b) {
@@ -308,9 +314,9 @@ const CudaKernel& LazyCudaKernel::get() const {
       std::lock_guard<std::mutex> lock(mu_);
       pending = pending_;
     }
-    std::string bytes;
+    Cubin cubin;
     try {
-      bytes = pending.valid() ? pending.get().bytes : nvrtc_compile(source_, options_).bytes;
+      cubin = pending.valid() ? pending.get() : nvrtc_compile(source_, options_);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
       pending_ = {};  // the next get() compiles again
@@ -320,7 +326,8 @@ const CudaKernel& LazyCudaKernel::get() const {
       std::lock_guard<std::mutex> lock(mu_);
       pending_ = {};  // (the cubin's bytes are loaded below)
     }
-    CudaModule mod(bytes);
+    nvrtc_ms_ = cubin.compile_ms;
+    CudaModule mod(cubin.bytes);
     kernel_ = mod.kernel(entry_);
     if (!second_entry_.empty()) second_ = mod.kernel(second_entry_);
     done_ = true;

@@ -1,6 +1,7 @@
 // NVRTC compilation to cubins: see nvrtc.h. Tests: tests/runtime/nvrtc_test.cpp.
 #include "runtime/nvrtc.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -204,7 +205,10 @@ Cubin nvrtc_compile(std::string_view source, const NvrtcOptions& opt) {
         "nvrtcCreateProgram");
   std::vector<const char*> argv;
   for (const std::string& o : options) argv.push_back(o.c_str());
+  const auto t0 = std::chrono::steady_clock::now();
   nvrtcResult result = nvrtcCompileProgram(guard.prog, static_cast<int>(argv.size()), argv.data());
+  out.compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   size_t log_size = 0;
   check(nvrtcGetProgramLogSize(guard.prog, &log_size), "nvrtcGetProgramLogSize");
   std::string log(log_size, '\0');

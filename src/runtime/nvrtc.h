@@ -32,6 +32,7 @@ struct Cubin {
   std::string key;    // disk cache key
   std::string log;    // NVRTC's log (warnings) when it was compiled now; empty from cache
   bool from_cache = false;
+  double compile_ms = 0;  // NVRTC's wall time for this cubin (0 from the cache)
 };
 
 // Compiles `source` (or fetches it from the disk cache).

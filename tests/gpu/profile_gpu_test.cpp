@@ -12,6 +12,7 @@
 #include "flashgen/profile.h"
 #include "flashgen/verify.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/runtime_test_util.h"
 #include "support/support.h"
 
 namespace flashgen {
@@ -170,6 +171,44 @@ TEST(CudaProfile, TimesTheKernelAndReadsItsLaunchFromTheModule) {
     last_end = e["ts"].get<double>() + e["dur"].get<double>();
   }
   EXPECT_EQ(runs, 10);
+}
+
+// A first call compiles its main build and, beside it, the build it launches where that is
+// another (few rows, or the walking build of a short key loop): profile reports NVRTC's time for
+// each, by entry (the target is a second or less a kernel); from the disk cache, none.
+TEST(CudaProfile, ReportsNvrtcTimeForEachBuildTheCallCompiles) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  testing_runtime::TempCacheDir cache;  // nothing compiled yet
+  // (a name of its own: no earlier test in this process loaded these kernels)
+  Program p = parse_source(
+                  "program nvrtc_timed(q: bf16[b, h, m, d], k: bf16[b, h, n, d], "
+                  "v: bf16[b, h, n, e]) {\n"
+                  "  s = where(n <= m + 5, sum(q * k, d) / sqrt(size(d)), -inf)\n"
+                  "  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)\n}\n",
+                  "nvrtc_timed.attn")
+                  .at(0);
+  for (int64_t m : {int64_t{4}, int64_t{512}}) {  // the few-rows kernel, then the main one
+    SCOPED_TRACE("m = " + std::to_string(m));
+    Extents sizes = testing::example_extents(p, m, 512, 64, 64, 2);
+    ProfileReport r = profile(p, sizes, on_gpu(2));
+    ASSERT_EQ(r.kernels.size(), 1u);
+    const KernelProfile& k = r.kernels[0];
+    const std::string launched = k.name.substr(0, k.name.find(' '));
+    if (m == 4) {  // the first call: the main build and the few-rows one
+      EXPECT_EQ(k.compiled, "compiled");
+      ASSERT_EQ(k.nvrtc_ms.size(), 2u);
+      EXPECT_EQ(k.nvrtc_ms[0].first, "nvrtc_timed_k0");
+      EXPECT_EQ(k.nvrtc_ms[1].first, launched);
+      EXPECT_EQ(launched, "nvrtc_timed_k0_few");
+    } else {  // loaded in this process: nothing compiled again
+      EXPECT_EQ(k.compiled, "process cache");
+      EXPECT_TRUE(k.nvrtc_ms.empty());
+    }
+    for (const auto& [entry, ms] : k.nvrtc_ms) {
+      EXPECT_GT(ms, 0) << entry;
+      EXPECT_LT(ms, 60e3) << entry;  // a wall time in milliseconds, not a clock count
+    }
+  }
 }
 
 class CudaVerify : public ::testing::TestWithParam<std::string> {};
