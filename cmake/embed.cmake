@@ -39,10 +39,16 @@ endif()
 
 set(FLASHGEN_EMBED_SCRIPT ${CMAKE_CURRENT_LIST_FILE})
 
+# flashgen_embed_cuda_headers(TARGET [NAME]): NAME (default flashgen_cuda_headers) names the
+# generated file, one per target that embeds them (the fuzz targets' library has its own).
 function(flashgen_embed_cuda_headers target)
   file(GLOB cuh CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/codegen/cuda/*.cuh)
   list(SORT cuh)
-  set(out ${CMAKE_BINARY_DIR}/generated/flashgen_cuda_headers.cpp)
+  set(name flashgen_cuda_headers)
+  if(ARGC GREATER 1)
+    set(name ${ARGV1})
+  endif()
+  set(out ${CMAKE_BINARY_DIR}/generated/${name}.cpp)
   add_custom_command(OUTPUT ${out}
     COMMAND ${CMAKE_COMMAND} -DOUT=${out} "-DINPUTS=${cuh}" -P ${FLASHGEN_EMBED_SCRIPT}
     DEPENDS ${cuh} ${FLASHGEN_EMBED_SCRIPT}

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of fuzz/ with clang in build-fuzz/ (CMake preset `fuzz`) and runs
 # each for a bounded time with a fixed seed, over the corpus kept in fuzz/corpus/ (the parser
-# also starts from examples/ and the .attn files of tests/golden/), with the dictionaries of
+# and the compiler also start from examples/ and the .attn files of tests/golden/; the compiler
+# from bench/programs/ too), with the dictionaries of
 # fuzz/. Fails when a target crashes, hangs, leaks, or a sanitizer reports; the input is left in
 # build-fuzz/artifacts/ and the command to reproduce it is printed.
 #
 #   scripts/fuzz.sh [--seconds N] [--seed N] [--merge] [TARGET...]
 #
-# TARGET: parser (default: both), npy. --seconds: per target (default 60 for the parser, 30 for
-# npy; FUZZ_SECONDS overrides both). --seed: libFuzzer's -seed (default 1; FUZZ_SEED).
+# TARGET: parser, npy, compile (default: all three). --seconds: per target (default 60 for the
+# parser, 30 for npy, 90 for the compiler; FUZZ_SECONDS overrides them). --seed: libFuzzer's
+# -seed (default 1; FUZZ_SEED).
 # --merge: afterwards, merge what the run found into fuzz/corpus/TARGET (libFuzzer -merge=1
 # keeps only inputs that add coverage), to be committed.
 # Needs clang and the libFuzzer runtime: scripts/setup.sh --fuzz installs them.
@@ -24,11 +26,11 @@ while (($#)); do
     --seconds) seconds="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
     --merge) merge=1; shift ;;
-    parser|npy) targets+=("$1"); shift ;;
+    parser|npy|compile) targets+=("$1"); shift ;;
     *) echo "fuzz.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-((${#targets[@]})) || targets=(parser npy)
+((${#targets[@]})) || targets=(parser npy compile)
 
 if ! command -v clang++ > /dev/null; then
   echo "fuzz.sh: clang++ not found; run scripts/setup.sh --fuzz" >&2
@@ -62,6 +64,9 @@ for t in "${targets[@]}"; do
     npy)    secs="${seconds:-30}"; dict=fuzz/npy.dict; max_len=1024
             seeds=(fuzz/corpus/npy)
             seed_files=() ;;
+    compile) secs="${seconds:-90}"; dict=fuzz/attn.dict; max_len=2048
+            seeds=(fuzz/corpus/compile examples bench/programs)
+            seed_files=(tests/golden/*.attn) ;;
   esac
   # libFuzzer writes new inputs into the first corpus folder: a scratch copy, so that the
   # repository's corpus changes only through --merge.

@@ -268,6 +268,10 @@ struct OnlineRewriter {
         std::vector<int> fs, inv, var;
         factors(x, fs);
         for (int f : fs) (varies(f, d) ? var : inv).push_back(f);
+        // Invariant factors leave first, so that they multiply what the rest becomes, a
+        // normalized sum included: lam * div_or_zero(sum(e * v), L), whose strong zero gives 0
+        // for lam = 0 even where L is NaN (div_or_zero(lam * sum(e * v), L) would be NaN).
+        if (!inv.empty() && !var.empty()) return product(inv) * sum_of(product(var).id, d);
         for (size_t i = 0; i < var.size(); ++i) {
           Node f = b.node(var[i]);
           std::vector<int> rest = inv;
@@ -296,8 +300,7 @@ struct OnlineRewriter {
             return b.where(c, t, e);
           }
         }
-        if (inv.empty()) return plain(x, d);
-        return product(inv) * plain(product(var).id, d);
+        return plain(x, d);
       }
       default: return plain(x, d);
     }

@@ -4,7 +4,9 @@
 // (mask data), (b) every extent 1, (c) one extent 0. (Extents whose
 // products pass 2^60 cannot have inputs at all: tests/ref/call_limits_test.cpp.) The two
 // backends must agree: the same non-finite values at the same places (the language's rules:
-// f32 values are f32, 0 * NaN = 0), finite values within f32 accuracy, or the same error.
+// f32 values are f32, 0 * NaN = 0), finite values within f32 accuracy, or the same error; but
+// for the two cases docs/language.md §8 names, which are counted: rows whose softmax is NaN, and
+// distributed sums with an infinite or subnormal coefficient.
 // A fixed default seed (printed); FLASHGEN_PROPERTY_SEED and FLASHGEN_PROPERTY_COUNT change it.
 #include <gtest/gtest.h>
 
@@ -84,6 +86,49 @@ bool has_softmax_weighted_sum(const Program& p) {
   return false;
 }
 
+int g_distributed_exceptions = 0;
+
+// Whether output node `root` is computed through a sum of a weight difference times values,
+// sum((softmax(s1) - c * softmax(s2)) * v) (or with +): the compiled backends distribute it into
+// two weighted sums combined at the end (docs/language.md §8, the known deviation).
+bool through_distributed_sum(const Program& p, int root) {
+  auto softmax_term = [&](int id) {
+    const Node& t = p.nodes[id];
+    if (t.op == Op::Softmax) return true;
+    if (t.op != Op::Mul) return false;
+    for (int a : t.args)
+      if (p.nodes[a].op == Op::Softmax) return true;
+    return false;
+  };
+  std::vector<int> stack = {root};
+  std::set<int> seen;
+  while (!stack.empty()) {
+    const int id = stack.back();
+    stack.pop_back();
+    if (!seen.insert(id).second) continue;
+    const Node& n = p.nodes[id];
+    if (n.op == Op::Sum && p.nodes[n.args[0]].op == Op::Mul)
+      for (int w : p.nodes[n.args[0]].args) {
+        const Node& wn = p.nodes[w];
+        if ((wn.op == Op::Sub || wn.op == Op::Add) &&
+            (softmax_term(wn.args[0]) || softmax_term(wn.args[1])))
+          return true;
+      }
+    stack.insert(stack.end(), n.args.begin(), n.args.end());
+  }
+  return false;
+}
+
+// Whether a scalar float input is infinite or subnormal: the coefficients of that deviation.
+bool edge_coefficient(const Program& p, const TensorMap& in) {
+  for (const Parameter& par : p.params) {
+    if (!par.dims.empty() || !is_float(par.type)) continue;
+    const double x = in.at(par.name).get(0);
+    if (std::isinf(x) || (x != 0 && std::abs(x) < std::numeric_limits<float>::min())) return true;
+  }
+  return false;
+}
+
 // "" when the backends agree on `in`; else what differs.
 std::string compare_backends(const Program& p, const TensorMap& in, const Extents& ext) {
   TensorMap want, got;
@@ -127,6 +172,13 @@ std::string compare_backends(const Program& p, const TensorMap& in, const Extent
       if (!same_kind && std::isnan(a) && std::isfinite(b) && has_softmax_weighted_sum(p)) {
         ++g_nan_row_exceptions;
         same_kind = true;
+        continue;
+      }
+      // The known deviation of a distributed sum with an infinite or subnormal coefficient:
+      // non-finite on at least one side, of another kind on the other.
+      if (!same_kind && (!std::isfinite(a) || !std::isfinite(b)) &&
+          through_distributed_sum(p, o.node) && edge_coefficient(p, in)) {
+        ++g_distributed_exceptions;
         continue;
       }
       if (!same_kind || (std::isfinite(b) && std::abs(a - b) > 3e-5 * std::max(1.0, scale)))
@@ -184,6 +236,9 @@ TEST(Property, EdgeInputsAgreeOnCpuAndReference) {
   EXPECT_GT(integer_programs, 0);
   std::printf("edge-input property: %d elements NaN on cpu and 0 on ref in rows of a NaN "
               "softmax (the documented exception)\n", g_nan_row_exceptions);
+  std::printf("edge-input property: %d elements of distributed sums with an infinite or "
+              "subnormal coefficient that differ in kind (the known deviation)\n",
+              g_distributed_exceptions);
 }
 
 }  // namespace
