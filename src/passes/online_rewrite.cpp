@@ -13,6 +13,8 @@
 // D (the softmax's max and sum over n feeding sum(p * v, n)), the sum is
 //   - distributed over + and - (and unary -):   sum(a - l*b, D) = sum(a, D) - sum(l*b, D)
 //   - freed of factors invariant in D:          sum(c * f, D) = c * sum(f, D)
+//     (first, so c multiplies the normalized sum below: c * div_or_zero(sum(e * v, D), L) is 0
+//     for c = 0 even where L is NaN, as the reference's per-term strong zero gives)
 //   - freed of invariant divisors:              sum(div_or_zero(e, L) * v, D)
 //                                                 = div_or_zero(sum(e * v, D), L)
 //   - split at an invariant condition:          sum(g * where(C, f, NaN), D)
