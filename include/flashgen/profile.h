@@ -35,9 +35,10 @@ struct KernelProfile {
   // Compile: "compiled" (the compiler ran), "disk cache" or "process cache" (already loaded).
   std::string compiled;
   double compile_ms = 0;
-  // CUDA, where NVRTC ran: its time for each build this kernel's call needs (entry, ms): the
-  // main build, and the one the call launches where that is another (few-rows, walking,
-  // cp.async); the builds compile in parallel.
+  // CUDA, where NVRTC ran for this call: its time for each build (entry, ms): the main build
+  // (when this process loads the program), and the one the call launches where that is another
+  // (few-rows or walking, compiled beside the main build; the cp.async builds, entry
+  // "... (cp.async)", compiled when the call launches them).
   std::vector<std::pair<std::string, double>> nvrtc_ms;
   int iters = 0;
   double median_ms = 0, min_ms = 0, max_ms = 0;
