@@ -274,9 +274,10 @@ struct OnlineRewriter {
         // normalized sum included: lam * div_or_zero(sum(e * v), L), whose strong zero gives 0
         // for lam = 0 even where L is NaN (div_or_zero(lam * sum(e * v), L) would be NaN).
         if (!inv.empty() && !var.empty()) return product(inv) * sum_of(product(var).id, d);
+        // (from here on every factor varies along D)
         for (size_t i = 0; i < var.size(); ++i) {
           Node f = b.node(var[i]);
-          std::vector<int> rest = inv;
+          std::vector<int> rest;
           for (size_t j = 0; j < var.size(); ++j)
             if (j != i) rest.push_back(var[j]);
           auto with = [&](int first) {
