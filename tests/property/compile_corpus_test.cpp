@@ -11,23 +11,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "../../fuzz/compile_check.h"
+#include "support/support.h"
 
 namespace flashgen {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_text(const fs::path& f) {
-  std::ifstream in(f, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::vector<fs::path> files_in(const fs::path& dir, const std::string& ext = "") {
   std::vector<fs::path> files;
@@ -43,7 +35,7 @@ TEST(Robustness, CompileFuzzCorpus) {
   const std::vector<fs::path> files = files_in(dir);
   ASSERT_FALSE(files.empty()) << dir;
   for (const fs::path& f : files)
-    EXPECT_EQ(fuzz::compile_check(read_text(f)), "") << f.filename();
+    EXPECT_EQ(fuzz::compile_check(testing::read_text_file(f.string())), "") << f.filename();
 }
 
 // The tokens of src as (offset, length): runs of word characters (names and numbers), or single
@@ -74,7 +66,7 @@ TEST(Robustness, MutatedExamplesCompileOrSayWhy) {
   ASSERT_FALSE(examples.empty());
   int parsed = 0;
   for (int it = 0; it < 1000; ++it) {
-    std::string src = read_text(examples[rng() % examples.size()]);
+    std::string src = testing::read_text_file(examples[rng() % examples.size()].string());
     const int edits = 1 + static_cast<int>(rng() % 3);
     for (int e = 0; e < edits; ++e) {
       const std::vector<std::pair<size_t, size_t>> toks = tokens(src);
