@@ -269,8 +269,15 @@ std::string ElementEmitter::compute(int node, const ElementContext& c) const {
     case Op::Mul:  // floats: the strong zero of ir/scalar_semantics.h (0 * NaN = 0)
       if (is_float(n.type)) return "fg_mul0(" + as(R, 0) + ", " + as(R, 1) + ")";
       return w(infix(" * "));
-    case Op::Div: return infix(" / ");
-    case Op::DivOrZero: return "fg_div0(" + as(R, 0) + ", " + as(R, 1) + ")";
+    case Op::Div:
+    case Op::DivOrZero: {
+      // by a value whose reciprocal is at hand in float code: a multiplication
+      const std::string rb = R == "float" && c.reciprocal ? c.reciprocal(n.args[1]) : "";
+      if (n.op == Op::Div)
+        return rb.empty() ? infix(" / ") : "fg_mul_rn(" + as(R, 0) + ", " + rb + ")";
+      if (!rb.empty()) return "fg_div0_r(" + as(R, 0) + ", " + rb + ")";
+      return "fg_div0(" + as(R, 0) + ", " + as(R, 1) + ")";
+    }
     case Op::Mod:  // x % 0 is reported through the kernel's err slot (fg_mod_e, every target)
       return "fg_mod_e(" + c.err + ", " + std::to_string(node) + ", " + as("int64_t", 0) + ", " +
              as("int64_t", 1) + ")";

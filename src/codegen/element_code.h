@@ -33,6 +33,10 @@ struct ElementContext {
   // Optional: a C expression holding `node`'s value computed once outside the element loop
   // (loop-invariant code), or "" to compute it here.
   std::function<std::string(int node)> hoisted;
+  // Optional: a C expression holding 1.f / `node` computed once outside the element loop (the
+  // reciprocal `x / node` multiplies by under fast math), or "": divisions by it multiply
+  // (fg_mul_rn, fg_div0_r: an infinite reciprocal there means `node` is 0).
+  std::function<std::string(int node)> reciprocal;
   // C expression of the kernel's int64 error slot: `x % 0` is reported there as {2, 0, 0, node}
   // (fg_mod_e; the runtime raises the CallError).
   std::string err = "err";

@@ -75,8 +75,14 @@ FG_FN int64_t fg_f2i64(double x) {
   return (int64_t)x;
 }
 FG_FN float fg_div0(float a, float b) { return b == 0.f ? 0.f : a / b; }
-/* Multiplication with a strong zero: 0 * x = 0 for every x, NaN and inf included. */
-FG_FN float fg_mul0(float a, float b) { return (a == 0.f || b == 0.f) ? 0.f : a * b; }
+/* fg_div0(a, b) given only rb = 1.f / b, computed once (a tensor-core kernel's row sums, under
+   --use_fast_math, where a / b is div.approx, a * (1 / b): the same quotient, one reciprocal a
+   row). b == 0 (or flushed to 0) is exactly |rb| == inf, so b itself need not stay live. */
+FG_FN float fg_div0_r(float a, float rb) { return fabsf(rb) == INFINITY ? 0.f : fg_mul_rn(a, rb); }
+/* Multiplication with a strong zero: 0 * x = 0 for every x, NaN and inf included. The product
+   is rounded on its own, as the reference rounds it (fg_mul_rn: on CUDA never fused into an
+   FMA with a following add). */
+FG_FN float fg_mul0(float a, float b) { return (a == 0.f || b == 0.f) ? 0.f : fg_mul_rn(a, b); }
 FG_FN float fg_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 FG_FN float fg_rsqrt(float x) { return 1.f / sqrtf(x); }
 FG_FN float fg_safe(float m) { return m == -INFINITY ? 0.f : m; }
@@ -139,7 +145,8 @@ TargetTable make_cpu() {
   t.float_fn[Op::Exp] = "fg_vexpf";
   t.prelude = "#include <cmath>\n#include <cstdint>\n#include <cstring>\n#include <memory>\n"
               "#include <algorithm>\nusing std::int64_t; using std::uint16_t; using std::uint8_t;\n"
-              "using std::uint32_t; using std::uint64_t;\n" +
+              "using std::uint32_t; using std::uint64_t;\n"
+              "static inline float fg_mul_rn(float a, float b) { return a * b; }\n" +
               with_qualifier(kCommonPrelude, t.fn_qualifier) + kCpuReportPrelude +
               with_qualifier(kModPrelude, t.fn_qualifier);
   return t;
@@ -161,7 +168,10 @@ TargetTable make_cuda(Target which) {
               "uint16_t; typedef unsigned char uint8_t;\n#define INFINITY __int_as_float(0x7f800000)\n"
               "#define NAN __int_as_float(0x7fffffff)\n"
               "static __device__ __forceinline__ void fg_copy4(void* d, const void* s, int) { "
-              "*(unsigned*)d = *(const unsigned*)s; }\n#define memcpy fg_copy4\n" +
+              "*(unsigned*)d = *(const unsigned*)s; }\n#define memcpy fg_copy4\n"
+              // (NVCC contracts a * b + c into an FMA by default; __fmul_rn is never contracted)
+              "static __device__ __forceinline__ float fg_mul_rn(float a, float b) { "
+              "return __fmul_rn(a, b); }\n" +
               with_qualifier(kCommonPrelude, t.fn_qualifier) + kCudaReportPrelude +
               with_qualifier(kModPrelude, t.fn_qualifier);
   return t;

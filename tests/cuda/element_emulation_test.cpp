@@ -53,6 +53,7 @@ static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long 
 }
 static inline unsigned __float_as_uint(float f) { unsigned u; __builtin_memcpy(&u, &f, 4); return u; }
 static inline float __int_as_float(int i) { float f; __builtin_memcpy(&f, &i, 4); return f; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
 __attribute__((aligned(16))) char fg_smem[1 << 22];
 )";
 

@@ -466,6 +466,32 @@ TEST(CudaEmit, OutputDimOrderIsFree) {
   EXPECT_NE(src.find("ctx.g1"), std::string::npos);
 }
 
+// The tensor-core stores divide by a group's row sum through the row's reciprocal (RowStats::
+// rcp_l, once a row): `o / l` multiplies by it (fg_mul_rn), `div_or_zero(o, l)` is fg_div0_r
+// (0 where the reciprocal is infinite) -- softmax groups and plain ones (whose sums may be
+// negative) alike, a group's own reciprocal each.
+TEST(CudaEmit, StoresMultiplyByTheRowReciprocal) {
+  const Program plain = parse_source(
+      "program plain(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {\n"
+      "  s = sum(q * k, d)\n"
+      "  out o: bf16[b, h, m, e] = sum(s * v, n) / sum(s, n)\n}\n", "plain.attn").at(0);
+  const std::vector<std::tuple<Program, std::vector<std::string>>> cases = {
+      {example("vanilla"), {"fg_div0_r(((float)(oj[0])), st.rcp_l[0])"}},
+      {plain, {"fg_mul_rn(((float)(oj[0])), st.rcp_l[0])"}},
+      {example("diff_attn"),
+       {"fg_div0_r(((float)(oj[0])), st.rcp_l[0])", "fg_div0_r(((float)(oj[1])), st.rcp_l[1])"}}};
+  for (const auto& [p, uses] : cases) {
+    std::string src;
+    ASSERT_NO_THROW(src = emit_cuda(p, Target::cuda_sm90, {{"d", 64}, {"e", 64}})) << p.name;
+    const size_t at = src.find("static __device__ void store(const Ctx& ctx, int m, int e0, const float (&o)");
+    ASSERT_NE(at, std::string::npos) << p.name;
+    const std::string store = src.substr(at, src.find("\n  }\n", at) - at);
+    for (const std::string& u : uses) EXPECT_NE(store.find(u), std::string::npos) << p.name << ":\n" << store;
+    EXPECT_EQ(store.find("st.l["), std::string::npos) << p.name << ":\n" << store;
+    EXPECT_EQ(store.find("fg_div0("), std::string::npos) << p.name << ":\n" << store;
+  }
+}
+
 TEST(CudaEmit, OnlyInlineInputCodeIsHoisted) {
   // max(kb, n) is over parallel dims only but is a reduction of the key loop (the second
   // group's running max): it must stay in the loop, not move into make_ctx.

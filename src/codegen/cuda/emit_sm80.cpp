@@ -532,11 +532,19 @@ class Printer : public TensorCoreView {
         return "";
       };
     };
+    // a group's row sum is a divisor of the stores (o / l): its reciprocal once a row (RowStats)
+    auto row_reciprocal = [this](int node) -> std::string {
+      for (size_t g = 0; g < groups_.size(); ++g)
+        for (int s : groups_[g].sums)
+          if (s == node) return "st.rcp_l[" + S(g) + "]";
+      return "";
+    };
     for (int b : k_.writes) {
       const PlanBuffer& B = plan_.buffers[b];
       bool per_e = std::find(B.dims.begin(), B.dims.end(), vdim_) != B.dims.end();
       ElementContext c;
       c = context(stored_at(per_e), acc_map, -1, &c);
+      c.reciprocal = row_reciprocal;
       if (per_e)
         c.load = [&pre_bufs](int lb, int) {
           pre_bufs.insert(lb);

@@ -187,6 +187,8 @@ template <int G>
 struct RowStats {
   float l[G];      // softmax denominator (sum of 2^(x - mx))
   float inv_l[G];  // 1 / l, or 0 for an all-masked row
+  float rcp_l[G];  // 1.f / l as is, inf where l is 0 (an all-masked row) (under fast math the reciprocal
+                   // that `x / l` multiplies by: the stores' divisions by l use it)
   float mx[G];     // running max of the base-2 logits (-inf for an all-masked row)
   // natural-log logsumexp of group g; -inf for an all-masked row
   FG_DEV float lse(int g) const { return l[g] > 0.f ? (mx[g] + __log2f(l[g])) * kLn2 : neg_inf(); }
@@ -1470,13 +1472,39 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #pragma unroll
         for (int g = 0; g < G; ++g) {
           rs[h].l[g] = quad_sum(lsum[g][b][h]);
-          rs[h].inv_l[g] = rs[h].l[g] > 0.f ? 1.f / rs[h].l[g] : 0.f;
+          rs[h].rcp_l[g] = 1.f / rs[h].l[g];
+          rs[h].inv_l[g] = rs[h].l[g] > 0.f ? rs[h].rcp_l[g] : 0.f;
           rs[h].mx[g] = mrun[g][b][h] * sc[g];
         }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int m = m0 + wrow0 + b * 16 + (lane >> 2) + 8 * h;
         if (m >= M) continue;
+        if constexpr (KeySplitOf<Spec>::value) {
+          if (split_out) {  // the row's partial state, for attn_combine_sm80: the accumulators,
+                            // the running maxima (score units) and the row sums
+            float* row = params.part + ((i64)pidx_out * M + m) * K::kPartRow;
+#pragma unroll
+            for (int t = 0; t < ET8; ++t)
+#pragma unroll
+              for (int a = 0; a < A; ++a) {
+                const float v0 = o[a][b][t][2 * h], v1 = o[a][b][t][2 * h + 1];
+                nonfinite |= ((__float_as_uint(v0) & 0x7f800000u) == 0x7f800000u) |
+                             ((__float_as_uint(v1) & 0x7f800000u) == 0x7f800000u);
+                row[2 * G + a * DV + t * 8 + col_t] = v0;
+                row[2 * G + a * DV + t * 8 + col_t + 1] = v1;
+              }
+            if ((lane & 3) == 0) {
+#pragma unroll
+              for (int g = 0; g < G; ++g) {
+                row[g] = mrun[g][b][h];
+                row[G + g] = rs[h].l[g];
+              }
+            }
+            continue;
+          }
+        }
+        // the outputs
         constexpr int PC = pre_chunk<Spec>(ET8);
 #pragma unroll
         for (int t0 = 0; t0 < ET8; t0 += PC) {
@@ -1484,7 +1512,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           if constexpr (PreOf<Spec>::value) {
 #pragma unroll
             for (int u = 0; u < PC; ++u)
-              if (t0 + u < ET8 && (t0 + u) * 8 + col_t < K::DVIN && !split_out)
+              if (t0 + u < ET8 && (t0 + u) * 8 + col_t < K::DVIN)
                 Spec::preload(ctx, m, (t0 + u) * 8 + col_t, pre[u]);
           }
 #pragma unroll
@@ -1499,36 +1527,12 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
               nonfinite |= ((__float_as_uint(ov[a][0]) & 0x7f800000u) == 0x7f800000u) |
                            ((__float_as_uint(ov[a][1]) & 0x7f800000u) == 0x7f800000u);
             }
-            if constexpr (KeySplitOf<Spec>::value) {
-              if (split_out) {  // the partial accumulators of the row, for attn_combine_sm80
-                float* row = params.part + ((i64)pidx_out * M + m) * K::kPartRow;
-#pragma unroll
-                for (int a = 0; a < A; ++a) {
-                  row[2 * G + a * DV + t * 8 + col_t] = ov[a][0];
-                  row[2 * G + a * DV + t * 8 + col_t + 1] = ov[a][1];
-                }
-                continue;
-              }
-            }
             if (t * 8 + col_t < K::DVIN) {
               if constexpr (PreOf<Spec>::value)
                 Spec::store(ctx, m, t * 8 + col_t, ov, rs[h], pre[u]);
               else
                 Spec::store(ctx, m, t * 8 + col_t, ov, rs[h]);
             }
-          }
-        }
-        if constexpr (KeySplitOf<Spec>::value) {
-          if (split_out) {  // running maxima (score units) and row sums
-            if ((lane & 3) == 0) {
-              float* row = params.part + ((i64)pidx_out * M + m) * K::kPartRow;
-#pragma unroll
-              for (int g = 0; g < G; ++g) {
-                row[g] = mrun[g][b][h];
-                row[G + g] = rs[h].l[g];
-              }
-            }
-            continue;
           }
         }
         if ((lane & 3) == 0) Spec::store_row(ctx, m, rs[h]);
@@ -1598,7 +1602,8 @@ FG_DEV void attn_combine_sm80(const typename Spec::Params& params) {
   }
 #pragma unroll
   for (int g = 0; g < G; ++g) {
-    rs.inv_l[g] = rs.l[g] > 0.f ? 1.f / rs.l[g] : 0.f;
+    rs.rcp_l[g] = 1.f / rs.l[g];
+    rs.inv_l[g] = rs.l[g] > 0.f ? rs.rcp_l[g] : 0.f;
     rs.mx[g] = mx[g] * sc[g];
   }
   if (e0 < K::DVIN) Spec::store(ctx, m, e0, ov, rs);
