@@ -274,7 +274,7 @@ std::string ElementEmitter::compute(int node, const ElementContext& c) const {
       // by a value whose reciprocal is at hand in float code: a multiplication
       const std::string rb = R == "float" && c.reciprocal ? c.reciprocal(n.args[1]) : "";
       if (n.op == Op::Div)
-        return rb.empty() ? infix(" / ") : "fg_mul_rn(" + as(R, 0) + ", " + rb + ")";
+        return rb.empty() ? infix(" / ") : "(" + as(R, 0) + " * " + rb + ")";
       if (!rb.empty()) return "fg_div0_r(" + as(R, 0) + ", " + rb + ")";
       return "fg_div0(" + as(R, 0) + ", " + as(R, 1) + ")";
     }

@@ -35,7 +35,7 @@ struct ElementContext {
   std::function<std::string(int node)> hoisted;
   // Optional: a C expression holding 1.f / `node` computed once outside the element loop (the
   // reciprocal `x / node` multiplies by under fast math), or "": divisions by it multiply
-  // (fg_mul_rn, fg_div0_r: an infinite reciprocal there means `node` is 0).
+  // (fg_div0_r: an infinite reciprocal there means `node` is 0).
   std::function<std::string(int node)> reciprocal;
   // C expression of the kernel's int64 error slot: `x % 0` is reported there as {2, 0, 0, node}
   // (fg_mod_e; the runtime raises the CallError).

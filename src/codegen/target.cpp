@@ -77,8 +77,10 @@ FG_FN int64_t fg_f2i64(double x) {
 FG_FN float fg_div0(float a, float b) { return b == 0.f ? 0.f : a / b; }
 /* fg_div0(a, b) given only rb = 1.f / b, computed once (a tensor-core kernel's row sums, under
    --use_fast_math, where a / b is div.approx, a * (1 / b): the same quotient, one reciprocal a
-   row). b == 0 (or flushed to 0) is exactly |rb| == inf, so b itself need not stay live. */
-FG_FN float fg_div0_r(float a, float rb) { return fabsf(rb) == INFINITY ? 0.f : fg_mul_rn(a, rb); }
+   row; an add that follows may fuse with the product into one FMA, a last-bit change, which
+   __fmul_rn would forbid at the cost of spills: bench/NOTES.md, session 29). b == 0 (or
+   flushed to 0) is exactly |rb| == inf, so b itself need not stay live. */
+FG_FN float fg_div0_r(float a, float rb) { return fabsf(rb) == INFINITY ? 0.f : a * rb; }
 /* Multiplication with a strong zero: 0 * x = 0 for every x, NaN and inf included. The product
    is rounded on its own, as the reference rounds it (fg_mul_rn: on CUDA never fused into an
    FMA with a following add). */

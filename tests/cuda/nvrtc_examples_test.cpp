@@ -467,7 +467,7 @@ TEST(CudaEmit, OutputDimOrderIsFree) {
 }
 
 // The tensor-core stores divide by a group's row sum through the row's reciprocal (RowStats::
-// rcp_l, once a row): `o / l` multiplies by it (fg_mul_rn), `div_or_zero(o, l)` is fg_div0_r
+// rcp_l, once a row): `o / l` multiplies by it, `div_or_zero(o, l)` is fg_div0_r
 // (0 where the reciprocal is infinite) -- softmax groups and plain ones (whose sums may be
 // negative) alike, a group's own reciprocal each.
 TEST(CudaEmit, StoresMultiplyByTheRowReciprocal) {
@@ -477,7 +477,7 @@ TEST(CudaEmit, StoresMultiplyByTheRowReciprocal) {
       "  out o: bf16[b, h, m, e] = sum(s * v, n) / sum(s, n)\n}\n", "plain.attn").at(0);
   const std::vector<std::tuple<Program, std::vector<std::string>>> cases = {
       {example("vanilla"), {"fg_div0_r(((float)(oj[0])), st.rcp_l[0])"}},
-      {plain, {"fg_mul_rn(((float)(oj[0])), st.rcp_l[0])"}},
+      {plain, {"(((float)(oj[0])) * st.rcp_l[0])"}},
       {example("diff_attn"),
        {"fg_div0_r(((float)(oj[0])), st.rcp_l[0])", "fg_div0_r(((float)(oj[1])), st.rcp_l[1])"}}};
   for (const auto& [p, uses] : cases) {
