@@ -152,7 +152,8 @@
 //
 //     // Epilogue for two adjacent value columns (e, e+1) of row m (m < M, e even):
 //     // o[a][j] = accumulator a at (m, e+j), un-normalized; st has per group g: l[g] (row sum),
-//     // inv_l[g] (1/l, 0 for an all-masked row), mx[g] (running max, base 2; -inf if all masked).
+//     // inv_l[g] (1/l, 0 for an all-masked row), rcp_l[g] (1.f / l as is, which the divisions
+//     // by l multiply by), mx[g] (running max, base 2; -inf if all masked).
 //     static __device__ void store(const Ctx& ctx, int m, int e, const float (&o)[A][2],
 //                                  const fg::RowStats<G>& st);
 //     // Once per row m < M (per-row outputs such as logsumexp); may be empty.
@@ -187,8 +188,9 @@ template <int G>
 struct RowStats {
   float l[G];      // softmax denominator (sum of 2^(x - mx))
   float inv_l[G];  // 1 / l, or 0 for an all-masked row
-  float rcp_l[G];  // 1.f / l as is, inf where l is 0 (an all-masked row) (under fast math the reciprocal
-                   // that `x / l` multiplies by: the stores' divisions by l use it)
+  float rcp_l[G];  // 1.f / l as is: +-inf where l is 0 (an all-masked row; a plain group's sum
+                   // may be 0 or negative), the reciprocal that `x / l` multiplies by under
+                   // fast math (the stores' divisions by l use it)
   float mx[G];     // running max of the base-2 logits (-inf for an all-masked row)
   // natural-log logsumexp of group g; -inf for an all-masked row
   FG_DEV float lse(int g) const { return l[g] > 0.f ? (mx[g] + __log2f(l[g])) * kLn2 : neg_inf(); }
