@@ -162,9 +162,13 @@ std::string cuda_text(const CudaShape& s) {
           "P.V and runs the next softmax under it"
        << (l.ping_pong ? "; the two warpgroups take turns at the tensor cores" : "") << "\n";
   if (l.persistent)
-    os << "             persistent grid for short key loops (at most "
-       << KeySplit::kWalkTiles * l.block_n
-       << " keys a block): the blocks resident at once walk the row tiles x parallel indices, "
+    os << "             persistent grid "
+       << (l.mask_node >= 0 ? std::string("(tiles classified by data: every call of more than ") +
+                                  std::to_string(KeySplit::kFewRows) + " rows)"
+                            : "for short key loops (at most " +
+                                  std::to_string(KeySplit::kWalkTiles * l.block_n) +
+                                  " keys a block)")
+       << ": the blocks resident at once walk the row tiles x parallel indices, "
           "the next item's K/V loading under the last one's epilogue"
        << (l.walk_entry.empty() ? std::string()
                                 : " (a build of its own, " + l.walk_entry +

@@ -89,8 +89,10 @@ struct Sm80Launch {
   // compute the same key tiles (no tile mask) may run a persistent grid (kPersistent): as many
   // blocks as are resident at once (sm count x min_blocks), each walking the items blockIdx.x,
   // + gridDim.x, ...; the producer fills the next item's stages under the last one's epilogue.
-  // A per-call choice (choose_key_split: short key loops). With a tile mask the items' work
-  // differs, and the hardware's block scheduler balances it.
+  // A per-call choice (choose_key_split: short key loops). With a mask of index arithmetic
+  // (causal) the items' work differs, and the hardware's block scheduler balances it; a mask
+  // whose tiles are classified by data (document) is persistent too and walks at every
+  // length: its items' work is unknown to the host and short where the data is sparse.
   // Warp-specialized: each compute warpgroup issues the next tile's scores with this tile's
   // P.V and runs the next softmax while P.V is on the tensor cores (kPipelined); with
   // ping_pong the two warpgroups also take turns at issuing their products (kPingPong), so
@@ -106,6 +108,13 @@ struct Sm80Launch {
   // producer's four warps classify four spans of tiles at once, each warp its own, instead of
   // all four together one span after another (kScanByWarps; fg_attn_sm80.cuh's scan_tiles).
   bool scan_by_warps = false;
+  // Warp-specialized: the producer warpgroup's registers after setmaxnreg (the compute
+  // warpgroups take the rest of the block's 168 x 384, a multiple of 8): 56, or 88 where the
+  // tiles are classified by data (the producer holds the data ranges' pointers and the scan's
+  // state across the walk; at 56 it spilled: bench/NOTES.md, sessions 26, 27 and 29). The
+  // compute warpgroups then have 208: at 200 (a producer of 104) document ran 1.20x slower
+  // (bench/NOTES.md, session 30).
+  int producer_regs = 56;
   std::string walk_entry;
   bool walk_pipelined = false;
   // Warp-specialized: the K tiles (one per score, in order) and the V tiles (one per distinct

@@ -262,7 +262,9 @@ std::string LoweredCuda::str(const Plan& plan) const {
         os << "  warp specialized: " << la.warps - la.producer_warps << " compute warps, a producer warpgroup, "
            << la.stages << " stages"
            << (la.pipelined ? la.ping_pong ? "; pipelined, ping-pong" : "; pipelined" : "")
-           << (la.scan_by_warps ? "; tile scan by warps, a span each" : "") << "\n";
+           << (la.scan_by_warps ? "; tile scan by warps, a span each" : "")
+           << (la.producer_regs != 56 ? "; producer " + std::to_string(la.producer_regs) + " registers" : "")
+           << "\n";
       if (la.checks_read_scores)
         os << "  checks read the scores: a partial tile's score code only at real keys (" << p.dims[k.red_dim]
            << " below its extent)\n";

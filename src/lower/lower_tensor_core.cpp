@@ -403,9 +403,9 @@ class Lowering : public TensorCoreView {
       for (const DataRange& dr : data_ranges_) {
         ranged_.insert(dr.node);
         if (dr.over == k_.row_dim) row_ranged_.insert(dr.node);
-        if (dr.over == k_.red_dim) launch_.scan_by_warps = launch_.warp_specialized;
       }
     }
+    launch_.scan_by_warps = launch_.warp_specialized && keys_classified_by_data();
     // Dims the device indexes with 32-bit ints: rows, keys, the grid, and every dim whose index
     // or size the element code reads (the emitter's int_range assumes them below 2^31).
     std::set<int> narrow = {k_.row_dim, k_.red_dim};
@@ -670,8 +670,8 @@ class Lowering : public TensorCoreView {
   // swizzled panels (head dims and the value chunk multiples of 64, 16-bit operands) and the
   // fragments that live across the key loop fit the registers of 256 threads (scores
   // S * BN / 2, accumulators A * DV / 2, P as operands G * BN / 4 per thread; at most
-  // kWgmmaLiveRegs of the compute warps' 224 after setmaxnreg, the rest for addresses and
-  // element code) and the stages (staged tiles included) fit a block's shared memory: keys in
+  // kWgmmaLiveRegs of the compute warps' 224 (208 with a producer of 88) after setmaxnreg, the
+  // rest for addresses and element code) and the stages (staged tiles included) fit a block's shared memory: keys in
   // tiles of 128, or of 64 when that does not fit. Otherwise the mma.sync shape chosen above.
   // The careful build runs the same shape with mma.sync.
   // Registers a thread of a wgmma warpgroup holds across the key loop: `score_arrays` arrays of
@@ -681,7 +681,10 @@ class Lowering : public TensorCoreView {
   }
   // 176 (e = 256 in one chunk at 64-key tiles): those kernels ran 1.26-1.54x as fast as at a
   // value split of 2, which 160 had required (d = 64 to 256; ptxas spills nothing but 24 bytes
-  // at d = 192: bench/NOTES.md, sessions 21 and 22).
+  // at d = 192: bench/NOTES.md, sessions 21 and 22). The same bound holds where the tiles are
+  // classified by data and the compute warps have 208 registers (producer_regs 88): their
+  // kernels compile without spills at d, e up to 256
+  // (CudaEmit.DataClassifiedKernelsKeepTheirRegistersAtWideHeads).
   static constexpr int kWgmmaLiveRegs = 176;
   void choose_wgmma(int Sn, int A) {
     if (out_.target != Target::cuda_sm90) return;
@@ -829,6 +832,15 @@ class Lowering : public TensorCoreView {
     }
   }
 
+  // Whether the key tiles are classified by data read over the keys (a data range over the
+  // key dim, such as document's doc[n]), not by index arithmetic alone.
+  bool keys_classified_by_data() const {
+    if (k_.tiles.mask < 0 || !(k_.tiles.skip_empty || k_.tiles.unmasked_full)) return false;
+    for (const DataRange& dr : k_.tiles.data_ranges)
+      if (dr.over == k_.red_dim) return true;
+    return false;
+  }
+
   // wgmma at value split vs, with keys in tiles of 128 or else 64: true when taken; otherwise
   // products_why says what did not fit at 64-key tiles.
   bool try_wgmma(int Sn, int A, int vs) {
@@ -863,7 +875,13 @@ class Lowering : public TensorCoreView {
         launch_.producer_warps = 4;
         launch_.warps = 8 + launch_.producer_warps;
         launch_.warp_specialized = true;
-        launch_.persistent = k_.tiles.mask < 0;
+        // Persistent (walking the items) without a tile mask, or where the keys' tiles are
+        // classified by data (an item's count of computed tiles is known only on the device;
+        // document's items compute a few tiles each, and walking loads the next item under
+        // this one's epilogue). Index masks (causal) keep one item a block: the hardware's
+        // block scheduler balances their unequal items (walking causal measured 0.95x).
+        launch_.persistent = k_.tiles.mask < 0 || keys_classified_by_data();
+        launch_.producer_regs = keys_classified_by_data() ? 88 : 56;
         launch_.stages = 2;
         while (launch_.stages < 4 &&
                smem_bytes(staged_, 0, 0, launch_.stages + 1, true) <= budget_.per_block)
@@ -907,7 +925,10 @@ class Lowering : public TensorCoreView {
     launch_.pipelined = live <= kPipelinedLiveRegs;
     launch_.ping_pong = launch_.pipelined;
     if (!launch_.persistent) return;
-    launch_.walk_pipelined = live <= kWalkPipelinedLiveRegs;
+    // A masked kernel walks at every key-loop length (choose_key_split), so its walking loop
+    // is its main loop: one build (document's pipelined walking build spilled 312 bytes at
+    // d = 128).
+    launch_.walk_pipelined = k_.tiles.mask < 0 ? live <= kWalkPipelinedLiveRegs : launch_.pipelined;
     if (launch_.walk_pipelined != launch_.pipelined) launch_.walk_entry = k_.name + "_walk";
   }
   static constexpr int kPipelinedLiveRegs = 128, kWalkPipelinedLiveRegs = 160;
@@ -1040,7 +1061,10 @@ KeySplit choose_key_split(const Sm80Launch& la, int64_t rows, int64_t par, int64
       k.split = static_cast<int>(std::min<int64_t>({(want + blocks - 1) / blocks, tiles / 4, 64}));
   }
   if (k.split < 1) k.split = 1;
-  k.walk = la.persistent && !k.few && (tiles + k.split - 1) / k.split <= KeySplit::kWalkTiles;
+  // (a persistent kernel with a tile mask classifies its tiles by data: Sm80Launch::persistent;
+  // its items' lengths are unknown here, and it walks at every length)
+  k.walk = la.persistent && !k.few &&
+           (la.mask_node >= 0 || (tiles + k.split - 1) / k.split <= KeySplit::kWalkTiles);
   return k;
 }
 

@@ -752,11 +752,13 @@ program four(q: bf16[a, b, c, h, m, d], k: bf16[a, b, c, h, n, d], v: bf16[b, h,
 }
 
 // Warp-specialized kernels without a tile mask may run a persistent grid (every work item
-// computes the same key tiles), a build of its own; masked ones and the sm80 path never. Per call
-// (choose_key_split): the blocks walk the items when an item's key loop is at most kWalkTiles
-// tiles (after a key split), never in the few-rows kernel. The grid (sm80_grid): as many blocks
-// as are resident at once, fewer when there are fewer items; else (row tiles, parallel indices
-// over y and z).
+// computes the same key tiles), a build of its own; kernels with a mask of index arithmetic and
+// the sm80 path never. Per call (choose_key_split): the blocks walk the items when an item's key
+// loop is at most kWalkTiles tiles (after a key split), never in the few-rows kernel. A mask
+// whose key tiles are classified by data (document's ids, a per-key flag) is persistent in its
+// main build and walks at every length. The grid (sm80_grid): as many blocks as are resident at
+// once, fewer when there are fewer items; else (row tiles, parallel indices over y and z).
+// GPU test: the document examples and CudaBackend's data-mask tests walk on the sm90 path.
 TEST(Lower, PersistentGridsForShortKeyLoopsOfKernelsWhoseItemsComputeTheSameTiles) {
   const Extents hd = {{"d", 128}, {"e", 128}};
   for (const char* name : {"vanilla", "softcap", "cross"}) {
@@ -779,15 +781,39 @@ TEST(Lower, PersistentGridsForShortKeyLoopsOfKernelsWhoseItemsComputeTheSameTile
     EXPECT_TRUE(d64.persistent && d64.pipelined && d64.walk_pipelined) << name;
     EXPECT_EQ(d64.walk_entry, "") << name;
   }
-  for (const char* name : {"causal", "gqa", "alibi", "lse", "sliding_window", "document",
-                           "prefix_lm"}) {
+  for (const char* name : {"causal", "gqa", "alibi", "lse", "sliding_window", "prefix_lm"}) {
     const Compiled c = lowered(testing::example_program(name), Target::cuda_sm90, hd);
     const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
     EXPECT_TRUE(la.warp_specialized) << name;
     EXPECT_FALSE(la.persistent) << name;
+    EXPECT_EQ(la.producer_regs, 56) << name;
     EXPECT_EQ(la.walk_entry, "") << name;
     EXPECT_FALSE(choose_key_split(la, 512, 512, 512, 132).walk) << name;
   }
+  // tiles classified by data: document's ids, and a flag per key and per row (a program no
+  // example has); both head sizes; the main build walks (no entry of its own), at any length
+  const Program flags = parse_source(R"(
+program flags(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], keep: i32[n], row: i32[m]) {
+  s = where(keep[n] > 0 and row[m] >= keep[n], sum(q * k, d), -inf)
+  out o: f32[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+)", "t.attn").at(0);
+  for (const Program& p : {testing::example_program("document"), flags})
+    for (int64_t d : {64, 128}) {
+      const Compiled c = lowered(p, Target::cuda_sm90, {{"d", d}, {"e", d}});
+      const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+      EXPECT_TRUE(la.warp_specialized && la.persistent && la.scan_by_warps) << p.name << " " << d;
+      EXPECT_EQ(la.producer_regs, 88) << p.name << " " << d;  // (no spills: NvrtcExamples)
+      EXPECT_NE(c.lowered.str(c.plan).find("producer 88 registers"), std::string::npos) << p.name;
+      EXPECT_EQ(la.walk_entry, "") << p.name << " " << d;
+      EXPECT_EQ(la.walk_pipelined, la.pipelined) << p.name << " " << d;
+      EXPECT_TRUE(choose_key_split(la, 4096, 64, 4096, 132).walk) << p.name << " " << d;
+      EXPECT_TRUE(choose_key_split(la, 512, 512, 512, 132).walk) << p.name << " " << d;
+      EXPECT_FALSE(choose_key_split(la, 1, 512, 4096, 132).walk) << p.name << " " << d;
+      EXPECT_FALSE(lowered(p, Target::cuda_sm80, {{"d", d}, {"e", d}})
+                       .lowered.kernels.at(0).tensor_core.launch.persistent)
+          << p.name << " " << d;
+    }
   const Compiled c = lowered(testing::example_program("vanilla"), Target::cuda_sm90, hd);
   const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
   ASSERT_EQ(la.min_blocks, 1);

@@ -303,6 +303,10 @@ FG_OPTIONAL_FLAG(ScanByWarpsOf, kScanByWarps)
 // selected, which keeps its loads of row data (doc[m]) out of the per-element test.
 FG_OPTIONAL_FLAG(ChecksReadScoresOf, kChecksReadScores)
 
+// Optional Spec member kProducerRegs (default 56; warp-specialized): the producer warpgroup's
+// registers after setmaxnreg; the compute warpgroups take the rest (224 at 56).
+FG_OPTIONAL(ProducerRegsOf, kProducerRegs, int, 56)
+
 // Optional Spec member kNumDiag (default 0): values of the score code that depend on the row
 // and key only through n - m, computed once per tile for each of its BM + BN - 1 deltas by
 // Spec::diagonals(ctx, delta, float* d, pitch) (value t to d[t * pitch]); the score code reads
@@ -403,9 +407,11 @@ struct AttnSm80 {
   static constexpr bool kPipe = kWgmma && kWs && PipelinedOf<Spec>::value;
   static constexpr bool kPingPong = kPipe && PingPongOf<Spec>::value;
   static constexpr bool kScanByWarps = kWs && ScanByWarpsOf<Spec>::value;
-  // Registers per thread after setmaxnreg: the producer gives up what the compute warps take
-  // (a block of 3 warpgroups: 128 * kProducerRegs + 256 * kComputeRegs <= 64 Ki).
-  static constexpr int kProducerRegs = 56, kComputeRegs = 224;
+  // Registers per thread after setmaxnreg: the producer keeps kProducerRegs (the Spec's, 56 by
+  // default), the compute warps take the rest of the block's 168 x 384 (a multiple of 8).
+  static constexpr int kProducerRegs = ProducerRegsOf<Spec>::value;
+  static constexpr int kComputeRegs = (168 * 384 - 128 * kProducerRegs) / 256 / 8 * 8;
+  static_assert(kProducerRegs % 8 == 0 && kProducerRegs >= 24 && kComputeRegs >= 24, "registers");
   // Q stays in registers when the fragments that live across the key loop (Q, the accumulators,
   // the scores) fit a register budget; otherwise it is re-read from shared memory per tile
   // (wgmma reads it from shared memory).
@@ -675,19 +681,25 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // coordinates, or, walking (kPersistent and a call with Params::m_tiles > 0), items
   // blockIdx.x, + gridDim.x, ... of m_tiles * P', row tiles innermost (the items of one parallel
   // index, which share K/V, run side by side).
-  int ksplit = 1;
-  if constexpr (KeySplitOf<Spec>::value) ksplit = (int)params.key_split;
   // (the host keeps m_tiles * P' + gridDim.x below 2^31)
+  int ksplit = 1;
   bool walk = false;
   int n_items = 1, w_step = 1, m_tiles = 1;
-  if constexpr (K::kPersistent) {
-    walk = params.m_tiles > 0;
-    if (walk) {
-      m_tiles = (int)params.m_tiles;
-      n_items = m_tiles * K::parallel(params) * ksplit;
-      w_step = (int)gridDim.x;
+  // The key split and the walk's bookkeeping, from the parameters. A warp-specialized kernel's
+  // roles read them each on its own after the role split (as they find their first item), so
+  // that nothing of the walk is live across setmaxnreg: a value live in both roles must fit
+  // the producer's registers too, and ptxas spilled the item count and the current item there.
+  auto read_walk = [&] {
+    if constexpr (KeySplitOf<Spec>::value) ksplit = (int)params.key_split;
+    if constexpr (K::kPersistent) {
+      walk = params.m_tiles > 0;
+      if (walk) {
+        m_tiles = (int)params.m_tiles;
+        n_items = m_tiles * K::parallel(params) * ksplit;
+        w_step = (int)gridDim.x;
+      }
     }
-  }
+  };
   // The current item: its context, extents, rows [m0, m1) and key tiles [j_begin, j_end).
   int pidx = 0, chunk = 0, M = 0, N = 0, m0 = 0, m1 = 0, j_begin = 0, j_end = 0;
   // Makes item w current (a pure function of w); false if it has no rows (grid blocks past the
@@ -727,12 +739,25 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     while (w < n_items && !begin_item(w)) w += w_step;
     return w;
   };
-  int w = next_item(walk ? (int)blockIdx.x : 0);
-  if (w >= n_items) return;
+  // The block's first item (each role of a warp-specialized kernel finds it on its own, above).
+  int w = 0;
+  auto first_item = [&] {
+    read_walk();
+    w = next_item(walk ? (int)blockIdx.x : 0);
+    return w < n_items;
+  };
 
   // Q tiles of the current item -> shared (one cp.async group; by the compute threads)
+  // (A walking block issues the next item's Q under this one's epilogue. The shared-memory
+  // addresses come from an opaque copy of the base and the thread index, so the compiler
+  // recomputes them there instead of holding them across the key loop: it had spilled them at
+  // d = 192 with compute warps of 208 registers.)
   auto issue_q = [&] {
     if (!K::kWs || tid < K::NTC) {
+      u32 q_base = s_base;
+      int q_tid = tid;
+      asm volatile("mov.b32 %0, %0;" : "+r"(q_base));
+      asm volatile("mov.b32 %0, %0;" : "+r"(q_tid));
 #pragma unroll
       for (int s = 0; s < S; ++s)
 #pragma unroll
@@ -740,12 +765,15 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           // (where checks read the scores, rows past M copy row M - 1: the score code of a
           // padded row then computes row M - 1's elements, and reports only what they report)
           load_tile_async<BM, D, K::NTC, K::DIN, ChecksReadScoresOf<Spec>::value>(
-              s_base + (s * K::NP + p) * K::kQBytes, ctx.q[s] + p * K::kPitchQK, ctx.q_ld[s], m0,
-              M, tid);
+              q_base + (s * K::NP + p) * K::kQBytes, ctx.q[s] + p * K::kPitchQK, ctx.q_ld[s], m0,
+              M, q_tid);
     }
     cp_async_commit();
   };
-  issue_q();
+  if constexpr (!K::kWs) {
+    if (!first_item()) return;
+    issue_q();
+  }
   // the loading threads: the producer warpgroup, or the whole block
   const int lt = K::kWs ? tid - K::NTC : tid;
 
@@ -859,6 +887,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       // copy its K/V and staged tiles, fill its diagonal values and write its index and class;
       // publish a stage once its copies have landed (one tile later) ----
       regs_release<K::kProducerRegs>();
+      if (!first_item()) return;
       // the data ranges of the tile scan by the four producer warps together (named barrier 4;
       // with kScanByWarps the key ranges by one warp each, scan_tiles)
       ctx.rg.warps = 4;
@@ -990,6 +1019,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       }
     }
     regs_take<K::kComputeRegs>();
+    if (!first_item()) return;
+    issue_q();
+    j = j_begin;
 #endif
   }
   const int wrow0 = warp * 16 * MW;  // first row of this warp inside the block
