@@ -86,10 +86,11 @@ struct Sm80Launch {
   int producer_warps = 0;
   int stages = 2;
   // Warp-specialized kernels whose work items (row tile, parallel index x key chunk) all
-  // compute the same key tiles (no tile mask) may run a persistent grid (kPersistent): as many
+  // compute the same key tiles (no tile mask), or whose key tiles are classified by data, may
+  // run a persistent grid (kPersistent): as many
   // blocks as are resident at once (sm count x min_blocks), each walking the items blockIdx.x,
   // + gridDim.x, ...; the producer fills the next item's stages under the last one's epilogue.
-  // A per-call choice (choose_key_split: short key loops). With a mask of index arithmetic
+  // A per-call choice (choose_key_split: short key loops without a mask). With a mask of index arithmetic
   // (causal) the items' work differs, and the hardware's block scheduler balances it; a mask
   // whose tiles are classified by data (document) is persistent too and walks at every
   // length: its items' work is unknown to the host and short where the data is sparse.

@@ -243,7 +243,8 @@ std::string LoweredCuda::str(const Plan& plan) const {
       if (la.value_split > 1)
         os << " * " << la.value_split << " value-column chunks (" << la.value_split_why << ")";
       if (la.persistent)
-        os << "; calls of short key loops: "
+        os << (la.mask_node >= 0 ? "; calls of more than " + std::to_string(KeySplit::kFewRows) + " rows: "
+                                 : std::string("; calls of short key loops: "))
            << (la.walk_entry.empty() ? la.walk_pipelined ? "the main build, pipelined, ping-pong"
                                                          : "the main build"
                : la.walk_entry + (la.walk_pipelined ? ", pipelined, ping-pong" : ""))

@@ -222,6 +222,38 @@ TEST(CudaBackend, DataMasksMatchTheReference) {
   }
 }
 
+// Masks over data walk (a persistent grid at every length on Hopper): with many more items
+// than resident blocks each block runs several, so the producer's tile scan, the row data's
+// ranges, the staged tiles and the next item's Q (issued under the last item's epilogue) carry
+// from item to item. At d = 64 (pipelined, 4 stages) and 128 (3 stages), sorted and unsorted
+// ids; each role of the block finds its items itself (fg_attn_sm80.cuh's first_item).
+TEST(CudaBackend, DataMaskedBlocksWalkSeveralItems) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  Program p = testing::data_mask_program(DType::bf16);
+  const int sms = cuda_device_info().sm_count;
+  const int64_t len = 600;
+  for (int64_t d : {64, 128})
+    for (int which : {0, 1}) {
+      Extents ext = {{"h", 2 * int64_t(sms) / 5 + 1}, {"m", len}, {"n", len}, {"t", len},
+                     {"d", d}, {"e", d}};
+      TensorMap in = random_inputs(p, ext, 31 + which);
+      testing::set_data_mask_inputs(in, len, which);
+      SCOPED_TRACE("d " + std::to_string(d) + ", ids and weights, case " + std::to_string(which));
+      std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
+      const Sm80Launch& la = L->kernels.at(0).low.tensor_core.launch;
+      const CudaBound b = cuda_bind(*L, p, in, ext);
+      const CudaBoundKernel& bk = b.kernels.at(0);
+      const bool hopper = L->kernels.at(0).low.tensor_core.target == Target::cuda_sm90;
+      EXPECT_EQ(bk.walk, hopper);
+      if (bk.walk) {
+        const int64_t items =
+            (len + la.block_m - 1) / la.block_m * ext.at("h") * bk.key_split * la.value_split;
+        EXPECT_GT(items, 2 * int64_t(bk.grid.x));  // (every block walks at least two items)
+      }
+      check_inputs(p, in, ext);
+    }
+}
+
 TEST(CudaBackend, TileClassesHoldOnHardData) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   const int64_t len = 333;
