@@ -411,7 +411,10 @@ struct AttnSm80 {
   // default), the compute warps take the rest of the block's 168 x 384 (a multiple of 8).
   static constexpr int kProducerRegs = ProducerRegsOf<Spec>::value;
   static constexpr int kComputeRegs = (168 * 384 - 128 * kProducerRegs) / 256 / 8 * 8;
-  static_assert(kProducerRegs % 8 == 0 && kProducerRegs >= 24 && kComputeRegs >= 24, "registers");
+  // (setmaxnreg lowers the producer and raises the compute warps, in multiples of 8)
+  static_assert(kProducerRegs % 8 == 0 && kProducerRegs >= 24 && kProducerRegs <= 168 &&
+                    kComputeRegs >= 168 && kComputeRegs <= 256,
+                "registers");
   // Q stays in registers when the fragments that live across the key loop (Q, the accumulators,
   // the scores) fit a register budget; otherwise it is re-read from shared memory per tile
   // (wgmma reads it from shared memory).
