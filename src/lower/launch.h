@@ -90,10 +90,10 @@ struct Sm80Launch {
   // run a persistent grid (kPersistent): as many
   // blocks as are resident at once (sm count x min_blocks), each walking the items blockIdx.x,
   // + gridDim.x, ...; the producer fills the next item's stages under the last one's epilogue.
-  // A per-call choice (choose_key_split: short key loops without a mask). With a mask of index arithmetic
-  // (causal) the items' work differs, and the hardware's block scheduler balances it; a mask
-  // whose tiles are classified by data (document) is persistent too and walks at every
-  // length: its items' work is unknown to the host and short where the data is sparse.
+  // A per-call choice (choose_key_split: short key loops without a mask). With a mask of index
+  // arithmetic (causal) the items' work differs, and the hardware's block scheduler balances
+  // it; a mask whose tiles are classified by data (document) is persistent too and walks at
+  // every length: its items' work is unknown to the host and short where the data is sparse.
   // Warp-specialized: each compute warpgroup issues the next tile's scores with this tile's
   // P.V and runs the next softmax while P.V is on the tensor cores (kPipelined); with
   // ping_pong the two warpgroups also take turns at issuing their products (kPingPong), so
@@ -115,7 +115,8 @@ struct Sm80Launch {
   // state across the walk; at 56 it spilled: bench/NOTES.md, sessions 26, 27 and 29). The
   // compute warpgroups then have 208: at 200 (a producer of 104) document ran 1.20x slower
   // (bench/NOTES.md, session 30).
-  int producer_regs = 56;
+  static constexpr int kProducerRegsDefault = 56;  // (fg_attn_sm80.cuh's default too)
+  int producer_regs = kProducerRegsDefault;
   std::string walk_entry;
   bool walk_pipelined = false;
   // Warp-specialized: the K tiles (one per score, in order) and the V tiles (one per distinct

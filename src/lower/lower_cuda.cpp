@@ -243,8 +243,9 @@ std::string LoweredCuda::str(const Plan& plan) const {
       if (la.value_split > 1)
         os << " * " << la.value_split << " value-column chunks (" << la.value_split_why << ")";
       if (la.persistent)
-        os << (la.mask_node >= 0 ? "; calls of more than " + std::to_string(KeySplit::kFewRows) + " rows: "
-                                 : std::string("; calls of short key loops: "))
+        os << (la.mask_node >= 0
+                   ? "; calls of more than " + std::to_string(KeySplit::kFewRows) + " rows: "
+                   : std::string("; calls of short key loops: "))
            << (la.walk_entry.empty() ? la.walk_pipelined ? "the main build, pipelined, ping-pong"
                                                          : "the main build"
                : la.walk_entry + (la.walk_pipelined ? ", pipelined, ping-pong" : ""))
@@ -264,7 +265,9 @@ std::string LoweredCuda::str(const Plan& plan) const {
            << la.stages << " stages"
            << (la.pipelined ? la.ping_pong ? "; pipelined, ping-pong" : "; pipelined" : "")
            << (la.scan_by_warps ? "; tile scan by warps, a span each" : "")
-           << (la.producer_regs != 56 ? "; producer " + std::to_string(la.producer_regs) + " registers" : "")
+           << (la.producer_regs != Sm80Launch::kProducerRegsDefault
+                   ? "; producer " + std::to_string(la.producer_regs) + " registers"
+                   : "")
            << "\n";
       if (la.checks_read_scores)
         os << "  checks read the scores: a partial tile's score code only at real keys (" << p.dims[k.red_dim]

@@ -671,7 +671,8 @@ class Lowering : public TensorCoreView {
   // fragments that live across the key loop fit the registers of 256 threads (scores
   // S * BN / 2, accumulators A * DV / 2, P as operands G * BN / 4 per thread; at most
   // kWgmmaLiveRegs of the compute warps' 224 (208 with a producer of 88) after setmaxnreg, the
-  // rest for addresses and element code) and the stages (staged tiles included) fit a block's shared memory: keys in
+  // rest for addresses and element code) and the stages (staged tiles included) fit a block's
+  // shared memory: keys in
   // tiles of 128, or of 64 when that does not fit. Otherwise the mma.sync shape chosen above.
   // The careful build runs the same shape with mma.sync.
   // Registers a thread of a wgmma warpgroup holds across the key loop: `score_arrays` arrays of
@@ -881,7 +882,7 @@ class Lowering : public TensorCoreView {
         // this one's epilogue). Index masks (causal) keep one item a block: the hardware's
         // block scheduler balances their unequal items (walking causal measured 0.95x).
         launch_.persistent = k_.tiles.mask < 0 || keys_classified_by_data();
-        launch_.producer_regs = keys_classified_by_data() ? 88 : 56;
+        launch_.producer_regs = keys_classified_by_data() ? 88 : Sm80Launch::kProducerRegsDefault;
         launch_.stages = 2;
         while (launch_.stages < 4 &&
                smem_bytes(staged_, 0, 0, launch_.stages + 1, true) <= budget_.per_block)

@@ -379,7 +379,7 @@ class Printer : public TensorCoreView {
       os << "  static constexpr bool kPersistent = true;\n";
     if (launch_.scan_by_warps)
       os << "  static constexpr bool kScanByWarps = true;  // the producer's warps classify spans at once\n";
-    if (launch_.warp_specialized && launch_.producer_regs != 56)
+    if (launch_.warp_specialized && launch_.producer_regs != Sm80Launch::kProducerRegsDefault)
       os << "  static constexpr int kProducerRegs = " << launch_.producer_regs
          << ";  // the producer's registers (the compute warps take the rest)\n";
     if (launch_.checks_read_scores)

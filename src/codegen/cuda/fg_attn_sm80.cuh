@@ -1024,7 +1024,6 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     regs_take<K::kComputeRegs>();
     if (!first_item()) return;
     issue_q();
-    j = j_begin;
 #endif
   }
   const int wrow0 = warp * 16 * MW;  // first row of this warp inside the block
