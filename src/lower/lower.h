@@ -82,9 +82,9 @@ struct LoweredCuda {
 };
 
 // The device dtype of each plan buffer: inputs and outputs their declared dtype; an
-// intermediate f32 where a tensor-core kernel writes it and its dtype is a float of at most 4
-// bytes (the epilogue computes it in f32: nothing is rounded, and its readers move half the
-// bytes), else 8 bytes like the element kernels compute: i64 for integers, f64 for the rest.
+// intermediate as intermediate_storage says (tensor_core.h): f32 where a tensor-core kernel
+// writes or reads it and its dtype is a float of at most 4 bytes, else 8 bytes like the element
+// kernels compute: i64 for integers, f64 for the rest.
 std::vector<DType> device_storage(const Plan& plan, const std::vector<LoweredKernel>& kernels);
 
 // The local arrays of plan kernel `k` (values that are neither inlined nor loaded, then the
@@ -97,12 +97,19 @@ std::vector<ElementArray> element_arrays(const Plan& plan, const PlanKernel& k);
 LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
                        const SmemBudget& budget);
 
-// Lowering's one plan-level decision (lower/split_clusters.cpp): the epilogue values that move
-// the independent clusters of a kernel's accumulators (softmax or plain groups), all but its
-// last, into kernels of their own: one set per moved cluster, the roots of its kernel
+// Lowering's plan-level decision for clusters (lower/split_clusters.cpp): the epilogue values
+// that move the independent clusters of a kernel's accumulators (softmax or plain groups), all
+// but its last, into kernels of their own: one set per moved cluster, the roots of its kernel
 // (make_plan's `materialize`; empty: no kernel of two clusters). compile_program keeps the
 // split where cluster_split_pays.
 std::vector<Materialize> cluster_cuts(const Plan& plan, const LoweredCuda& lowered);
+// Lowering's decision for reductions over a head dim other than the score contraction
+// (lower/cut_head_reductions.cpp): the values per row or per key of element-path kernels (a
+// query's or a key's norm) that kernels of their own compute, one set per kernel and dim set
+// (make_plan's `materialize`; empty: none). compile_program keeps the plan with them where
+// head_cuts_pay: more kernels take the tensor-core path than without them.
+std::vector<Materialize> head_reduction_cuts(const Plan& plan, const LoweredCuda& lowered);
+bool head_cuts_pay(const LoweredCuda& fused, const LoweredCuda& cut);
 // Multiply-adds per (row, key) pair of the tensor-core kernels (each value chunk computes the
 // scores again), the products by mma.sync on cuda-sm90 counted at the rate they run at against
 // wgmma's (about 360 against 790 TFLOP/s on an H200 in bf16).

@@ -170,6 +170,11 @@ LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
   return out;
 }
 
+DType intermediate_storage(DType t, bool tensor_core) {
+  if (is_integer(t)) return DType::i64;
+  return tensor_core && is_float(t) && dtype_bytes(t) <= 4 ? DType::f32 : DType::f64;
+}
+
 std::vector<DType> device_storage(const Plan& plan, const std::vector<LoweredKernel>& kernels) {
   std::vector<DType> storage;
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
@@ -178,16 +183,14 @@ std::vector<DType> device_storage(const Plan& plan, const std::vector<LoweredKer
       storage.push_back(B.type);
       continue;
     }
-    bool tensor_core_writes = false;
+    bool tensor_core = false;  // a tensor-core kernel writes or reads it
     for (const LoweredKernel& lk : kernels) {
-      const std::vector<int>& w = plan.kernels[lk.plan_kernel].writes;
-      if (std::find(w.begin(), w.end(), static_cast<int>(b)) != w.end())
-        tensor_core_writes = lk.path == LoweredKernel::Path::tensor_core;
+      const PlanKernel& k = plan.kernels[lk.plan_kernel];
+      const bool uses = std::count(k.writes.begin(), k.writes.end(), static_cast<int>(b)) +
+                        std::count(k.reads.begin(), k.reads.end(), static_cast<int>(b));
+      tensor_core = tensor_core || (uses && lk.path == LoweredKernel::Path::tensor_core);
     }
-    storage.push_back(is_integer(B.type) ? DType::i64
-                      : tensor_core_writes && is_float(B.type) && dtype_bytes(B.type) <= 4
-                          ? DType::f32
-                          : DType::f64);
+    storage.push_back(intermediate_storage(B.type, tensor_core));
   }
   return storage;
 }

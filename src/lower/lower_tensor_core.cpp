@@ -272,11 +272,25 @@ class Lowering : public TensorCoreView {
         if (d != k_.row_dim && d != vdim_ && !is_par(d))
           fail("output " + B.name + " has dim '" + p_.dims[d] + "'");
     }
-    // Intermediates (another kernel's values) are read where they are stored, by the epilogue
-    // (store), over the grid and the value dim: no value of the key loop may depend on one.
-    std::map<int, int> from_load;  // node -> the intermediate it depends on
+    // Intermediates (another kernel's values) are read either over the grid, the row and the
+    // value dim, by the epilogue (a cluster split's values: where they are stored), or over the
+    // grid and the row or the key dim (a query's or a key's norm:
+    // lower/cut_head_reductions.cpp), by the score code too.
+    std::map<int, int> from_load;  // node -> the intermediate over the value dim it depends on
     for (const PlanValue& v : k_.values) {
-      if (v.load_buffer >= 0) from_load[v.node] = v.load_buffer;
+      if (v.load_buffer < 0) continue;
+      const PlanBuffer& B = plan_.buffers[v.load_buffer];
+      const bool per_value = dimset_contains(B.dims, vdim_);
+      for (int d : B.dims)
+        if (d != k_.row_dim && !is_par(d) && d != vdim_ && d != k_.red_dim)
+          fail("it reads the intermediate " + B.name + " over dim '" + p_.dims[d] + "'");
+      if (dimset_contains(B.dims, k_.red_dim) &&
+          (per_value || dimset_contains(B.dims, k_.row_dim)))
+        fail("it reads the intermediate " + B.name + " over the key dim and the " +
+             (per_value ? "value" : "row") + " dim (a matrix of the key loop's size)");
+      if (per_value) from_load[v.node] = v.load_buffer;
+    }
+    for (const PlanValue& v : k_.values)
       for (int a : N(v.node).args) {
         auto it = from_load.find(a);
         if (it == from_load.end()) continue;
@@ -285,14 +299,6 @@ class Lowering : public TensorCoreView {
                ") before the epilogue");
         from_load.emplace(v.node, it->second);
       }
-    }
-    for (const PlanValue& v : k_.values) {
-      if (v.load_buffer < 0) continue;
-      for (int d : plan_.buffers[v.load_buffer].dims)
-        if (d != k_.row_dim && d != vdim_ && !is_par(d))
-          fail("it reads the intermediate " + plan_.buffers[v.load_buffer].name +
-               " over dim '" + p_.dims[d] + "'");
-    }
     // Gathers by plain dim indices: checked once on the host (extents), not per element.
     std::map<int, bool> direct;
     for (const PlanValue& v : k_.values) {
@@ -431,6 +437,8 @@ class Lowering : public TensorCoreView {
     int id = g.arg;
     for (;;) {
       const Node& n = N(id);
+      const PlanValue* v = k_.value(id);
+      if (v && v->load_buffer >= 0) break;  // read from an intermediate, not computed here
       if (n.op == Op::Where && is_const(p_, n.args[2], -INFINITY)) {
         g.score_steps.push_back({ScoreStep::mask, n.args[0]});
         id = n.args[1];
@@ -574,6 +582,21 @@ class Lowering : public TensorCoreView {
   void find_staged(const std::set<int>& score_code) {
     for (int id : score_code) {
       const Node& n = N(id);
+      const PlanValue* v = k_.value(id);
+      if (v && v->load_buffer >= 0) {  // an intermediate: a query's or a key's norm
+        const PlanBuffer& B = plan_.buffers[v->load_buffer];
+        int rows = 0, keys = 0;
+        for (int d : B.dims) {
+          rows += d == k_.row_dim;
+          keys += d == k_.red_dim;
+        }
+        bool seen = false;
+        for (const Staged& t : candidates_) seen = seen || t.buffer == v->load_buffer;
+        if (keys == 1 && rows <= 1 && !seen)
+          candidates_.push_back({-1, v->load_buffer, dtype_bytes(intermediate_storage(B.type, true)),
+                                 rows == 1, B.dims, id});
+        continue;
+      }
       // gathers by plain dim indices (unchecked_), or plain reads of a parameter
       if (!(n.op == Op::Gather && unchecked_.count(n.param)) && n.op != Op::Param) continue;
       const std::vector<int> dims = n.op == Op::Param ? p_.params[n.param].dims : arg_dims(id);
@@ -1099,8 +1122,18 @@ bool TensorCoreView::is_acc(int node) const {
 }
 
 void TensorCoreView::ancestors(int id, std::set<int>& out) const {
-  const std::set<int> nodes = closure_of(p_, id);
-  out.insert(nodes.begin(), nodes.end());
+  // (a value the kernel loads is read, not computed: what it is computed from is not here)
+  std::vector<int> stack = {id};
+  std::set<int> seen;
+  while (!stack.empty()) {
+    const int a = stack.back();
+    stack.pop_back();
+    if (!seen.insert(a).second) continue;
+    out.insert(a);
+    const PlanValue* v = k_.value(a);
+    if (v && v->load_buffer >= 0) continue;
+    for (int x : N(a).args) stack.push_back(x);
+  }
 }
 
 std::vector<int> TensorCoreView::arg_dims(int gather) const {

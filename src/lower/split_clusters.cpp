@@ -1,11 +1,11 @@
-// split_clusters: lowering's one plan-level decision. A kernel whose accumulators fall into
-// independent clusters (online sums with the maxima that rescale them, and accumulators whose
-// arguments read one score contraction: a softmax group with its P.V sums, or a plain group)
-// may run as a kernel per cluster, where they do not fit one kernel together: the template
-// does not take them all (three softmaxes: the element path), its value columns split
-// (diff_attn at d = 128, e = 256: 4 chunks of 64 columns, each recomputing both scores), or it
-// stays on mma.sync where each cluster alone would take wgmma (diff_attn d = 64, e = 128 on
-// Hopper).
+// split_clusters: lowering's plan-level decision for clusters of accumulators. A kernel whose
+// accumulators fall into independent clusters (online sums with the maxima that rescale them,
+// and accumulators whose arguments read one score contraction: a softmax group with its P.V
+// sums, or a plain group) may run as a kernel per cluster, where they do not fit one kernel
+// together: the template does not take them all (three softmaxes: the element path), its value
+// columns split (diff_attn at d = 128, e = 256: 4 chunks of 64 columns, each recomputing both
+// scores), or it stays on mma.sync where each cluster alone would take wgmma (diff_attn d = 64,
+// e = 128 on Hopper).
 // cluster_cuts names the epilogue values that carry every cluster but the last into the rest
 // of the kernel (diff_attn: p1·v, normalized); materialized, they make fusion put that cluster
 // in a kernel of its own, which writes them, and leave the last cluster's kernel to read them in

@@ -33,7 +33,8 @@ struct TensorCoreKernel {
   using Group = Sm80Structure::Group;
   struct Acc { int node, group, vidx; };  // vidx: index into vbufs
   // A read of the score code staged through shared memory with the K/V tiles (fg::load_staged):
-  // arg_dims is the index dim per position.
+  // arg_dims is the index dim per position; param -1: an intermediate (`buffer`, read in its
+  // memory order, held as LoweredCuda::storage says).
   struct Staged { int param, buffer, elem_bytes; bool rows; std::vector<int> arg_dims; int node; };
   std::vector<Score> scores;
   std::vector<Group> groups;
@@ -60,6 +61,12 @@ struct TensorCoreKernel {
   std::set<int> ranged, row_ranged;    // their nodes; those over the row dim (once per block)
   Sm80Launch launch;
 };
+
+// The element a plan intermediate of type `t` is held in on the device: integers in i64, and
+// floats of at most 4 bytes in f32 where a tensor-core kernel writes or reads it (its epilogue
+// and its score code compute in f32: nothing is rounded that it would not round, and readers
+// move half the bytes), else in f64 like the element kernels compute. (device_storage, lower.h)
+DType intermediate_storage(DType t, bool tensor_core);
 
 // Lowers kernel `kernel` of `plan` for the tensor-core template (BackendError when it does not
 // fit). `sizes` must give the extent of every eliminated (head) dim.

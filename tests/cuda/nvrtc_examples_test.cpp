@@ -578,10 +578,11 @@ TEST(CudaEmit, ExplainReportsTheLaunchShapeOrWhyNot) {
   EXPECT_NE(explain(example("causal"), opt).find("element path (256 threads per block, one block "
                                                  "per grid point): the extents of its head dims"),
             std::string::npos) << explain(example("causal"), opt);
+  // (a contraction weighted along the head dim: no q.k product of the tensor cores)
   Program qn = parse_source(
-      "program qn(q: bf16[m, d], k: bf16[n, d], v: bf16[n, e]) {\n"
-      "  s = sum(q / sqrt(sum(q * q, d) + 0.001) * k, d)\n"
-      "  out o: f32[m, e] = sum(softmax(s, n) * v, n)\n}\n", "qn.attn").at(0);
+      "program qw(q: bf16[m, d], k: bf16[n, d], v: bf16[n, e], w: f32[d]) {\n"
+      "  s = sum(q * w * k, d)\n"
+      "  out o: f32[m, e] = sum(softmax(s, n) * v, n)\n}\n", "qw.attn").at(0);
   opt.sizes = {{"d", 64}, {"e", 64}};
   nlohmann::json u = nlohmann::json::parse(explain_json(qn, opt));
   EXPECT_EQ(u["kernels"][0]["cuda"]["fits"], false);
@@ -743,10 +744,11 @@ TEST(CudaEmit, SourceDependsOnHeadDimsOnly) {
 
 // What the tensor-core template does not take is lowered to the element path, and the lowered
 // kernel says why (the template's own reason).
-std::string element_why(const Program& p, const Extents& sizes) {
+std::string element_why(const Program& p, const Extents& sizes, bool strict = false) {
   CompileOptions o;
   o.target = Target::cuda_sm80;
   o.sizes = sizes;
+  o.strict = strict;
   Compiled c = compile_to_target(p, o);
   EXPECT_EQ(c.lowered.kernels.size(), 1u);
   EXPECT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::element);
@@ -763,12 +765,15 @@ TEST(CudaEmit, UnfitProgramsTakeTheElementPathAndSayWhy) {
   const std::string why = element_why(p, {{"d", 64}, {"e", 64}});
   EXPECT_NE(why.find("does not fit the CUDA sm80 attention template"), std::string::npos) << why;
   EXPECT_NE(why.find("Min accumulator"), std::string::npos) << why;
-  // A per-row norm of q (a reduction before the key loop) has no place in the template.
+  // A per-row norm of q (a reduction before the key loop) has no place in the template: in one
+  // kernel (--strict) the element path; otherwise the norm runs in a kernel of its own
+  // (Lower.HeadDimReductionsPerRowOrKeyRunInKernelsOfTheirOwn).
   Program qn = parse_source(
       "program qn(q: bf16[m, d], k: bf16[n, d], v: bf16[n, e]) {\n"
       "  s = sum(q / sqrt(sum(q * q, d) + 0.001) * k, d)\n"
       "  out o: f32[m, e] = sum(softmax(s, n) * v, n)\n}\n", "qn.attn").at(0);
-  EXPECT_NE(element_why(qn, {{"d", 64}, {"e", 64}}).find("a reduction other than the key loop's"),
+  EXPECT_NE(element_why(qn, {{"d", 64}, {"e", 64}}, /*strict=*/true)
+                .find("a reduction other than the key loop's"),
             std::string::npos);
   // Head dims past 256 (any extent up to it is padded to the tile).
   EXPECT_NE(element_why(example("vanilla"), {{"d", 300}, {"e", 64}}).find("1 to 256"),

@@ -1399,8 +1399,9 @@ program rows(x: f32[b, m]) {
 }
 
 // Kernels pass values through intermediates: a tensor-core kernel writes one and reads one in
-// its epilogue (a cluster split), but one read inside the key loop puts the kernel on the
-// element path, saying so.
+// its epilogue (a cluster split), or one per row or per key in its score code (a norm:
+// HeadDimReductionsPerRowOrKeyRunInKernelsOfTheirOwn), but one over rows and keys (a matrix of
+// the key loop's size) puts the kernel on the element path, saying so.
 TEST(Lower, IntermediatesReadInTheKeyLoopTakeTheElementPath) {
   Program p = testing::example_program("diff_attn");
   CompileOptions o;
@@ -1418,15 +1419,131 @@ TEST(Lower, IntermediatesReadInTheKeyLoopTakeTheElementPath) {
   const LoweredCuda low = lower_cuda(plan, o.target, o.sizes, smem_budget(o));
   EXPECT_EQ(low.kernels.at(0).path, LoweredKernel::Path::element);  // no key loop
   EXPECT_EQ(low.kernels.at(1).path, LoweredKernel::Path::element);
-  const std::string id = "%" + std::to_string(scaled);
-  EXPECT_NE(low.kernels.at(1).why.find("it reads the intermediate tmp0 (" + id + " (" + id +
-                                       " = div"),
+  EXPECT_NE(low.kernels.at(1).why.find("it reads the intermediate tmp0 over the key dim and the "
+                                       "row dim"),
             std::string::npos)
       << low.kernels.at(1).why;
-  EXPECT_NE(low.kernels.at(1).why.find(") before the epilogue"), std::string::npos)
-      << low.kernels.at(1).why;
+  EXPECT_EQ(plan.buffers.at(plan.materialized().at(0)).node, scaled);
   // an element kernel writes it: held in 8 bytes, as the element kernels compute
   EXPECT_EQ(low.storage.at(plan.materialized().at(0)), DType::f64);
+}
+
+// cut_head_reductions: a query's and a key's norm over the head dim (cosine attention) are
+// reductions the template does not hold; kernels of their own compute them (per row, per key:
+// O(rows * d) work), and the attention kernel takes the tensor-core path reading them back, the
+// key norm staged with its K/V tile. A contraction weighted along the head dim stays one kernel
+// on the element path (no cut helps it), and --strict keeps one kernel.
+TEST(Lower, HeadDimReductionsPerRowOrKeyRunInKernelsOfTheirOwn) {
+  const std::vector<Program> ps = parse_source(R"(
+program cosine(q: bf16[b, h, m, d], k: bf16[b, n, h, d], v: bf16[b, n, h, e], tau: f32[h]) {
+  qn = q / sqrt(sum(q * q, d))
+  kn = k / sqrt(sum(k * k, d))
+  out o: bf16[b, h, m, e] = sum(softmax(sum(qn * kn, d) / tau[h], n) * v, n)
+}
+program out_scale(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  p = softmax(sum(q * k, d) / sqrt(size(d)), n)
+  out o: f32[b, h, m, e] = sum(p * v, n) * sqrt(sum(q * q, d))
+  out r: f32[b, h, m] = max(q, d)
+}
+program weighted(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: f32[d]) {
+  s = sum(q * w * k, d) / sqrt(sum(k * k, d))
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+)", "norms.attn");
+  const Program& cosine = ps.at(0);
+  for (const auto& [t, d] : {std::pair{Target::cuda_sm90, 128}, std::pair{Target::cuda_sm90, 64},
+                             std::pair{Target::cuda_sm80, 128}}) {
+    SCOPED_TRACE(std::string(target_name(t)) + " d=" + std::to_string(d));
+    const Extents sizes = {{"d", d}, {"e", d}};
+    // one kernel: the element path, by the norms
+    const Compiled one = fused(cosine, t, sizes);
+    ASSERT_EQ(one.lowered.kernels.size(), 1u);
+    EXPECT_EQ(one.lowered.kernels[0].path, LoweredKernel::Path::element);
+    EXPECT_NE(one.lowered.kernels[0].why.find("a reduction other than the key loop's"),
+              std::string::npos);
+    const std::vector<Materialize> cuts = head_reduction_cuts(one.plan, one.lowered);
+    ASSERT_EQ(cuts.size(), 2u);
+    const Program& rp = one.plan.program;
+    const int m = rp.find_dim("m"), n = rp.find_dim("n"), dd = rp.find_dim("d");
+    std::map<std::string, int> cut_of;  // "row" / "key" -> node
+    for (const Materialize& c : cuts) {
+      // the norm itself, sqrt(sum(x * x, d)): what the score code reads of the reduction
+      ASSERT_EQ(c.nodes.size(), 1u);
+      const Node& x = rp.nodes[c.nodes[0]];
+      EXPECT_EQ(x.op, Op::Sqrt);
+      const Node& sum = rp.nodes[x.args.at(0)];
+      EXPECT_EQ(sum.op, Op::Sum);
+      EXPECT_EQ(sum.reduce, std::vector<int>{dd});
+      const bool row = std::find(x.dims.begin(), x.dims.end(), m) != x.dims.end();
+      const bool key = std::find(x.dims.begin(), x.dims.end(), n) != x.dims.end();
+      EXPECT_NE(row, key);  // per row or per key, never both
+      cut_of[row ? "row" : "key"] = c.nodes[0];
+      EXPECT_NE(c.why.find(std::string("a reduction over a head dim, per ") +
+                           (row ? "row" : "key") + " (" + node_text(rp, x.args[0]) + ")"),
+                std::string::npos) << c.why;
+    }
+    ASSERT_EQ(cut_of.size(), 2u);
+    // lowered: the two norms' kernels on the element path, then the attention kernel on the
+    // tensor cores, reading both
+    const Compiled c = lowered(cosine, t, sizes);
+    ASSERT_EQ(c.plan.kernels.size(), 3u);
+    ASSERT_EQ(c.plan.materialized().size(), 2u);
+    EXPECT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::element);
+    EXPECT_EQ(c.lowered.kernels[1].path, LoweredKernel::Path::element);
+    const LoweredKernel& att = c.lowered.kernels[2];
+    ASSERT_EQ(att.path, LoweredKernel::Path::tensor_core) << att.why;
+    EXPECT_EQ(att.tensor_core.launch.wgmma, t == Target::cuda_sm90);
+    EXPECT_EQ(c.plan.writes(2), std::vector<std::string>{"o"});
+    int key_tmp = -1;
+    for (int b : c.plan.materialized()) {
+      const PlanBuffer& B = c.plan.buffers[b];
+      // a tensor-core kernel reads it in f32: held in f32
+      EXPECT_EQ(c.lowered.storage[b], DType::f32) << B.name;
+      const std::vector<std::string> reads = c.plan.reads(2);
+      EXPECT_NE(std::find(reads.begin(), reads.end(), B.name), reads.end()) << B.name;
+      EXPECT_TRUE(B.node == cut_of["row"] || B.node == cut_of["key"]) << B.name;
+      if (B.node == cut_of["key"]) key_tmp = b;
+      for (const Materialize& cut : cuts)
+        if (cut.nodes[0] == B.node) EXPECT_EQ(B.reason, cut.why);
+    }
+    ASSERT_GE(key_tmp, 0);
+    // the key norm travels with the K/V tiles (an intermediate: param -1), the row norm does
+    // not (its value is one a row)
+    const auto& staged = att.tensor_core.staged;
+    ASSERT_EQ(staged.size(), 1u);
+    EXPECT_EQ(staged[0].param, -1);
+    EXPECT_EQ(staged[0].buffer, key_tmp);
+    EXPECT_FALSE(staged[0].rows);
+    EXPECT_EQ(staged[0].elem_bytes, 4);
+    EXPECT_EQ(staged[0].arg_dims, c.plan.buffers[key_tmp].dims);
+    EXPECT_EQ(kernel_count(cosine, [&] {
+                CompileOptions o;
+                o.target = t;
+                o.sizes = sizes;
+                return o;
+              }()),
+              3);
+  }
+  // a per-row norm read by the epilogue only, beside an output per row of the same kind (a
+  // max over the head dim): one kernel computes both, the attention kernel reads the norm
+  const Compiled os = lowered(ps.at(1), Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+  ASSERT_EQ(os.plan.kernels.size(), 2u);
+  EXPECT_EQ(os.plan.writes(0), (std::vector<std::string>{"tmp0", "r"}));
+  EXPECT_EQ(os.lowered.kernels[1].path, LoweredKernel::Path::tensor_core)
+      << os.lowered.kernels[1].why;
+  EXPECT_TRUE(os.lowered.kernels[1].tensor_core.staged.empty());
+  EXPECT_NE(os.plan.buffers[os.plan.materialized()[0]].reason.find(
+                "reductions over a head dim, per row"),
+            std::string::npos);
+  // the weighted contraction: the key norm alone would not put the kernel on the tensor cores,
+  // so the plan stays one kernel
+  const Compiled w = lowered(ps.at(2), Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+  ASSERT_EQ(w.plan.kernels.size(), 1u);
+  EXPECT_EQ(w.lowered.kernels[0].path, LoweredKernel::Path::element);
+  EXPECT_NE(w.lowered.kernels[0].why.find("no tensor-core contraction"), std::string::npos);
+  EXPECT_EQ(head_reduction_cuts(w.plan, w.lowered).size(), 1u);  // named, not kept
+  // without head dims every kernel takes the element path: nothing to gain, one kernel
+  EXPECT_EQ(lowered(cosine, Target::cuda_sm90, {}).plan.kernels.size(), 1u);
 }
 
 // split_clusters: diff_attn's two softmax groups at e = 2d = 256 need a value split of 4 in

@@ -100,11 +100,13 @@ class Printer : public TensorCoreView {
   }
   // The score code's read of a staged tile (param at index dims `dims`, which are the block's
   // parallel dims, m and n: find_staged), or "" when that read is not staged.
-  std::string staged_read(int param, const std::vector<int>& dims) const {
+  // (param -1: the intermediate `buffer`, in its memory order)
+  std::string staged_read(int param, const std::vector<int>& dims, int buffer = -1) const {
     for (size_t t = 0; t < staged_.size(); ++t) {
       const Staged& st = staged_[t];
-      if (st.param != param || st.arg_dims != dims) continue;
-      const DType ty = p_.params[param].type;
+      if (st.param != param || st.arg_dims != dims || (param < 0 && st.buffer != buffer))
+        continue;
+      const DType ty = param >= 0 ? p_.params[param].type : storage_[buffer];
       return load_element(ty, "fg::staged_at<" + storage_ctype(ty) + ">(tv.p[" + S(t) +
                                   "], fg::staged_pitch(" + S(st.elem_bytes) + ", tv.bn), " +
                                   (st.rows ? "m - tv.m0" : "0") + ", n - tv.n0)");
@@ -165,10 +167,16 @@ class Printer : public TensorCoreView {
       for (const auto& e : idx) a += ", " + e;
       return "G" + S(buffer_of_param(param)) + "(ctx" + a + ")";
     };
-    // Intermediates (a cluster split's values: lower/split_clusters.cpp) are read in the
-    // epilogue only, at the row and value column being stored.
-    c.load = [this, c](int b, int) -> std::string {
+    // Intermediates: a cluster split's values (lower/split_clusters.cpp), read in the epilogue
+    // at the row and value column being stored; a query's or a key's norm
+    // (lower/cut_head_reductions.cpp), read by the score code too, from its staged tile where
+    // the launch stages it.
+    c.load = [this, c, staged](int b, int) -> std::string {
       const PlanBuffer& B = plan_.buffers[b];
+      if (staged) {
+        std::string st = staged_read(-1, B.dims, b);
+        if (!st.empty()) return "((" + em_.ctype(B.type) + ")" + st + ")";
+      }
       std::string off = "0";
       for (size_t i = 0; i < B.dims.size(); ++i)
         off += " + " + c.index(B.dims[i]) + " * ctx.s" + S(b) + "_" + S(i);
