@@ -7,7 +7,10 @@
 // since max(a*y, R) = a*max(y, R) for a > 0. For a raw M the factor is wrapped in
 // where(max(z, R) > -inf, ..., NaN): a row that is all -inf gives -inf - -inf = NaN terms in
 // the reference, and exactly those rows have max == -inf. The canonical softmax form (a = 1,
-// c = 0, safe) is left as it is.
+// c = 0, safe) is left as it is. Where M hides in an R-invariant T computed from it
+// (attention sinks: T = maximum(max(s, n), sink[h])), E = a*y + c - a*T becomes
+//   exp(c - a*T + safe(max(z, R))) * exp(z - safe(max(z, R)))
+// term by term exactly, so the sum shares the running max and the factor waits for T.
 //
 // Step 2, for every sum over dims D whose argument depends on another reduction over a dim of
 // D (the softmax's max and sum over n feeding sum(p * v, n)), the sum is
@@ -91,18 +94,16 @@ int normalize_exp(ProgramBuilder& b, const Node& e, int arg) {
   if (!is_float(ty)) return -1;
   Linear lin;
   linearize(p, arg, 1.0, lin);
-  for (auto& [atom, coef] : lin.terms) {
-    if (!(coef < 0)) continue;
-    int M = match_safe_max(p, atom);
-    bool safe = M >= 0;
-    if (!safe) M = atom;
+  // Tries E = a*y + c - a*M with M = max(y, R) at `atom` (then c = E + a*M - a*y), or, with
+  // `atom` an R-invariant T that is no max but computed from M (atom_is_max false), E = a*y +
+  // c with c = E - a*y holding T: exp(E) = exp(c + a*safe(M)) * exp(a*y - a*safe(M)).
+  auto attempt = [&](int atom, double a, int M, bool safe, bool atom_is_max) -> int {
     const Node& mx = p.nodes[M];
-    if (mx.op != Op::Max || p.nodes[mx.args[0]].type != ty) continue;
-    double a = -coef;
+    if (mx.op != Op::Max || p.nodes[mx.args[0]].type != ty) return -1;
     int y = mx.args[0];
-    // c = E + a*M - a*y must not vary along the max's reduced dims.
+    // c must not vary along the max's reduced dims.
     Linear c = lin;
-    c.terms.erase(atom);
+    if (atom_is_max) c.terms.erase(atom);
     Linear ly;
     linearize(p, y, 1.0, ly);
     for (auto& [t, k] : ly.terms) c.terms[t] -= a * k;
@@ -117,7 +118,7 @@ int normalize_exp(ProgramBuilder& b, const Node& e, int arg) {
         if (dimset_contains(p.nodes[it->first].dims, d)) invariant = false;
       ++it;
     }
-    if (!invariant) continue;
+    if (!invariant) return -1;
     if (e.op == Op::Exp && safe && a == 1 && c.terms.empty() && c.c == 0) return -1;  // canonical
     double scale = e.op == Op::Exp2 ? std::log(2.0) : 1.0;
     double A = a * scale;
@@ -128,10 +129,15 @@ int normalize_exp(ProgramBuilder& b, const Node& e, int arg) {
       z = z * b.constant(A, ty);
       m = b.max(z, red);
     }
-    Value f = b.exp(z - Value{&b, make_safe_max(b, m.id)});
-    if (!c.terms.empty() || c.c != 0) {
-      Value cx = b.constant(c.c * scale, ty);
-      for (auto& [t, k] : c.terms) cx = cx + Value{&b, t} * b.constant(k * scale, ty);
+    Value safe_m{&b, make_safe_max(b, m.id)};
+    Value f = b.exp(z - safe_m);
+    if (!c.terms.empty() || c.c != 0 || !atom_is_max) {
+      Value cx{&b, -1};
+      auto add = [&](Value t) { cx = cx.id < 0 ? t : cx + t; };
+      if (c.c != 0 || (c.terms.empty() && atom_is_max)) add(b.constant(c.c * scale, ty));
+      for (auto& [t, k] : c.terms)
+        add(k * scale == 1 ? Value{&b, t} : Value{&b, t} * b.constant(k * scale, ty));
+      if (!atom_is_max) add(safe_m);  // a*safe(M), scaled like z
       f = b.exp(cx) * f;
     }
     if (!safe) {
@@ -141,6 +147,31 @@ int normalize_exp(ProgramBuilder& b, const Node& e, int arg) {
       f = b.where(some, f, b.constant(NAN, b.node(f.id).type));
     }
     return f.id;
+  };
+  for (auto& [atom, coef] : lin.terms) {
+    if (!(coef < 0)) continue;
+    int M = match_safe_max(p, atom);
+    bool safe = M >= 0;
+    if (!safe) M = atom;
+    const int f = attempt(atom, -coef, M, safe, true);
+    if (f >= 0) return f;
+  }
+  // An R-invariant T computed from a max over R, subtracted, as with attention sinks:
+  // exp(s - maximum(max(s, n), sink)). Rewritten at that max, the exp shares its running max
+  // (one pass) and the factor exp(safe(M) - T) waits for the epilogue. Each term exp(y - T) is
+  // exp(y - safe(M)) * exp(safe(M) - T) also where the max is -inf (then both are 0 or NaN
+  // alike): no NaN guard is needed. Only a T that a max over R computes is taken: a T read
+  // from an input (a logsumexp saved by a forward pass) is one pass as it is.
+  for (auto& [atom, coef] : lin.terms) {
+    if (!(coef < 0) || p.nodes[atom].op == Op::Max || match_safe_max(p, atom) >= 0) continue;
+    for (int M : closure_of(p, atom)) {
+      if (M == atom || p.nodes[M].op != Op::Max) continue;
+      bool varies = false;
+      for (int d : p.nodes[M].reduce) varies = varies || dimset_contains(p.nodes[atom].dims, d);
+      if (varies) continue;
+      const int f = attempt(atom, -coef, M, true, false);
+      if (f >= 0) return f;
+    }
   }
   return -1;
 }

@@ -1,6 +1,7 @@
 // The exp homomorphism beyond the lowered softmax template, and the limits of sum splitting
 // (passes/online_rewrite.cpp): hand-written softmaxes (exp, exp2, shifted, raw max) fuse into
-// one kernel and match the reference, also on fully -inf rows; a product of K non-exp sums is
+// one kernel and match the reference, also on fully -inf rows, as do softmaxes whose max is
+// taken with a value beside the keys (attention sinks); a product of K non-exp sums is
 // not expanded into 2^K sums; sum((s - max(s)) * v) is not split into a cancelling difference
 // but computed from a materialized max.
 #include <gtest/gtest.h>
@@ -82,6 +83,54 @@ TEST(PassesOnlineForms, RawMaxGivesNaNOnFullyMaskedRows) {
   TensorMap want = evaluate_reference_f64(p, in);
   EXPECT_TRUE(std::isnan(want.at("o").at({69, 0})));
   expect_matches(p, ext, 9);
+}
+
+// A softmax whose max is taken together with a value beside the keys: attention sinks (a
+// per-head logit that joins the normalizer, gpt-oss), softmax plus one (the max with 0), and
+// exp2 with a scale. exp(s - T), T = maximum(max(s, n), c), is rewritten at the max
+// (exp(s - safe(M)) * exp(safe(M) - T)), so one kernel streams it; rows whose keys are all
+// masked (m >= n + 20) give what the reference gives. A T read from an input (a saved
+// logsumexp) is one pass as it is and gets no max.
+TEST(PassesOnlineForms, AMaxTakenWithAValueBesideTheKeysStaysOnePass) {
+  const char* srcs[] = {
+      "program sinks(q: f32[h, m, d], k: f32[h, n, d], v: f32[h, n, e], sink: f32[h]) {\n"
+      "  s = where(m < n + 20, sum(q * k, d) / sqrt(size(d)), -inf)\n"
+      "  mx = maximum(max(s, n), sink[h])\n"
+      "  out o: f32[h, m, e] = sum(exp(s - mx) * v, n) / (sum(exp(s - mx), n) + "
+      "exp(sink[h] - mx))\n}\n",
+      "program plus_one(q: f32[h, m, d], k: f32[h, n, d], v: f32[h, n, e]) {\n"
+      "  s = sum(q * k, d)\n"
+      "  mx = maximum(max(s, n), 0.0)\n"
+      "  out o: f32[h, m, e] = sum(exp(s - mx) * v, n) / (exp(-mx) + sum(exp(s - mx), n))\n}\n",
+      "program sinks2(q: f32[h, m, d], k: f32[h, n, d], v: f32[h, n, e], sink: f32[h]) {\n"
+      "  s = sum(q * k, d)\n"
+      "  mx = maximum(max(s, n), sink[h])\n"
+      "  p = exp2(0.5 * s - 0.5 * mx)\n"
+      "  out o: f32[h, m, e] = sum(p * v, n) / (sum(p, n) + exp2(0.5 * sink[h] - 0.5 * mx))\n"
+      "  out l: f32[h, m] = sum(p, n)\n}\n",
+  };
+  for (const char* src : srcs) {
+    const Program p = parse_one(src);
+    EXPECT_EQ(kernel_count(p, {}), 1) << p.name << "\n" << explain(p, {});
+    expect_matches(p, {{"h", 3}, {"m", 70}, {"n", 33}, {"d", 4}, {"e", 3}}, 5);
+    expect_matches(p, {{"h", 2}, {"m", 5}, {"n", 301}, {"d", 7}, {"e", 5}}, 6);
+    // the rewrite alone keeps meaning in the reference
+    const Program r = online_rewrite(canonicalize(p));
+    TensorMap in = random_inputs(p, {{"h", 2}, {"m", 25}, {"n", 9}, {"d", 3}, {"e", 2}}, 7);
+    TensorMap a = evaluate_reference_f64(p, in), b = evaluate_reference_f64(r, in);
+    for (const Output& o : p.outputs)
+      EXPECT_EQ(testing::compare_tensors(b.at(o.name), a.at(o.name),
+                                         1e-5 * std::max(1.0, testing::max_abs(a.at(o.name)))),
+                "")
+          << p.name;
+  }
+  // a saved logsumexp: exp(s - lse) needs no max, and none is added
+  const Program saved = parse_one(
+      "program saved(q: f32[m, d], k: f32[n, d], v: f32[n, e], lse: f32[m]) {\n"
+      "  out o: f32[m, e] = sum(exp(sum(q * k, d) - lse) * v, n)\n}\n");
+  const Program r = online_rewrite(canonicalize(saved));
+  for (const Node& n : r.nodes) EXPECT_NE(n.op, Op::Max) << r.str();
+  EXPECT_EQ(kernel_count(saved, {}), 1);
 }
 
 TEST(PassesOnlineForms, ProductOfManySumsStaysOneTerm) {
