@@ -128,6 +128,13 @@ std::shared_ptr<const CudaLoaded> cuda_load_for_call(std::shared_ptr<const CudaL
                                                      const Program& p, const Extents& ext,
                                                      bool* from_process_cache = nullptr);
 
+// The NVRTC options that make a tensor-core kernel's source the few-rows (decode) build the
+// runtime compiles at the first call of at most 16 rows: its entries only (FG_ONLY_FEW), at
+// ptxas -O1. That kernel is bound by K/V's bytes; at -O1 its SASS keeps -O3's tensor-core, copy
+// and exponential instructions without -O3's spills, and NVRTC takes markedly less time: the
+// first decode call's compile (bench/NOTES.md, session 31).
+std::vector<std::string> few_rows_build_options();
+
 // compile_cuda_cubin for a given build (CI compiles every build of every example).
 std::vector<std::string> cuda_compile_build(const Program& p, Target target,
                                             const Extents& sizes, const std::string& arch,

@@ -70,6 +70,14 @@ NvrtcOptions nvrtc_options(const std::string& arch, const LoweredKernel& lk, Cud
 std::mutex g_mu;
 int g_loads = 0;
 
+}  // namespace
+
+std::vector<std::string> few_rows_build_options() {
+  return {"-DFG_ONLY_FEW", "--ptxas-options=-O1"};
+}
+
+namespace {
+
 // The pipeline's options for the running GPU: its target and shared memory, the head extents.
 // A Hopper GPU (compute capability 9.x) gets the cuda-sm90 kernels (wgmma), others the sm80
 // path; FLASHGEN_CUDA_PATH=sm80 forces the sm80 path on Hopper too (both stay tested there).
@@ -170,7 +178,10 @@ std::shared_ptr<const CudaLoaded> cuda_load_build(const Program& p, const Extent
     const bool tc = lk.path == LoweredKernel::Path::tensor_core;
     NvrtcOptions o = nvrtc_options(arch, lk, build, check_gathers);
     NvrtcOptions few = o;
-    if (tc) o.options.push_back("-DFG_ONLY_MAIN"), few.options.push_back("-DFG_ONLY_FEW");
+    if (tc) {
+      o.options.push_back("-DFG_ONLY_MAIN");
+      for (const std::string& f : few_rows_build_options()) few.options.push_back(f);
+    }
     mains.push_back({c.sources[i], o});
     CudaLoadedKernel k;
     k.low = lk;

@@ -149,6 +149,45 @@ TEST_P(NvrtcExamples, Sm90KernelsKeepWgmmaAsynchronous) {
   EXPECT_EQ(wgmma_kernels, expect) << name;
 }
 
+// The few-rows (decode) build as the runtime compiles it (few_rows_build_options: its entries
+// only, ptxas -O1) for every example's tensor-core kernels on sm_90a at d = 128: both entries
+// are there, and the few-rows kernel spills no more than at ptxas's default -O3 (which spills
+// 56 to 60 bytes in most examples' few-rows kernels).
+TEST_P(NvrtcExamples, TheFewRowsBuildSpillsNoMoreThanAtO3) {
+  std::string why;
+  FreshCache cache;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
+  const std::string name = GetParam();
+  CompileOptions opt;
+  opt.target = Target::cuda_sm90;
+  opt.sizes = heads(name, 128);
+  const Compiled compiled = compile_to_target(example(name), opt);
+  auto spill_bytes = [](const std::string& props) {
+    const size_t at = props.find(" bytes spill stores");
+    const size_t from = props.rfind(' ', at - 1) + 1;
+    return at == std::string::npos ? -1 : std::stoi(props.substr(from, at - from));
+  };
+  for (size_t ki = 0; ki < compiled.sources.size(); ++ki) {
+    const LoweredKernel& k = compiled.lowered.kernels[ki];
+    if (k.path != LoweredKernel::Path::tensor_core) continue;
+    std::vector<std::string> runtime = few_rows_build_options();
+    runtime.push_back("--ptxas-options=-v");
+    Cubin few, o3;
+    ASSERT_NO_THROW(few = nvrtc_compile(compiled.sources[ki], sm90a_options(runtime))) << name;
+    ASSERT_NO_THROW(o3 = nvrtc_compile(compiled.sources[ki],
+                                       sm90a_options({"-DFG_ONLY_FEW", "--ptxas-options=-v"})))
+        << name;
+    for (const std::string& entry : {k.entry + "_few", k.entry + "_few_combine"})
+      EXPECT_NE(few.bytes.find(entry + '\0'), std::string::npos) << entry;
+    EXPECT_EQ(few.bytes.find(k.entry + '\0'), std::string::npos) << k.entry;  // not the main
+    const int at_o1 = spill_bytes(ptxas_properties(few.log, k.entry + "_few"));
+    const int at_o3 = spill_bytes(ptxas_properties(o3.log, k.entry + "_few"));
+    ASSERT_GE(at_o1, 0) << few.log;
+    ASSERT_GE(at_o3, 0) << o3.log;
+    EXPECT_LE(at_o1, at_o3) << k.entry << "_few";
+  }
+}
+
 // Kernels whose key tiles are classified by data walk in their main build with a producer of
 // Sm80Launch::producer_regs (88) registers, so their compute warpgroups have 208, not 224: the
 // wgmma shapes the lowering picks for them (up to 176 live registers: e = 256 in one chunk)
