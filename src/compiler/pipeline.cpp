@@ -6,11 +6,11 @@
 //   classify_tiles  plan/tile_classes.cpp (block sparsity from mask expressions)
 //   lower           lower/lower_cuda.cpp (CUDA targets: each kernel's path, launch, workspace);
 //                   then two plan-level decisions, each fusing and lowering again with values
-//                   materialized: lower/cut_head_reductions.cpp (a query's or a key's
-//                   reduction over a head dim in a kernel of its own, kept when more kernels
-//                   take the tensor-core path), lower/split_clusters.cpp (clusters of
-//                   accumulators that do not fit one kernel, kept when fewer kernels take the
-//                   element path or enough fewer products are done)
+//                   materialized: lower/split_clusters.cpp (clusters of accumulators that do
+//                   not fit one kernel, kept when fewer kernels take the element path or
+//                   enough fewer products are done), and lower/cut_head_reductions.cpp (a
+//                   query's or a key's reduction over a head dim in a kernel of its own, then
+//                   the clusters again; kept when more kernels take the tensor-core path)
 //   emit            codegen/ (cpu: codegen/cpu.cpp; cuda: codegen/cuda/emit_element.cpp, which
 //                   prints tensor-core kernels by codegen/cuda/emit_sm80.cpp)
 //
@@ -102,42 +102,46 @@ Compiled compile_program(const Program& p, const CompileOptions& opt,
     const Extents heads = head_extents(c.plan, opt.sizes);
     c.lowered = lower_cuda(c.plan, opt.target, heads, smem_budget(opt));
     // Lowering's plan-level decisions (not under --strict, which asks for one kernel): each
-    // names values to materialize; the program is planned and lowered again with them and the
-    // result kept where it pays.
-    std::vector<Materialize> kept;
-    auto replan = [&](const std::vector<Materialize>& cuts) {
-      std::vector<Materialize> all = kept;
-      all.insert(all.end(), cuts.begin(), cuts.end());
-      Plan plan = make_plan(c.rewritten, opt, all);
-      classify_tiles(plan);
-      LoweredCuda lowered = lower_cuda(plan, opt.target, heads, smem_budget(opt));
-      return std::pair{std::move(plan), std::move(lowered)};
+    // names values to materialize; the program is planned and lowered again with them.
+    struct Candidate {
+      Plan plan;
+      LoweredCuda lowered;
+      std::vector<Materialize> kept;
     };
-    // (1) lower/cut_head_reductions.cpp: a reduction over a head dim of a value per row or per
-    // key (a query's or a key's norm) runs in a kernel of its own where that moves the kernel
-    // that reads it onto the tensor-core path.
-    std::vector<Materialize> cuts =
-        opt.strict ? std::vector<Materialize>{} : head_reduction_cuts(c.plan, c.lowered);
-    if (!cuts.empty()) {
-      auto [plan, lowered] = replan(cuts);
-      if (head_cuts_pay(c.lowered, lowered)) {
-        c.plan = std::move(plan);
-        c.lowered = std::move(lowered);
-        kept = cuts;
+    auto replan = [&](const std::vector<Materialize>& cuts) {
+      Candidate next{make_plan(c.rewritten, opt, cuts), {}, cuts};
+      classify_tiles(next.plan);
+      next.lowered = lower_cuda(next.plan, opt.target, heads, smem_budget(opt));
+      return next;
+    };
+    // lower/split_clusters.cpp: clusters of accumulators that do not fit one kernel together
+    // run as kernels of their own, where that puts fewer kernels on the element path or does
+    // enough fewer products.
+    auto split_clusters = [&](Candidate& cand) {
+      if (!opt.cluster_split) return;
+      const std::vector<Materialize> cuts = cluster_cuts(cand.plan, cand.lowered);
+      if (cuts.empty()) return;
+      std::vector<Materialize> all = cand.kept;
+      all.insert(all.end(), cuts.begin(), cuts.end());
+      Candidate next = replan(all);
+      if (!cluster_split_pays(cand.lowered, next.lowered)) return;
+      next.lowered.cluster_split = cluster_split_of(next.plan, cand.lowered, next.lowered);
+      cand = std::move(next);
+    };
+    if (!opt.strict) {
+      Candidate best{c.plan, c.lowered, {}};
+      split_clusters(best);
+      // lower/cut_head_reductions.cpp: a query's or a key's reduction over a head dim (a
+      // norm) in a kernel of its own, then the clusters again; kept where more kernels take
+      // the tensor-core path than without it.
+      const std::vector<Materialize> head = head_reduction_cuts(c.plan, c.lowered);
+      if (!head.empty()) {
+        Candidate cut = replan(head);
+        split_clusters(cut);
+        if (head_cuts_pay(best.lowered, cut.lowered)) best = std::move(cut);
       }
-    }
-    // (2) lower/split_clusters.cpp: clusters of accumulators that do not fit one kernel
-    // together run as kernels of their own, where that puts fewer kernels on the element path
-    // or does enough fewer products.
-    cuts = opt.strict || !opt.cluster_split ? std::vector<Materialize>{}
-                                            : cluster_cuts(c.plan, c.lowered);
-    if (!cuts.empty()) {
-      auto [plan, lowered] = replan(cuts);
-      if (cluster_split_pays(c.lowered, lowered)) {
-        lowered.cluster_split = cluster_split_of(plan, c.lowered, lowered);
-        c.plan = std::move(plan);
-        c.lowered = std::move(lowered);
-      }
+      c.plan = std::move(best.plan);
+      c.lowered = std::move(best.lowered);
     }
   }
   if (stop_after == "lower") {

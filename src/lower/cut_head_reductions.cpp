@@ -9,9 +9,11 @@
 // key, not once a (row, key) pair), and the attention kernel reads back the values of that set
 // it uses (the frontier) like any per-row or per-key data (a key's value is staged through
 // shared memory with its K/V tile).
-// head_reduction_cuts names those frontier values, one set per kernel and dim set (make_plan's
-// `materialize`); compile_program (compiler/pipeline.cpp) plans and lowers the program again
-// with them and keeps that plan where head_cuts_pay: more kernels on the tensor-core path. A
+// head_reduction_cuts names those frontier values, one set per kernel and dim set, a value two
+// kernels read once (make_plan's `materialize`); compile_program (compiler/pipeline.cpp) plans
+// and lowers the program again with them, splits clusters there as without them, and keeps
+// that plan where head_cuts_pay: more kernels on the tensor-core path (a row norm beside three
+// softmaxes needs both the cut and the kernels per cluster). A
 // reduction over a head dim of a value per (row, key) pair (a weighted contraction
 // sum(q * w * k, d)) is never cut: it would write a score matrix.
 // Preconditions: a lowered plan (lower_cuda). Test: tests/lower/lower_test.cpp
@@ -45,6 +47,7 @@ int tensor_core_kernels(const LoweredCuda& l) {
 std::vector<Materialize> head_reduction_cuts(const Plan& plan, const LoweredCuda& lowered) {
   std::vector<Materialize> cuts;
   const Program& p = plan.program;
+  std::set<int> taken;  // values cut for an earlier kernel (a key norm two kernels share)
   for (const LoweredKernel& lk : lowered.kernels) {
     if (lk.path != LoweredKernel::Path::element) continue;
     const PlanKernel& k = plan.kernels[lk.plan_kernel];
@@ -54,7 +57,10 @@ std::vector<Materialize> head_reduction_cuts(const Plan& plan, const LoweredCuda
     // those too, once a row or a key instead of once a (row, key) pair. The values of that set
     // that the rest of the kernel reads (its frontier) are materialized, a value that is not a
     // float at its float arguments in the set (the tensor-core path reads float intermediates).
+    // (over the grid and the row or the key dim, as the tensor-core kernel reads them back)
     auto per_row_or_key = [&](const Node& n) {
+      for (int d : n.dims)
+        if (!holds(k.grid, d) && d != k.red_dim) return false;
       return !holds(n.dims, k.red_dim) || !holds(n.dims, k.row_dim);
     };
     std::set<int> set, reductions;
@@ -98,7 +104,8 @@ std::vector<Materialize> head_reduction_cuts(const Plan& plan, const LoweredCuda
         if (set.count(a)) cut(a);
     }
     std::map<std::vector<int>, Materialize> by_dims;
-    for (int id : frontier) by_dims[p.nodes[id].dims].nodes.push_back(id);
+    for (int id : frontier)
+      if (taken.insert(id).second) by_dims[p.nodes[id].dims].nodes.push_back(id);
     for (auto& [dims, m] : by_dims) {
       // the reductions each set comes from
       std::set<int> from;

@@ -106,8 +106,9 @@ std::vector<Materialize> cluster_cuts(const Plan& plan, const LoweredCuda& lower
 // Lowering's decision for reductions over a head dim other than the score contraction
 // (lower/cut_head_reductions.cpp): the values per row or per key of element-path kernels (a
 // query's or a key's norm) that kernels of their own compute, one set per kernel and dim set
-// (make_plan's `materialize`; empty: none). compile_program keeps the plan with them where
-// head_cuts_pay: more kernels take the tensor-core path than without them.
+// (make_plan's `materialize`; empty: none; a value two kernels read is named once).
+// compile_program keeps the plan with them where head_cuts_pay: more kernels take the
+// tensor-core path than without them (each plan after its own kernels per cluster).
 std::vector<Materialize> head_reduction_cuts(const Plan& plan, const LoweredCuda& lowered);
 bool head_cuts_pay(const LoweredCuda& fused, const LoweredCuda& cut);
 // Multiply-adds per (row, key) pair of the tensor-core kernels (each value chunk computes the

@@ -574,32 +574,33 @@ class Lowering : public TensorCoreView {
       if (int s = delta_sign(id)) out_.deltas[id] = s;
   }
 
-  // Candidates for staging: reads of the score code -- plain parameter reads, or gathers whose
+  // Candidates for staging: reads of the score code -- plain parameter reads, gathers whose
   // every index is a plain dim index (unchecked_: the host checked the extents, so every
-  // element of a tile inside M x N is in range) -- over the block's parallel dims, at most once
-  // the row dim and exactly once the key dim. Each key tile needs a rows x keys (or 1 x keys)
-  // tile of them, which can travel with K/V.
+  // element of a tile inside M x N is in range), or an intermediate another kernel wrote (a
+  // key's norm: lower/cut_head_reductions.cpp, param -1) -- over the block's parallel dims, at
+  // most once the row dim and exactly once the key dim. Each key tile needs a rows x keys (or
+  // 1 x keys) tile of them, which can travel with K/V.
   void find_staged(const std::set<int>& score_code) {
     for (int id : score_code) {
       const Node& n = N(id);
       const PlanValue* v = k_.value(id);
-      if (v && v->load_buffer >= 0) {  // an intermediate: a query's or a key's norm
-        const PlanBuffer& B = plan_.buffers[v->load_buffer];
-        int rows = 0, keys = 0;
-        for (int d : B.dims) {
-          rows += d == k_.row_dim;
-          keys += d == k_.red_dim;
-        }
-        bool seen = false;
-        for (const Staged& t : candidates_) seen = seen || t.buffer == v->load_buffer;
-        if (keys == 1 && rows <= 1 && !seen)
-          candidates_.push_back({-1, v->load_buffer, dtype_bytes(intermediate_storage(B.type, true)),
-                                 rows == 1, B.dims, id});
+      const bool load = v && v->load_buffer >= 0;
+      // (param, buffer, index dims, element type)
+      int param = -1, buffer = -1;
+      std::vector<int> dims;
+      DType type = DType::f32;
+      if (load) {
+        buffer = v->load_buffer;
+        dims = plan_.buffers[buffer].dims;
+        type = intermediate_storage(plan_.buffers[buffer].type, true);
+      } else if ((n.op == Op::Gather && unchecked_.count(n.param)) || n.op == Op::Param) {
+        param = n.param;
+        buffer = buffer_of_param(param);
+        dims = n.op == Op::Param ? p_.params[param].dims : arg_dims(id);
+        type = p_.params[param].type;
+      } else {
         continue;
       }
-      // gathers by plain dim indices (unchecked_), or plain reads of a parameter
-      if (!(n.op == Op::Gather && unchecked_.count(n.param)) && n.op != Op::Param) continue;
-      const std::vector<int> dims = n.op == Op::Param ? p_.params[n.param].dims : arg_dims(id);
       int rows = 0, keys = 0;
       bool ok = true;
       for (int d : dims) {
@@ -610,11 +611,9 @@ class Lowering : public TensorCoreView {
       if (!ok || rows > 1 || keys != 1) continue;
       bool seen = false;  // the same tile read twice (pair[b, h, m, n] in two places)
       for (const Staged& t : candidates_)
-        seen = seen || (t.param == n.param && t.arg_dims == dims);
+        seen = seen || (t.param == param && t.buffer == buffer && t.arg_dims == dims);
       if (seen) continue;
-      const DType t = p_.params[n.param].type;
-      candidates_.push_back(
-          {n.param, buffer_of_param(n.param), dtype_bytes(t), rows == 1, dims, id});
+      candidates_.push_back({param, buffer, dtype_bytes(type), rows == 1, dims, id});
     }
     // (row, key) tiles first: they replace a load per score element, key tiles one per column
     std::stable_sort(candidates_.begin(), candidates_.end(),

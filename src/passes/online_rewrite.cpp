@@ -131,6 +131,7 @@ int normalize_exp(ProgramBuilder& b, const Node& e, int arg) {
     }
     Value safe_m{&b, make_safe_max(b, m.id)};
     Value f = b.exp(z - safe_m);
+    const Value neg_inf = b.constant(-INFINITY, b.node(m.id).type);
     if (!c.terms.empty() || c.c != 0 || !atom_is_max) {
       Value cx{&b, -1};
       auto add = [&](Value t) { cx = cx.id < 0 ? t : cx + t; };
@@ -139,11 +140,19 @@ int normalize_exp(ProgramBuilder& b, const Node& e, int arg) {
         add(k * scale == 1 ? Value{&b, t} : Value{&b, t} * b.constant(k * scale, ty));
       if (!atom_is_max) add(safe_m);  // a*safe(M), scaled like z
       f = b.exp(cx) * f;
+      if (!atom_is_max) {
+        // A row whose every z is -inf has exp(z - safe(M)) = 0, which the strong zero keeps 0
+        // whatever the factor; the term it stands for, exp(-inf + cx), is NaN where cx is +inf
+        // or NaN (T = -inf: a sink of -inf on a fully masked row). There the terms are NaN.
+        const Value nan = b.constant(NAN, b.node(f.id).type);
+        const Value finite_cx = b.binary(Op::Lt, cx, b.constant(INFINITY, b.node(cx.id).type));
+        f = b.where(b.binary(Op::Gt, m, neg_inf), f, b.where(finite_cx, f, nan));
+      }
     }
     if (!safe) {
       // max > -inf rather than max == -inf: the safe max owns that eq node, and the planner
       // treats it as part of the online exp chain.
-      Value some = b.binary(Op::Gt, m, b.constant(-INFINITY, b.node(m.id).type));
+      Value some = b.binary(Op::Gt, m, neg_inf);
       f = b.where(some, f, b.constant(NAN, b.node(f.id).type));
     }
     return f.id;
@@ -159,9 +168,10 @@ int normalize_exp(ProgramBuilder& b, const Node& e, int arg) {
   // An R-invariant T computed from a max over R, subtracted, as with attention sinks:
   // exp(s - maximum(max(s, n), sink)). Rewritten at that max, the exp shares its running max
   // (one pass) and the factor exp(safe(M) - T) waits for the epilogue. Each term exp(y - T) is
-  // exp(y - safe(M)) * exp(safe(M) - T) also where the max is -inf (then both are 0 or NaN
-  // alike): no NaN guard is needed. Only a T that a max over R computes is taken: a T read
-  // from an input (a logsumexp saved by a forward pass) is one pass as it is.
+  // exp(y - safe(M)) * exp(safe(M) - T); where the max is -inf the strong zero would make it
+  // 0 also for a T of -inf or NaN, where it is NaN, so those rows are guarded. Only a T that a
+  // max over R computes is taken: a T read from an input (a logsumexp saved by a forward pass)
+  // is one pass as it is.
   for (auto& [atom, coef] : lin.terms) {
     if (!(coef < 0) || p.nodes[atom].op == Op::Max || match_safe_max(p, atom) >= 0) continue;
     for (int M : closure_of(p, atom)) {

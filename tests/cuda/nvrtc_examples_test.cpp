@@ -618,25 +618,25 @@ TEST(CudaEmit, ExplainReportsTheLaunchShapeOrWhyNot) {
                                                  "per grid point): the extents of its head dims"),
             std::string::npos) << explain(example("causal"), opt);
   // (a contraction weighted along the head dim: no q.k product of the tensor cores)
-  Program qn = parse_source(
+  Program qw = parse_source(
       "program qw(q: bf16[m, d], k: bf16[n, d], v: bf16[n, e], w: f32[d]) {\n"
       "  s = sum(q * w * k, d)\n"
       "  out o: f32[m, e] = sum(softmax(s, n) * v, n)\n}\n", "qw.attn").at(0);
   opt.sizes = {{"d", 64}, {"e", 64}};
-  nlohmann::json u = nlohmann::json::parse(explain_json(qn, opt));
+  nlohmann::json u = nlohmann::json::parse(explain_json(qw, opt));
   EXPECT_EQ(u["kernels"][0]["cuda"]["fits"], false);
   EXPECT_EQ(u["kernels"][0]["cuda"]["path"], "element");
   // Its workspace per block at these sizes: q rows, k and v tiles, scores, the accumulator and
   // the row statistics, in shared memory.
   EXPECT_GT(u["kernels"][0]["cuda"]["workspace_bytes"].get<int64_t>(), 16 * 64 * 4);
   EXPECT_EQ(u["kernels"][0]["cuda"]["workspace_in"], "shared");
-  EXPECT_NE(explain(qn, opt).find(" bytes per block in shared memory): "), std::string::npos)
-      << explain(qn, opt);
+  EXPECT_NE(explain(qw, opt).find(" bytes per block in shared memory): "), std::string::npos)
+      << explain(qw, opt);
   EXPECT_NE(u["kernels"][0]["cuda"]["why"].get<std::string>().find("does not fit"),
             std::string::npos);
   // The CPU target reports no CUDA section.
   opt.target = Target::cpu;
-  EXPECT_EQ(explain(qn, opt).find("cuda:"), std::string::npos);
+  EXPECT_EQ(explain(qw, opt).find("cuda:"), std::string::npos);
 }
 
 TEST(CudaEmit, SmallHeadsTakeMoreBlocksPerSM) {

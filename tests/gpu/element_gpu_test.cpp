@@ -1,10 +1,12 @@
 // Every program on the GPU: kinds the tensor-core template does not take run on the element path
-// (lower/lower.h) with the reference's answers. Programs nobody here wrote before (reductions over
-// keys without a softmax, per-row and per-key normalizations over head dims, scores mixed across
-// heads, a softmax over the query dim, several groups, f32 / f16 inputs, odd head dims, no key
-// loop at all, plans of several kernels), and the random programs of the CPU property test (the
-// same generator, seed and tolerance), run by run_cuda against the f64 reference. Outputs are
-// poisoned (NaN) before the launch, so an unwritten element fails. SKIPs without a GPU.
+// (lower/lower.h) with the reference's answers (some, once lowered, on the tensor cores:
+// row_norm's attention beside its norms' kernels, the sinks). Programs nobody here wrote
+// before (reductions over keys without a softmax, per-row and per-key normalizations over head
+// dims, scores mixed across heads, a softmax over the query dim, several groups, f32 / f16
+// inputs, odd head dims, no key loop at all, plans of several kernels, attention sinks), and
+// the random programs of the CPU property test (the same generator, seed and tolerance), run
+// by run_cuda against the f64 reference. Outputs are poisoned (NaN) before the launch, so an
+// unwritten element fails. SKIPs without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,7 +34,7 @@ void expect_matches(const Program& p, const TensorMap& in, const std::string& wh
   EXPECT_EQ(testing::element_mismatch(p, run_cuda(p, in), evaluate_reference(p, in)), "") << what;
 }
 
-TEST(ElementPath, ProgramKindsTheTemplateDoesNotTake) {
+TEST(ElementPath, UnseenProgramKindsMatchTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   std::vector<Program> ps = parse_file(testing::source_path("tests/programs/unseen_kinds.attn"));
   for (const Program& p : ps) {

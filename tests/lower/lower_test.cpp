@@ -1544,6 +1544,63 @@ program weighted(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], 
   EXPECT_EQ(head_reduction_cuts(w.plan, w.lowered).size(), 1u);  // named, not kept
   // without head dims every kernel takes the element path: nothing to gain, one kernel
   EXPECT_EQ(lowered(cosine, Target::cuda_sm90, {}).plan.kernels.size(), 1u);
+  const std::vector<Program> more = parse_source(R"(
+program shared_norm(q: bf16[b, h, m, d], q2: bf16[b, h, r, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  kn = sqrt(sum(k * k, d))
+  out o: bf16[b, h, m, e] = sum(softmax(sum(q * k, d) / kn, n) * v, n)
+  out o2: bf16[b, h, r, e] = sum(softmax(sum(q2 * k, d) / kn, n) * v, n)
+}
+program three(q: bf16[b, h, m, d], k1: bf16[b, h, n, d], k2: bf16[b, h, n, d],
+              k3: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  qn = sqrt(sum(q * q, d))
+  p1 = softmax(sum(q * k1, d) / qn, n)
+  p2 = softmax(sum(q * k2, d) / qn, n)
+  p3 = softmax(sum(q * k3, d) / qn, n)
+  out o: bf16[b, h, m, e] = sum((p1 + p2 + p3) * v, n)
+}
+)", "more_norms.attn");
+  // a key norm two attention kernels read: one kernel computes it (not one per reader)
+  const Compiled sh = lowered(more[0], Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+  ASSERT_EQ(sh.plan.kernels.size(), 3u);
+  ASSERT_EQ(sh.plan.materialized().size(), 1u);
+  int writers = 0;
+  for (int k = 0; k < sh.plan.kernel_count(); ++k)
+    for (const std::string& w : sh.plan.writes(k)) writers += w == "tmp0";
+  EXPECT_EQ(writers, 1);
+  EXPECT_EQ(sh.lowered.kernels[1].path, LoweredKernel::Path::tensor_core);
+  EXPECT_EQ(sh.lowered.kernels[2].path, LoweredKernel::Path::tensor_core);
+  // a row norm beside three softmaxes: neither the cut alone (one kernel of three groups) nor
+  // the kernels per cluster alone (each still reduces over d) leaves the element path; the cut
+  // and then the clusters put all three on the tensor cores
+  const Compiled th = lowered(more[1], Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+  int tc = 0;
+  for (const LoweredKernel& k : th.lowered.kernels)
+    tc += k.path == LoweredKernel::Path::tensor_core;
+  EXPECT_EQ(tc, 3) << th.lowered.str(th.plan);
+  EXPECT_EQ(th.plan.kernels.size(), 4u);
+}
+
+// Attention sinks (gpt-oss): the max taken with a per-head logit is rewritten at the max
+// (passes/online_rewrite.cpp), so the plan is one kernel, which the tensor-core template takes.
+TEST(Lower, AttentionSinksRunInOneTensorCoreKernel) {
+  const Program p = parse_source(R"(
+program sinks(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], sink: f32[h]) {
+  s = where(n <= m, sum(q * k, d) / sqrt(size(d)), -inf)
+  mx = maximum(max(s, n), sink[h])
+  out o: bf16[b, h, m, e] = sum(exp(s - mx) * v, n) / (sum(exp(s - mx), n) + exp(sink[h] - mx))
+}
+)", "sinks.attn").at(0);
+  for (const auto& [t, d] : {std::pair{Target::cuda_sm90, 64}, std::pair{Target::cuda_sm90, 128},
+                             std::pair{Target::cuda_sm80, 128}}) {
+    const Compiled c = lowered(p, t, {{"d", d}, {"e", d}});
+    ASSERT_EQ(c.lowered.kernels.size(), 1u) << target_name(t) << " d=" << d;
+    const LoweredKernel& k = c.lowered.kernels[0];
+    ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
+    EXPECT_EQ(k.tensor_core.groups.size(), 1u);
+    EXPECT_GE(k.tensor_core.groups[0].max_node, 0);  // a softmax group with its running max
+    EXPECT_EQ(k.tensor_core.pv.size(), 1u);
+    EXPECT_EQ(k.tensor_core.launch.wgmma, t == Target::cuda_sm90);
+  }
 }
 
 // split_clusters: diff_attn's two softmax groups at e = 2d = 256 need a value split of 4 in

@@ -103,7 +103,7 @@ TEST(PassesOnlineForms, AMaxTakenWithAValueBesideTheKeysStaysOnePass) {
       "  mx = maximum(max(s, n), 0.0)\n"
       "  out o: f32[h, m, e] = sum(exp(s - mx) * v, n) / (exp(-mx) + sum(exp(s - mx), n))\n}\n",
       "program sinks2(q: f32[h, m, d], k: f32[h, n, d], v: f32[h, n, e], sink: f32[h]) {\n"
-      "  s = sum(q * k, d)\n"
+      "  s = where(m < n + 20, sum(q * k, d), -inf)\n"
       "  mx = maximum(max(s, n), sink[h])\n"
       "  p = exp2(0.5 * s - 0.5 * mx)\n"
       "  out o: f32[h, m, e] = sum(p * v, n) / (sum(p, n) + exp2(0.5 * sink[h] - 0.5 * mx))\n"
@@ -123,6 +123,32 @@ TEST(PassesOnlineForms, AMaxTakenWithAValueBesideTheKeysStaysOnePass) {
                                          1e-5 * std::max(1.0, testing::max_abs(a.at(o.name)))),
                 "")
           << p.name;
+  }
+  // sinks of -inf ("no sink on this head") and NaN beside a finite one, on rows whose keys are
+  // all masked (m >= n + 20): the terms exp(-inf - T) are NaN for T = -inf or NaN, and the
+  // rewritten sums give NaN there too, not the strong zero's 0
+  for (const char* src : {srcs[0], srcs[2]}) {
+    const Program p = parse_one(src);
+    const Program r = online_rewrite(canonicalize(p));
+    TensorMap in = random_inputs(p, {{"h", 3}, {"m", 40}, {"n", 9}, {"d", 3}, {"e", 2}}, 8);
+    Tensor sink(DType::f32, {3});
+    sink.set(0, -INFINITY);
+    sink.set(1, NAN);
+    sink.set(2, 0.25);
+    in["sink"] = sink;
+    TensorMap want = evaluate_reference_f64(p, in), ref = evaluate_reference_f64(r, in),
+              got = run_cpu(p, in);
+    bool nan_rows = false;
+    for (const Output& o : p.outputs) {
+      const double tol = 2e-4 * std::max(1.0, testing::max_abs(want.at(o.name)));
+      EXPECT_EQ(testing::compare_tensors(ref.at(o.name), want.at(o.name), tol), "")
+          << p.name << " output " << o.name << " (rewritten, in the reference)";
+      EXPECT_EQ(testing::compare_tensors(got.at(o.name), want.at(o.name), tol), "")
+          << p.name << " output " << o.name << " (cpu)";
+      for (int64_t i = 0; i < want.at(o.name).numel(); ++i)
+        nan_rows = nan_rows || std::isnan(want.at(o.name).get(i));
+    }
+    EXPECT_TRUE(nan_rows) << p.name;  // the case is there
   }
   // a saved logsumexp: exp(s - lse) needs no max, and none is added
   const Program saved = parse_one(

@@ -403,7 +403,7 @@ class Printer : public TensorCoreView {
        << ", kSkipRescale = " << (skip_ ? "true" : "false") << ";\n";
     if (!staged_.empty()) {
       const int T = static_cast<int>(staged_.size());
-      os << "  // staged gathers (fg::load_staged):";
+      os << "  // staged reads (fg::load_staged):";
       for (size_t t = 0; t < staged_.size(); ++t)
         os << (t ? "; " : " ") << node_text(p_, staged_[t].node);
       os << "\n  static constexpr int kNumStaged = " << T << ";\n";
