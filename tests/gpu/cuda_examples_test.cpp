@@ -1090,30 +1090,16 @@ TEST(CudaBackend, SoftmaxClustersInKernelsOfTheirOwnMatchTheReference) {
     }
 }
 
-// A query's and a key's norm over the head dim (cosine attention; a key norm under a causal
-// mask; a row norm that only the epilogue reads, beside a per-row output of the norms' kernel):
+// A query's and a key's norm over the head dim (tests/programs/norms.attn: cosine attention; a
+// key norm under a causal mask; a row norm that only the epilogue reads, beside a per-row
+// output of the norms' kernel; a weighted contraction, which stays one element-path kernel):
 // kernels of their own compute the norms (lower/cut_head_reductions.cpp) and the attention
 // kernel runs on the tensor cores, reading them (the key norm staged with its K/V tile) --
 // decode calls (the few-rows kernel), split key loops, walking blocks and long loops, at
 // d = 64 and 128, against the reference.
 TEST(CudaBackend, NormsOverTheHeadDimRunInKernelsOfTheirOwn) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-  const std::vector<Program> ps = parse_source(R"(
-program cosine(q: bf16[b, h, m, d], k: bf16[b, n, h, d], v: bf16[b, n, h, e], tau: f32[h]) {
-  qn = q / sqrt(sum(q * q, d))
-  kn = k / sqrt(sum(k * k, d))
-  out o: bf16[b, h, m, e] = sum(softmax(sum(qn * kn, d) / tau[h], n) * v, n)
-}
-program causal_knorm(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
-  s = 8.0 * sum(q * k, d) / sqrt(1.0 + sum(f32(k) * f32(k), d))
-  out o: f32[b, h, m, e] = sum(softmax(where(n <= m, s, -inf), n) * v, n)
-}
-program out_scale(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
-  p = softmax(sum(q * k, d) / sqrt(size(d)), n)
-  out o: f32[b, h, m, e] = sum(p * v, n) * sqrt(sum(q * q, d))
-  out r: f32[b, h, m] = max(q, d)
-}
-)", "norms.attn");
+  const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/norms.attn"));
   for (const Program& p : ps)
     for (const int64_t d : {64, 128})
       for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{
@@ -1121,9 +1107,13 @@ program out_scale(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e])
         const Extents ext = testing::example_extents(p, m, n, d, d, 2);
         SCOPED_TRACE(p.name + " d=" + std::to_string(d) + " m=" + std::to_string(m) +
                      " n=" + std::to_string(n));
+        // (weighted: one kernel on the element path; the others: the norms' kernels, then
+        // the attention on the tensor cores)
         std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
-        ASSERT_GE(L->kernels.size(), 2u);
-        EXPECT_EQ(L->kernels.back().low.path, LoweredKernel::Path::tensor_core)
+        ASSERT_EQ(L->kernels.size() == 1, p.name == "weighted");
+        EXPECT_EQ(L->kernels.back().low.path, p.name == "weighted"
+                                                  ? LoweredKernel::Path::element
+                                                  : LoweredKernel::Path::tensor_core)
             << L->kernels.back().low.why;
         TensorMap in = random_inputs(p, ext, 151 + m + d);
         if (in.count("tau")) {  // temperatures as cosine attention learns them

@@ -1434,22 +1434,8 @@ TEST(Lower, IntermediatesReadInTheKeyLoopTakeTheElementPath) {
 // key norm staged with its K/V tile. A contraction weighted along the head dim stays one kernel
 // on the element path (no cut helps it), and --strict keeps one kernel.
 TEST(Lower, HeadDimReductionsPerRowOrKeyRunInKernelsOfTheirOwn) {
-  const std::vector<Program> ps = parse_source(R"(
-program cosine(q: bf16[b, h, m, d], k: bf16[b, n, h, d], v: bf16[b, n, h, e], tau: f32[h]) {
-  qn = q / sqrt(sum(q * q, d))
-  kn = k / sqrt(sum(k * k, d))
-  out o: bf16[b, h, m, e] = sum(softmax(sum(qn * kn, d) / tau[h], n) * v, n)
-}
-program out_scale(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
-  p = softmax(sum(q * k, d) / sqrt(size(d)), n)
-  out o: f32[b, h, m, e] = sum(p * v, n) * sqrt(sum(q * q, d))
-  out r: f32[b, h, m] = max(q, d)
-}
-program weighted(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: f32[d]) {
-  s = sum(q * w * k, d) / sqrt(sum(k * k, d))
-  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
-}
-)", "norms.attn");
+  const std::vector<Program> ps =
+      parse_file(testing::source_path("tests/programs/norms.attn"));  // cosine, out_scale, weighted
   const Program& cosine = ps.at(0);
   for (const auto& [t, d] : {std::pair{Target::cuda_sm90, 128}, std::pair{Target::cuda_sm90, 64},
                              std::pair{Target::cuda_sm80, 128}}) {

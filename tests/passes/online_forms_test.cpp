@@ -31,6 +31,19 @@ void expect_matches(const Program& p, const Extents& ext, uint64_t seed, double 
   }
 }
 
+// The canonical, online-rewritten program against the program as written, both in the f64
+// reference.
+void expect_rewrite_keeps_meaning(const Program& p, const Extents& ext, uint64_t seed) {
+  const Program r = online_rewrite(canonicalize(p));
+  TensorMap in = random_inputs(p, ext, seed);
+  TensorMap a = evaluate_reference_f64(p, in), b = evaluate_reference_f64(r, in);
+  for (const Output& o : p.outputs)
+    EXPECT_EQ(testing::compare_tensors(b.at(o.name), a.at(o.name),
+                                       1e-5 * std::max(1.0, testing::max_abs(a.at(o.name)))),
+              "")
+        << p.name;
+}
+
 const char* kHandWritten[] = {
     // exactly as docs/language.md defines softmax, without the safe max
     "program manual2(q: f32[m, d], k: f32[n, d], v: f32[n, e]) {\n"
@@ -57,14 +70,7 @@ TEST(PassesOnlineForms, HandWrittenSoftmaxFusesAndMatches) {
     EXPECT_EQ(kernel_count(p, {}), 1) << p.name << "\n" << explain(p, {});
     expect_matches(p, {{"m", 37}, {"n", 301}, {"d", 7}, {"e", 5}}, 3);
     // The rewrite alone keeps meaning in the reference too.
-    Program r = online_rewrite(canonicalize(p));
-    TensorMap in = random_inputs(p, {{"m", 5}, {"n", 9}, {"d", 3}, {"e", 2}}, 4);
-    TensorMap a = evaluate_reference_f64(p, in), b = evaluate_reference_f64(r, in);
-    for (const Output& o : p.outputs)
-      EXPECT_EQ(testing::compare_tensors(b.at(o.name), a.at(o.name),
-                                         1e-5 * std::max(1.0, testing::max_abs(a.at(o.name)))),
-                "")
-          << p.name;
+    expect_rewrite_keeps_meaning(p, {{"m", 5}, {"n", 9}, {"d", 3}, {"e", 2}}, 4);
   }
 }
 
@@ -115,14 +121,7 @@ TEST(PassesOnlineForms, AMaxTakenWithAValueBesideTheKeysStaysOnePass) {
     expect_matches(p, {{"h", 3}, {"m", 70}, {"n", 33}, {"d", 4}, {"e", 3}}, 5);
     expect_matches(p, {{"h", 2}, {"m", 5}, {"n", 301}, {"d", 7}, {"e", 5}}, 6);
     // the rewrite alone keeps meaning in the reference
-    const Program r = online_rewrite(canonicalize(p));
-    TensorMap in = random_inputs(p, {{"h", 2}, {"m", 25}, {"n", 9}, {"d", 3}, {"e", 2}}, 7);
-    TensorMap a = evaluate_reference_f64(p, in), b = evaluate_reference_f64(r, in);
-    for (const Output& o : p.outputs)
-      EXPECT_EQ(testing::compare_tensors(b.at(o.name), a.at(o.name),
-                                         1e-5 * std::max(1.0, testing::max_abs(a.at(o.name)))),
-                "")
-          << p.name;
+    expect_rewrite_keeps_meaning(p, {{"h", 2}, {"m", 25}, {"n", 9}, {"d", 3}, {"e", 2}}, 7);
   }
   // sinks of -inf ("no sink on this head") and NaN beside a finite one, on rows whose keys are
   // all masked (m >= n + 20): the terms exp(-inf - T) are NaN for T = -inf or NaN, and the
