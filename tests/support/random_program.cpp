@@ -15,7 +15,7 @@ class Gen {
   Gen(uint64_t seed, int index, const RandomProgramOptions& opt)
       : rng_(seed), extra_(seed * 0x9e3779b97f4a7c15ull + 12345),
         third_(seed * 0xbf58476d1ce4e5b9ull + 777), fourth_(seed * 0x94d049bb133111ebull + 4242),
-        index_(index), opt_(opt) {}
+        fifth_(seed * 0xd6e8feb86659fd93ull + 31337), index_(index), opt_(opt) {}
 
   GeneratedProgram make() {
     const char* pool[] = {"b", "h", "g", "x", "y", "bat", "hd", "z", "w", "u1"};
@@ -59,7 +59,14 @@ class Gen {
       body << "  qn = q / sqrt(sum(q * q, " << D_ << ") + 0.001)\n";
       qv = "qn";
     }
-    body << "  s = sum(" << qv << " * k, " << D_ << ") / sqrt(size(" << D_ << "))\n";
+    // (a fifth stream, so the draws above and below stay as they were: k normalized over its
+    // head dim a fifth of the time, a norm per key)
+    std::string kv = "k";
+    if (fifth(0, 4) == 0) {
+      body << "  kn = k / sqrt(sum(k * k, " << D_ << ") + 0.001)\n";
+      kv = "kn";
+    }
+    body << "  s = sum(" << qv << " * " << kv << ", " << D_ << ") / sqrt(size(" << D_ << "))\n";
     int mods = pick(0, 3);
     for (int i = 0; i < mods; ++i) body << "  s = " << score_mod("s") << "\n";
     bool two = pick(0, 3) == 0;
@@ -122,6 +129,20 @@ class Gen {
       body << out("o" + std::to_string(nout++), outdims_o) << "sum(pw * v, " << K_ << ")\n";
       if (third(0, 1)) body << out("o" + std::to_string(nout++), outdims_l) << "sum(pw, " << K_ << ")\n";
     }
+    if (fifth(0, 4) == 0) {  // attention sinks: a logit per batch index in the normalizer
+      std::vector<std::string> sd = batch_;
+      std::shuffle(sd.begin(), sd.end(), fifth_);
+      std::string decl = "sink: f32[";
+      for (size_t i = 0; i < sd.size(); ++i) decl += (i ? ", " : "") + sd[i];
+      params_.push_back(decl + "]");
+      std::vector<std::string> od = outdims_o;
+      std::shuffle(od.begin(), od.end(), fifth_);
+      std::string dims;
+      for (size_t i = 0; i < od.size(); ++i) dims += (i ? ", " : "") + od[i];
+      body << "  mxs = maximum(max(s, " << K_ << "), sink)\n";
+      body << "  out o" << nout++ << ": f32[" << dims << "] = sum(exp(s - mxs) * v, " << K_
+           << ") / (sum(exp(s - mxs), " << K_ << ") + exp(sink - mxs))\n";
+    }
     std::ostringstream os;
     os << "program rnd" << index_ << "(";
     for (size_t i = 0; i < params_.size(); ++i) os << (i ? ", " : "") << params_[i];
@@ -130,7 +151,7 @@ class Gen {
   }
 
  private:
-  std::mt19937_64 rng_, extra_, third_, fourth_;
+  std::mt19937_64 rng_, extra_, third_, fourth_, fifth_;
   int index_;
   RandomProgramOptions opt_;
   std::vector<std::string> batch_;
@@ -143,6 +164,7 @@ class Gen {
   int extra(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(extra_); }
   int third(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(third_); }
   int fourth(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(fourth_); }
+  int fifth(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(fifth_); }
   std::vector<std::string> with(std::vector<std::string> a, std::vector<std::string> b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;
