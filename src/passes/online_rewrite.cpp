@@ -144,9 +144,10 @@ int normalize_exp(ProgramBuilder& b, const Node& e, int arg) {
         // A row whose every z is -inf has exp(z - safe(M)) = 0, which the strong zero keeps 0
         // whatever the factor; the term it stands for, exp(-inf + cx), is NaN where cx is +inf
         // or NaN (T = -inf: a sink of -inf on a fully masked row). There the terms are NaN.
+        // (One where with an `or`: the factor appears once in the epilogue's element code.)
         const Value nan = b.constant(NAN, b.node(f.id).type);
         const Value finite_cx = b.binary(Op::Lt, cx, b.constant(INFINITY, b.node(cx.id).type));
-        f = b.where(b.binary(Op::Gt, m, neg_inf), f, b.where(finite_cx, f, nan));
+        f = b.where(b.binary(Op::Or, b.binary(Op::Gt, m, neg_inf), finite_cx), f, nan);
       }
     }
     if (!safe) {
