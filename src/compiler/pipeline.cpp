@@ -133,7 +133,11 @@ Compiled compile_program(const Program& p, const CompileOptions& opt,
       split_clusters(best);
       // lower/cut_head_reductions.cpp: a query's or a key's reduction over a head dim (a
       // norm) in a kernel of its own, then the clusters again; kept where more kernels take
-      // the tensor-core path than without it.
+      // the tensor-core path than without it. (The one-kernel build of decode calls,
+      // cluster_split false, weighs the cut without the clusters. The ClusterSplit that
+      // decode_runs_one_kernel reads describes this plan's unsplit lowering: that build
+      // wherever the cut pays without the clusters too, which a review found no program
+      // to break.)
       const std::vector<Materialize> head = head_reduction_cuts(c.plan, c.lowered);
       if (!head.empty()) {
         Candidate cut = replan(head);

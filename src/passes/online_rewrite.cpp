@@ -9,8 +9,9 @@
 // the reference, and exactly those rows have max == -inf. The canonical softmax form (a = 1,
 // c = 0, safe) is left as it is. Where M hides in an R-invariant T computed from it
 // (attention sinks: T = maximum(max(s, n), sink[h])), E = a*y + c - a*T becomes
-//   exp(c - a*T + safe(max(z, R))) * exp(z - safe(max(z, R)))
-// term by term exactly, so the sum shares the running max and the factor waits for T.
+//   where(cx < inf, exp(cx) * exp(z - safe(max(z, R))), NaN),  cx = c - a*T + safe(max(z, R))
+// term by term (the guard: rows where the strong zero would hide a NaN term), so the sum
+// shares the running max and the factor waits for T.
 //
 // Step 2, for every sum over dims D whose argument depends on another reduction over a dim of
 // D (the softmax's max and sum over n feeding sum(p * v, n)), the sum is
@@ -141,13 +142,13 @@ int normalize_exp(ProgramBuilder& b, const Node& e, int arg) {
       if (!atom_is_max) add(safe_m);  // a*safe(M), scaled like z
       f = b.exp(cx) * f;
       if (!atom_is_max) {
-        // A row whose every z is -inf has exp(z - safe(M)) = 0, which the strong zero keeps 0
+        // At a key whose z is -inf, exp(z - safe(M)) = 0, which the strong zero keeps 0
         // whatever the factor; the term it stands for, exp(-inf + cx), is NaN where cx is +inf
-        // or NaN (T = -inf: a sink of -inf on a fully masked row). There the terms are NaN.
-        // (One where with an `or`: the factor appears once in the epilogue's element code.)
+        // or NaN (a sink of -inf on a fully masked row; a NaN sink on any row with a masked
+        // key, whose other terms the strong zero may zero too). Such a row's terms are NaN
+        // wherever a key is masked, and NaN or +inf elsewhere: it is NaN.
         const Value nan = b.constant(NAN, b.node(f.id).type);
-        const Value finite_cx = b.binary(Op::Lt, cx, b.constant(INFINITY, b.node(cx.id).type));
-        f = b.where(b.binary(Op::Or, b.binary(Op::Gt, m, neg_inf), finite_cx), f, nan);
+        f = b.where(b.binary(Op::Lt, cx, b.constant(INFINITY, b.node(cx.id).type)), f, nan);
       }
     }
     if (!safe) {
@@ -169,10 +170,10 @@ int normalize_exp(ProgramBuilder& b, const Node& e, int arg) {
   // An R-invariant T computed from a max over R, subtracted, as with attention sinks:
   // exp(s - maximum(max(s, n), sink)). Rewritten at that max, the exp shares its running max
   // (one pass) and the factor exp(safe(M) - T) waits for the epilogue. Each term exp(y - T) is
-  // exp(y - safe(M)) * exp(safe(M) - T); where the max is -inf the strong zero would make it
-  // 0 also for a T of -inf or NaN, where it is NaN, so those rows are guarded. Only a T that a
-  // max over R computes is taken: a T read from an input (a logsumexp saved by a forward pass)
-  // is one pass as it is.
+  // exp(y - safe(M)) * exp(safe(M) - T); at a masked key the strong zero would make it 0 also
+  // for a T of -inf or NaN, where it is NaN, so those rows are guarded. Only a T that a max over
+  // R computes is taken: a T read from an input (a logsumexp saved by a forward pass) is one
+  // pass as it is.
   for (auto& [atom, coef] : lin.terms) {
     if (!(coef < 0) || p.nodes[atom].op == Op::Max || match_safe_max(p, atom) >= 0) continue;
     for (int M : closure_of(p, atom)) {

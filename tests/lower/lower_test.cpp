@@ -1531,7 +1531,8 @@ TEST(Lower, HeadDimReductionsPerRowOrKeyRunInKernelsOfTheirOwn) {
   // without head dims every kernel takes the element path: nothing to gain, one kernel
   EXPECT_EQ(lowered(cosine, Target::cuda_sm90, {}).plan.kernels.size(), 1u);
   const std::vector<Program> more = parse_source(R"(
-program shared_norm(q: bf16[b, h, m, d], q2: bf16[b, h, r, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+program shared_norm(q: bf16[b, h, m, d], q2: bf16[b, h, r, d], k: bf16[b, h, n, d],
+                    v: bf16[b, h, n, e]) {
   kn = sqrt(sum(k * k, d))
   out o: bf16[b, h, m, e] = sum(softmax(sum(q * k, d) / kn, n) * v, n)
   out o2: bf16[b, h, r, e] = sum(softmax(sum(q2 * k, d) / kn, n) * v, n)
