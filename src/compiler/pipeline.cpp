@@ -129,7 +129,8 @@ Compiled compile_program(const Program& p, const CompileOptions& opt,
       cand = std::move(next);
     };
     if (!opt.strict) {
-      Candidate best{c.plan, c.lowered, {}};
+      const std::vector<Materialize> head = head_reduction_cuts(c.plan, c.lowered);
+      Candidate best{std::move(c.plan), std::move(c.lowered), {}};
       split_clusters(best);
       // lower/cut_head_reductions.cpp: a query's or a key's reduction over a head dim (a
       // norm) in a kernel of its own, then the clusters again; kept where more kernels take
@@ -138,7 +139,6 @@ Compiled compile_program(const Program& p, const CompileOptions& opt,
       // decode_runs_one_kernel reads describes this plan's unsplit lowering: that build
       // wherever the cut pays without the clusters too, which a review found no program
       // to break.)
-      const std::vector<Materialize> head = head_reduction_cuts(c.plan, c.lowered);
       if (!head.empty()) {
         Candidate cut = replan(head);
         split_clusters(cut);

@@ -13,12 +13,12 @@
 // kernels read once (make_plan's `materialize`); compile_program (compiler/pipeline.cpp) plans
 // and lowers the program again with them, splits clusters there as without them, and keeps
 // that plan where head_cuts_pay: more kernels on the tensor-core path (a row norm beside three
-// softmaxes needs both the cut and the kernels per cluster). A
-// reduction over a head dim of a value per (row, key) pair (a weighted contraction
-// sum(q * w * k, d)) is never cut: it would write a score matrix.
+// softmaxes needs both the cut and the kernels per cluster). A reduction over a head dim of a
+// value per (row, key) pair (a weighted contraction sum(q * w * k, d)) is never cut: it would
+// write a score matrix.
 // Preconditions: a lowered plan (lower_cuda). Test: tests/lower/lower_test.cpp
 // (Lower.HeadDimReductionsPerRowOrKeyRunInKernelsOfTheirOwn); on the GPU
-// tests/gpu/cuda_examples_test.cpp (CudaBackend.NormalizedQueriesAndKeysTakeTheTensorCorePath).
+// tests/gpu/cuda_examples_test.cpp (CudaBackend.NormsOverTheHeadDimRunInKernelsOfTheirOwn).
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -30,18 +30,10 @@
 namespace flashgen {
 
 namespace {
-
+// (plan dim lists -- the grid outermost first, buffer dims in memory order -- are not sorted)
 bool holds(const std::vector<int>& dims, int d) {
   return std::find(dims.begin(), dims.end(), d) != dims.end();
 }
-
-int tensor_core_kernels(const LoweredCuda& l) {
-  return static_cast<int>(
-      std::count_if(l.kernels.begin(), l.kernels.end(), [](const LoweredKernel& k) {
-        return k.path == LoweredKernel::Path::tensor_core;
-      }));
-}
-
 }  // namespace
 
 std::vector<Materialize> head_reduction_cuts(const Plan& plan, const LoweredCuda& lowered) {
@@ -129,7 +121,8 @@ std::vector<Materialize> head_reduction_cuts(const Plan& plan, const LoweredCuda
 }
 
 bool head_cuts_pay(const LoweredCuda& fused, const LoweredCuda& cut) {
-  return tensor_core_kernels(cut) > tensor_core_kernels(fused);
+  return kernels_on_path(cut, LoweredKernel::Path::tensor_core) >
+         kernels_on_path(fused, LoweredKernel::Path::tensor_core);
 }
 
 }  // namespace flashgen

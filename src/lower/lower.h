@@ -81,6 +81,9 @@ struct LoweredCuda {
   std::string str(const Plan& plan) const;
 };
 
+// How many of `lowered`'s kernels take `path`.
+int kernels_on_path(const LoweredCuda& lowered, LoweredKernel::Path path);
+
 // The device dtype of each plan buffer: inputs and outputs their declared dtype; an
 // intermediate as intermediate_storage says (tensor_core.h): f32 where a tensor-core kernel
 // writes or reads it and its dtype is a float of at most 4 bytes, else 8 bytes like the element

@@ -170,6 +170,11 @@ LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
   return out;
 }
 
+int kernels_on_path(const LoweredCuda& lowered, LoweredKernel::Path path) {
+  return static_cast<int>(std::count_if(lowered.kernels.begin(), lowered.kernels.end(),
+                                        [path](const LoweredKernel& k) { return k.path == path; }));
+}
+
 DType intermediate_storage(DType t, bool tensor_core) {
   if (is_integer(t)) return DType::i64;
   return tensor_core && is_float(t) && dtype_bytes(t) <= 4 ? DType::f32 : DType::f64;

@@ -280,12 +280,15 @@ class Lowering : public TensorCoreView {
     for (const PlanValue& v : k_.values) {
       if (v.load_buffer < 0) continue;
       const PlanBuffer& B = plan_.buffers[v.load_buffer];
-      const bool per_value = dimset_contains(B.dims, vdim_);
+      // (buffer dims are in memory order)
+      auto over = [&](int d) {
+        return std::find(B.dims.begin(), B.dims.end(), d) != B.dims.end();
+      };
+      const bool per_value = over(vdim_);
       for (int d : B.dims)
         if (d != k_.row_dim && !is_par(d) && d != vdim_ && d != k_.red_dim)
           fail("it reads the intermediate " + B.name + " over dim '" + p_.dims[d] + "'");
-      if (dimset_contains(B.dims, k_.red_dim) &&
-          (per_value || dimset_contains(B.dims, k_.row_dim)))
+      if (over(k_.red_dim) && (per_value || over(k_.row_dim)))
         fail("it reads the intermediate " + B.name + " over the key dim and the " +
              (per_value ? "value" : "row") + " dim (a matrix of the key loop's size)");
       if (per_value) from_load[v.node] = v.load_buffer;
@@ -694,8 +697,8 @@ class Lowering : public TensorCoreView {
   // S * BN / 2, accumulators A * DV / 2, P as operands G * BN / 4 per thread; at most
   // kWgmmaLiveRegs of the compute warps' 224 (208 with a producer of 88) after setmaxnreg, the
   // rest for addresses and element code) and the stages (staged tiles included) fit a block's
-  // shared memory: keys in
-  // tiles of 128, or of 64 when that does not fit. Otherwise the mma.sync shape chosen above.
+  // shared memory: keys in tiles of 128, or of 64 when that does not fit. Otherwise the
+  // mma.sync shape chosen above.
   // The careful build runs the same shape with mma.sync.
   // Registers a thread of a wgmma warpgroup holds across the key loop: `score_arrays` arrays of
   // scores (BN / 2 each), A accumulators (dvc / 2 each) and G groups' P operands (BN / 4 each).
@@ -1122,17 +1125,11 @@ bool TensorCoreView::is_acc(int node) const {
 
 void TensorCoreView::ancestors(int id, std::set<int>& out) const {
   // (a value the kernel loads is read, not computed: what it is computed from is not here)
-  std::vector<int> stack = {id};
-  std::set<int> seen;
-  while (!stack.empty()) {
-    const int a = stack.back();
-    stack.pop_back();
-    if (!seen.insert(a).second) continue;
-    out.insert(a);
-    const PlanValue* v = k_.value(a);
-    if (v && v->load_buffer >= 0) continue;
-    for (int x : N(a).args) stack.push_back(x);
-  }
+  const std::set<int> nodes = closure_of(p_, id, [this](int n) {
+    const PlanValue* v = k_.value(n);
+    return v && v->load_buffer >= 0;
+  });
+  out.insert(nodes.begin(), nodes.end());
 }
 
 std::vector<int> TensorCoreView::arg_dims(int gather) const {

@@ -190,12 +190,7 @@ bool decode_runs_one_kernel(const LoweredCuda::ClusterSplit& split, int64_t rows
 }
 
 namespace {
-int elements(const LoweredCuda& l) {
-  return static_cast<int>(
-      std::count_if(l.kernels.begin(), l.kernels.end(), [](const LoweredKernel& k) {
-        return k.path == LoweredKernel::Path::element;
-      }));
-}
+int elements(const LoweredCuda& l) { return kernels_on_path(l, LoweredKernel::Path::element); }
 }  // namespace
 
 LoweredCuda::ClusterSplit cluster_split_of(const Plan& split_plan, const LoweredCuda& fused,

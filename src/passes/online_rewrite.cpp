@@ -176,11 +176,9 @@ int normalize_exp(ProgramBuilder& b, const Node& e, int arg) {
   // pass as it is.
   for (auto& [atom, coef] : lin.terms) {
     if (!(coef < 0) || p.nodes[atom].op == Op::Max || match_safe_max(p, atom) >= 0) continue;
+    // (attempt checks that T, a term of c, does not vary along the max's dims)
     for (int M : closure_of(p, atom)) {
-      if (M == atom || p.nodes[M].op != Op::Max) continue;
-      bool varies = false;
-      for (int d : p.nodes[M].reduce) varies = varies || dimset_contains(p.nodes[atom].dims, d);
-      if (varies) continue;
+      if (p.nodes[M].op != Op::Max) continue;
       const int f = attempt(atom, -coef, M, true, false);
       if (f >= 0) return f;
     }

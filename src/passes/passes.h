@@ -37,6 +37,8 @@ int make_safe_max(ProgramBuilder& b, int max_node);
 int match_safe_max(const Program& p, int id);
 bool is_const(const Program& p, int id, double v);
 // `id` and every node it depends on, ordered by id (a topological order).
-std::set<int> closure_of(const Program& p, int id);
+// `stop(n)` true: n is in the closure, what it is computed from is not.
+std::set<int> closure_of(const Program& p, int id,
+                         const std::function<bool(int)>& stop = nullptr);
 
 }  // namespace flashgen

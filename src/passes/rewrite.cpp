@@ -29,13 +29,13 @@ Program rebuild(const Program& p, const RewriteFn& fn) {
   return b.build();
 }
 
-std::set<int> closure_of(const Program& p, int id) {
+std::set<int> closure_of(const Program& p, int id, const std::function<bool(int)>& stop) {
   std::set<int> nodes;
   std::vector<int> stack = {id};
   while (!stack.empty()) {
     const int n = stack.back();
     stack.pop_back();
-    if (!nodes.insert(n).second) continue;
+    if (!nodes.insert(n).second || (stop && stop(n))) continue;
     for (int a : p.nodes[n].args) stack.push_back(a);
   }
   return nodes;
