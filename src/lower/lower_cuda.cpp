@@ -314,7 +314,12 @@ std::string LoweredCuda::str(const Plan& plan) const {
           os << "  group " << g << ": running max %" << st.groups[g].max_node << " of %"
              << st.groups[g].arg << score_form_text(st.groups[g]) << ", row sums";
         for (int s : st.groups[g].sums) os << " %" << s;
-        os << (st.groups[g].sums.empty() ? " none\n" : "\n");
+        if (st.groups[g].sums.empty()) os << " none";
+        if (!st.groups[g].pv_weight.empty()) {
+          os << ", P.V weights";
+          for (int w : st.groups[g].pv_weight) os << " %" << w;
+        }
+        os << "\n";
       }
       for (const Sm80Structure::PV& a : st.pv)
         os << "  P.V %" << a.node << ": group " << a.group << " times "

@@ -211,11 +211,42 @@ class Lowering : public TensorCoreView {
         explained.insert(N(x).args[0]);
         continue;
       }
-      const Node& m = N(x);
-      if (m.op != Op::Mul) fail("online sum " + nt(a.node) + " is neither exp(x - max) nor exp(x - max) * v");
-      int e = m.args[0], v = m.args[1];
-      if (!online_exp(e)) std::swap(e, v);
-      if (!online_exp(e)) fail("online sum " + nt(a.node) + " does not sum exp(x - max) * v");
+      if (N(x).op != Op::Mul)
+        fail("online sum " + nt(a.node) + " is neither exp(x - max) nor exp(x - max) * v");
+      // The product's factors: exp(x - max) once, a value tensor (the one over a head dim) and
+      // weights of the probabilities (score element code: key gates, per-key factors).
+      std::vector<int> factors, stack = {x}, weight;
+      while (!stack.empty()) {
+        const int f = stack.back();
+        stack.pop_back();
+        if (N(f).op == Op::Mul) {
+          explained.insert(f);
+          stack.push_back(N(f).args[1]);
+          stack.push_back(N(f).args[0]);
+        } else {
+          factors.push_back(f);
+        }
+      }
+      int e = -1, v = -1;
+      for (int f : factors) {
+        if (e < 0 && online_exp(f)) e = f;
+        else if (head_dims_of(f) >= 0) {
+          if (v >= 0) fail("online sum " + nt(a.node) + " multiplies two tensors over a head dim");
+          v = f;
+        } else {
+          weight.push_back(f);
+        }
+      }
+      if (e < 0) fail("online sum " + nt(a.node) + " does not sum exp(x - max) * v");
+      if (v < 0)
+        fail("online sum " + nt(a.node) + " sums exp(x - max) times weights, no value tensor (a "
+             "weighted row sum: the template's row sums are of exp(x - max) alone)");
+      std::sort(weight.begin(), weight.end());
+      const bool first = std::none_of(pv_.begin(), pv_.end(), [&](const Acc& o) { return o.group == g; });
+      if (first) groups_[g].pv_weight = weight;
+      else if (groups_[g].pv_weight != weight)
+        fail("online sum " + nt(a.node) + " weighs the probabilities of " + nt(groups_[g].max_node) +
+             " by other factors than another P.V of that softmax does");
       pv_.push_back({a.node, g, value_tensor(a.node, v, head_dims_of(v))});
       explained.insert({x, e, N(e).args[0], v});
     }
@@ -227,9 +258,29 @@ class Lowering : public TensorCoreView {
     if (pv_.size() > 4) fail(S(pv_.size()) + " P.V accumulators (at most 4)");
     if (vbufs_.size() > 2) fail(S(vbufs_.size()) + " value tensors (at most 2)");
     choose_pieces();
+    // A P.V weight is score element code of its own: it reads no accumulator and nothing the
+    // key loop computes after the exp (the running max's safe form, the row sums).
+    for (const Group& g : groups_)
+      for (int w : g.pv_weight) {
+        std::set<int> below;
+        ancestors(w, below);
+        for (int id : below) {
+          for (const Score& sc : scores_)
+            if (sc.node == id)
+              fail("the P.V weight " + nt(w) + " reads the score " + nt(id) + " (the template "
+                   "weighs the probabilities after they replaced the scores)");
+          const PlanValue* pv = k_.value(id);
+          if (is_acc(id) || (pv && pv->phase != Phase::Body && pv->phase != Phase::Prologue))
+            fail("the P.V weight " + nt(w) + " reads " + nt(id) + ", which the key loop "
+                 "computes from its running state");
+        }
+      }
     // Every body value must be score element code or a recognized accumulator part.
     std::set<int> score_code;
-    for (const Group& g : groups_) ancestors(g.arg, score_code);
+    for (const Group& g : groups_) {
+      ancestors(g.arg, score_code);
+      for (int w : g.pv_weight) ancestors(w, score_code);
+    }
     for (const PlanValue& v : k_.values) {
       if (v.phase != Phase::Body || is_acc(v.node)) continue;
       if (score_code.count(v.node) || explained.count(v.node)) continue;

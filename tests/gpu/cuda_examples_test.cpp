@@ -1125,6 +1125,49 @@ TEST(CudaBackend, NormsOverTheHeadDimRunInKernelsOfTheirOwn) {
       }
 }
 
+// Probabilities weighed before they multiply the values (tests/programs/gates.attn: key gates,
+// a dropout mask under a causal mask, grouped queries with a gate per shared key, one weighted
+// softmax read by two value tensors with a per-row and a per-key factor): one kernel on the
+// tensor cores (the group's P.V weights) against the reference -- decode calls (the few-rows
+// kernel), split key loops, walking blocks and long loops, d = 64 and 128; gates of inf and NaN
+// at keys the causal mask removes, and of 0 over values of inf.
+TEST(CudaBackend, WeightedProbabilitiesMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/gates.attn"));
+  for (const Program& p : ps)
+    for (const int64_t d : {64, 128})
+      for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{
+               {1, 3001}, {5, 2000}, {333, 700}, {200, 150}, {1000, 1000}}) {
+        const Extents ext = testing::example_extents(p, m, n, d, d, 2);
+        SCOPED_TRACE(p.name + " d=" + std::to_string(d) + " m=" + std::to_string(m) +
+                     " n=" + std::to_string(n));
+        std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
+        ASSERT_EQ(L->kernels.size(), 1u);
+        ASSERT_EQ(L->kernels[0].low.path, LoweredKernel::Path::tensor_core) << L->kernels[0].low.why;
+        TensorMap in = random_inputs(p, ext, 171 + m + d);
+        check_inputs(p, in, ext);
+      }
+  // Non-finite gates: at keys the causal mask removes for every row (probability 0) an inf or
+  // NaN gate contributes nothing, and a gate of 0 over values of inf contributes 0 (the strong
+  // zero; the careful build).
+  const Program gqa = ps.at(2);
+  const Extents ext = testing::example_extents(gqa, 200, 300, 64, 64, 2);
+  TensorMap in = random_inputs(gqa, ext, 5);
+  Tensor& w = in.at("w");
+  Tensor& v = in.at("v");
+  const int64_t N = ext.at("n"), E = ext.at("e");
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    const int64_t key = i % N;
+    if (key == 250) w.set(i, std::numeric_limits<double>::infinity());  // (rows < 200)
+    if (key == 251) w.set(i, std::numeric_limits<double>::quiet_NaN());
+    if (key == 7) {  // a gate of 0 over values of inf
+      w.set(i, 0.0);
+      for (int64_t e = 0; e < E; ++e) v.set((i / N) * N * E + key * E + e, std::numeric_limits<double>::infinity());
+    }
+  }
+  check_inputs(gqa, in, ext);
+}
+
 // Random template-shaped programs (tests/support/random_program.h): every one runs against the
 // reference, on the tensor-core path where the template takes it and the element path elsewhere.
 TEST(CudaProperty, RandomProgramsMatchTheReference) {

@@ -1590,6 +1590,74 @@ program sinks(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], sin
   }
 }
 
+// Probabilities weighed before they multiply the values (tests/programs/gates.attn): the
+// factors of each P.V besides exp(x - max) and the value tensor are the group's P.V weights,
+// score element code the kernel multiplies the probabilities by after the row sums took them;
+// the row sums stay exp(x - max). Weights the template cannot apply keep the element path,
+// saying why: two P.V of one softmax weighed differently, a weight read from the score, a
+// weighted row sum.
+TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
+  const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/gates.attn"));
+  ASSERT_EQ(ps.size(), 4u);  // key_gate, dropout, gqa_gate, two_values
+  for (const auto& [t, d] : {std::pair{Target::cuda_sm90, 64}, std::pair{Target::cuda_sm90, 128},
+                             std::pair{Target::cuda_sm80, 128}})
+    for (const Program& p : ps) {
+      SCOPED_TRACE(p.name + " " + target_name(t) + " d=" + std::to_string(d));
+      const Compiled c = lowered(p, t, {{"d", d}, {"e", d}});
+      ASSERT_EQ(c.lowered.kernels.size(), 1u);
+      const LoweredKernel& k = c.lowered.kernels[0];
+      ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
+      const TensorCoreKernel& tc = k.tensor_core;
+      const Program& rp = c.plan.program;
+      ASSERT_EQ(tc.groups.size(), 1u);
+      const TensorCoreKernel::Group& g = tc.groups[0];
+      EXPECT_GE(g.max_node, 0);
+      // the row sum: exp(x - max) as it is
+      ASSERT_EQ(g.sums.size(), 1u);
+      EXPECT_EQ(rp.nodes[rp.nodes[g.sums[0]].args[0]].op, Op::Exp);
+      EXPECT_EQ(tc.pv.size(), p.name == "two_values" ? 2u : 1u);
+      for (const TensorCoreKernel::Acc& a : tc.pv) EXPECT_EQ(a.group, 0);
+      EXPECT_EQ(tc.launch.wgmma, t == Target::cuda_sm90);
+      EXPECT_EQ(tc.launch.structure.groups.at(0).pv_weight, g.pv_weight);
+      std::vector<std::string> weights;  // the weights, as the op or the parameter they are
+      for (int w : g.pv_weight) {
+        const Node& n = rp.nodes[w];
+        // a weight is over the row and the key at most: no head dim
+        for (int dim : n.dims) EXPECT_TRUE(rp.dims[dim] != "d" && rp.dims[dim] != "e") << n.dims.size();
+        weights.push_back(n.op == Op::Param ? rp.params[n.param].name : op_name(n.op));
+      }
+      std::sort(weights.begin(), weights.end());
+      // (two_values' factor per row leaves the sum over the keys: the epilogue multiplies it)
+      const std::map<std::string, std::vector<std::string>> want = {
+          {"key_gate", {"sigmoid"}}, {"dropout", {"where"}}, {"gqa_gate", {"w"}},
+          {"two_values", {"c", "sigmoid"}}};
+      EXPECT_EQ(weights, want.at(p.name));
+      // the printed dump names them
+      EXPECT_NE(c.lowered.str(c.plan).find(", P.V weights %"), std::string::npos);
+    }
+  // What the template cannot weigh: the element path, and why.
+  const std::vector<std::pair<std::string, std::string>> cannot = {
+      {"  p = softmax(s, n)\n"
+       "  out o: bf16[b, h, m, e] = sum(p * g * v, n)\n"
+       "  out o2: bf16[b, h, m, e] = sum(p * v, n)\n",
+       "by other factors than another P.V of that softmax does"},
+      {"  out o: bf16[b, h, m, e] = sum(softmax(s, n) * sigmoid(s) * v, n)\n",
+       "reads the score"},
+      {"  out o: f32[b, h, m] = sum(softmax(s, n) * g, n)\n",
+       "no value tensor (a weighted row sum"},
+  };
+  for (const auto& [body, why] : cannot) {
+    const Program p = parse_source(
+        "program w(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], g: f32[n]) {\n"
+        "  s = sum(q * k, d) / sqrt(size(d))\n" + body + "}\n", "w.attn").at(0);
+    SCOPED_TRACE(body);
+    const Compiled c = fused(p, Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+    ASSERT_EQ(c.lowered.kernels.size(), 1u);
+    EXPECT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::element);
+    EXPECT_NE(c.lowered.kernels[0].why.find(why), std::string::npos) << c.lowered.kernels[0].why;
+  }
+}
+
 // split_clusters: diff_attn's two softmax groups at e = 2d = 256 need a value split of 4 in
 // one kernel (1536 multiply-adds a (row, key) pair); apart, each group's kernel holds its
 // accumulator in one chunk (768 in all), the first writing p1.v normalized (tmp0) and the

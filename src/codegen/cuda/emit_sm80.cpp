@@ -373,6 +373,11 @@ class Printer : public TensorCoreView {
     if (plain_groups)
       os << "  static constexpr int kPlainGroups = " << plain_groups
          << ";  // groups of plain sums (no running max)\n";
+    int weighted_groups = 0;
+    for (int g = 0; g < G; ++g) weighted_groups |= !groups_[g].pv_weight.empty() << g;
+    if (weighted_groups)
+      os << "  static constexpr int kWeightedGroups = " << weighted_groups
+         << ";  // groups whose P.V weighs the probabilities\n";
     if (!launch_.split.empty())
       os << "  // Q, K and V as " << launch_.pieces << " bf16 pieces each (written by "
          << launch_.split_entry << ")\n  static constexpr int kPieces = " << launch_.pieces
@@ -519,6 +524,26 @@ class Printer : public TensorCoreView {
          << ";\n      return " << plain[g] << ";\n    }\n";
     }
     bd << "    return 0.f;\n  }\n";
+    // the weights of a group's P.V (kWeightedGroups), factor by factor with the strong zero
+    std::ostringstream weigh;
+    for (int g = 0; g < G; ++g) {
+      if (groups_[g].pv_weight.empty()) continue;
+      auto idx = [this](int d) -> std::string {
+        if (d == k_.row_dim) return "m";
+        if (d == k_.red_dim) return "n";
+        return "";
+      };
+      ElementContext cw;
+      cw = context(idx, [](int) { return std::string(); }, -1, &cw, true, /*staged=*/true);
+      std::string w = "p";
+      for (int f : groups_[g].pv_weight)
+        w = "fg_mul0(" + w + ", (float)(" + em_.value(f, cw) + "))";
+      weigh << "    if (g == " << g << ") return " << w << ";\n";
+    }
+    if (!weigh.str().empty())
+      bd << "  template <int g>\n  static __device__ float weigh(float p, int m, int n, const Ctx& "
+            "ctx, const fg::TileView& tv) {\n    (void)m; (void)n; (void)ctx; (void)tv;\n"
+         << weigh.str() << "    return p;\n  }\n";
     // stores
     auto acc_map = [this](int node) -> std::string {
       for (size_t a = 0; a < pv_.size(); ++a)

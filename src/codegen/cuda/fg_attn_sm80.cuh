@@ -318,6 +318,13 @@ FG_OPTIONAL(DiagOf, kNumDiag, int, 0)
 // the group's accumulators (sigmoid or relu weights); masked and out-of-range keys weigh 0.
 FG_OPTIONAL(PlainGroupsOf, kPlainGroups, int, 0)
 
+// Optional Spec member kWeightedGroups (default 0): bit g set weighs group g's probabilities
+// before they multiply its values (key gates: sum(softmax(s) * gate * v)): after the row sums
+// took them as they are, each becomes Spec::weigh<g>(p, m, n, ctx, tv): p times the weights at
+// (m, n), with the strong zero (arguments as score's, n clamped to N - 1 at padded keys, whose p
+// is 0). The weights read no score: x may have overwritten the scores c by then.
+FG_OPTIONAL(WeightedGroupsOf, kWeightedGroups, int, 0)
+
 // Optional Spec members kPieces (default 1), kPiecePitchQK, kPiecePitchV: the operands held as
 // bf16 pieces (the Spec interface above).
 FG_OPTIONAL(PiecesOf, kPieces, int, 1)
@@ -388,6 +395,8 @@ struct AttnSm80 {
   static constexpr int kPitchQK = PitchQKOf<Spec>::value, kPitchV = PitchVOf<Spec>::value;
   // Group g of plain sums (kPlainGroups)
   static constexpr __host__ __device__ bool plain(int g) { return (PlainGroupsOf<Spec>::value >> g) & 1; }
+  // Group g of weighted probabilities (kWeightedGroups)
+  static constexpr __host__ __device__ bool weighted(int g) { return (WeightedGroupsOf<Spec>::value >> g) & 1; }
   static constexpr int DIN = HeadDataOf<Spec>::d, DVIN = HeadDataOf<Spec>::dv;  // columns held
   // Warp specialization: NWC compute warps (NTC threads) own the rows; NL threads load (the
   // producer warpgroup, or every thread of the block without it).
@@ -1188,6 +1197,22 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           lsum[g][b][h] = lsum[g][b][h] * alpha[g][b][h] + row_sum_partial(x[g][b], h);
         }
       }
+    // the weights of P.V (kWeightedGroups), once the row sums took the probabilities
+    if constexpr (WeightedGroupsOf<Spec>::value != 0) {
+#pragma unroll
+      for (int b = 0; b < MW; ++b)
+#pragma unroll
+        for (int t = 0; t < NT8; ++t)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int nc = min(n0 + t * 8 + col_t + (i & 1), N - 1);
+            if constexpr (K::weighted(0))
+              x[0][b][t][i] = Spec::template weigh<0>(x[0][b][t][i], rm[b][i >> 1], nc, ctx, tv);
+            if constexpr (G > 1 && K::weighted(G - 1))
+              x[G - 1][b][t][i] =
+                  Spec::template weigh<G - 1>(x[G - 1][b][t][i], rm[b][i >> 1], nc, ctx, tv);
+          }
+    }
   };
   // The weights x as the P.V operands (as pieces: each the rounding of what the ones before
   // left; x is consumed).
