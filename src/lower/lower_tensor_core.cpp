@@ -198,7 +198,7 @@ class Lowering : public TensorCoreView {
       // The group of the running max the sum is rescaled by, and its exp(x - safe(max)) factor
       // (the plan's Accumulator: fuse recognized the one-pass form).
       int g = -1;
-      for (size_t i = 0; i < groups_.size(); ++i)
+      for (size_t i = 0; i < groups_.size() && g < 0; ++i)
         if (groups_[i].max_node == a.rescale_by[0]) g = static_cast<int>(i);
       if (g < 0) fail("online sum " + nt(a.node) + " is rescaled by a max that is no group's");
       auto online_exp = [&](int id) {
@@ -242,11 +242,25 @@ class Lowering : public TensorCoreView {
         fail("online sum " + nt(a.node) + " sums exp(x - max) times weights, no value tensor (a "
              "weighted row sum: the template's row sums are of exp(x - max) alone)");
       std::sort(weight.begin(), weight.end());
-      const bool first = std::none_of(pv_.begin(), pv_.end(), [&](const Acc& o) { return o.group == g; });
-      if (first) groups_[g].pv_weight = weight;
-      else if (groups_[g].pv_weight != weight)
-        fail("online sum " + nt(a.node) + " weighs the probabilities of " + nt(groups_[g].max_node) +
-             " by other factors than another P.V of that softmax does");
+      // One P operand a group: a P.V of the same softmax weighed otherwise than the group's
+      // first takes a group of its own (the same running max; no row sums).
+      auto has_pv = [&](int h) {
+        return std::any_of(pv_.begin(), pv_.end(), [&](const Acc& o) { return o.group == h; });
+      };
+      if (!has_pv(g)) {
+        groups_[g].pv_weight = weight;
+      } else if (groups_[g].pv_weight != weight) {
+        int h = -1;
+        for (size_t i = 0; i < groups_.size(); ++i)
+          if (groups_[i].max_node == groups_[g].max_node && groups_[i].pv_weight == weight)
+            h = static_cast<int>(i);
+        if (h < 0) {
+          groups_.push_back({groups_[g].max_node, groups_[g].arg, {}});
+          groups_.back().pv_weight = weight;
+          h = static_cast<int>(groups_.size()) - 1;
+        }
+        g = h;
+      }
       pv_.push_back({a.node, g, value_tensor(a.node, v, head_dims_of(v))});
       explained.insert({x, e, N(e).args[0], v});
     }

@@ -1593,12 +1593,14 @@ program sinks(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], sin
 // Probabilities weighed before they multiply the values (tests/programs/gates.attn): the
 // factors of each P.V besides exp(x - max) and the value tensor are the group's P.V weights,
 // score element code the kernel multiplies the probabilities by after the row sums took them;
-// the row sums stay exp(x - max). Weights the template cannot apply keep the element path,
-// saying why: two P.V of one softmax weighed differently, a weight read from the score, a
-// weighted row sum.
+// the row sums stay exp(x - max). A P.V of the same softmax weighed otherwise takes a group of
+// its own with the same running max. Weights the template cannot apply keep the element path,
+// saying why: a weight read from the score, a weighted row sum.
 TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
-  const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/gates.attn"));
-  ASSERT_EQ(ps.size(), 4u);  // key_gate, dropout, gqa_gate, two_values
+  std::vector<Program> ps = parse_file(testing::source_path("tests/programs/gates.attn"));
+  ASSERT_EQ(ps.size(), 5u);  // key_gate, dropout, gqa_gate, two_values, gated_and_not
+  const Program both = ps.back();
+  ps.pop_back();
   for (const auto& [t, d] : {std::pair{Target::cuda_sm90, 64}, std::pair{Target::cuda_sm90, 128},
                              std::pair{Target::cuda_sm80, 128}})
     for (const Program& p : ps) {
@@ -1635,12 +1637,28 @@ TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
       // the printed dump names them
       EXPECT_NE(c.lowered.str(c.plan).find(", P.V weights %"), std::string::npos);
     }
+  // gated_and_not: group 0 the softmax with its row sums and the plain P.V, group 1 the same
+  // running max, no row sums, the gate
+  for (const Target t : {Target::cuda_sm90, Target::cuda_sm80}) {
+    const Compiled c = lowered(both, t, {{"d", 64}, {"e", 64}});
+    ASSERT_EQ(c.lowered.kernels.size(), 1u);
+    const LoweredKernel& k = c.lowered.kernels[0];
+    ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
+    const std::vector<TensorCoreKernel::Group>& gs = k.tensor_core.groups;
+    ASSERT_EQ(gs.size(), 2u);
+    EXPECT_EQ(gs[0].max_node, gs[1].max_node);
+    EXPECT_EQ(gs[0].arg, gs[1].arg);
+    EXPECT_EQ(gs[0].score_steps, gs[1].score_steps);  // (the mask, the scale)
+    EXPECT_EQ(gs[0].sums.size(), 1u);
+    EXPECT_TRUE(gs[1].sums.empty());
+    EXPECT_TRUE(gs[0].pv_weight.empty());
+    ASSERT_EQ(gs[1].pv_weight.size(), 1u);
+    EXPECT_EQ(c.plan.program.nodes[gs[1].pv_weight[0]].op, Op::Sigmoid);
+    ASSERT_EQ(k.tensor_core.pv.size(), 2u);
+    EXPECT_NE(k.tensor_core.pv[0].group, k.tensor_core.pv[1].group);
+  }
   // What the template cannot weigh: the element path, and why.
   const std::vector<std::pair<std::string, std::string>> cannot = {
-      {"  p = softmax(s, n)\n"
-       "  out o: bf16[b, h, m, e] = sum(p * g * v, n)\n"
-       "  out o2: bf16[b, h, m, e] = sum(p * v, n)\n",
-       "by other factors than another P.V of that softmax does"},
       {"  out o: bf16[b, h, m, e] = sum(softmax(s, n) * sigmoid(s) * v, n)\n",
        "reads the score"},
       {"  out o: f32[b, h, m] = sum(softmax(s, n) * g, n)\n",

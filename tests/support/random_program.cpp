@@ -60,7 +60,7 @@ class Gen {
       qv = "qn";
     }
     // (a fifth stream, so the draws above and below stay as they were: k normalized over its
-    // head dim a fifth of the time, a norm per key)
+    // head dim a fifth of the time, a norm per key; at the end, sinks and key gates)
     std::string kv = "k";
     if (fifth(0, 4) == 0) {
       body << "  kn = k / sqrt(sum(k * k, " << D_ << ") + 0.001)\n";
@@ -142,6 +142,19 @@ class Gen {
       body << "  mxs = maximum(max(s, " << K_ << "), sink)\n";
       body << "  out o" << nout++ << ": f32[" << dims << "] = sum(exp(s - mxs) * v, " << K_
            << ") / (sum(exp(s - mxs), " << K_ << ") + exp(sink - mxs))\n";
+    }
+    if (fifth(0, 4) == 0) {  // key gates: the probabilities weighed per key before the values
+      std::vector<std::string> gd = with(kb, {K_});
+      std::shuffle(gd.begin(), gd.end(), fifth_);
+      std::string decl = "kg: f32[";
+      for (size_t i = 0; i < gd.size(); ++i) decl += (i ? ", " : "") + gd[i];
+      params_.push_back(decl + "]");
+      std::vector<std::string> od = outdims_o;
+      std::shuffle(od.begin(), od.end(), fifth_);
+      std::string dims;
+      for (size_t i = 0; i < od.size(); ++i) dims += (i ? ", " : "") + od[i];
+      body << "  out o" << nout++ << ": f32[" << dims << "] = sum(softmax(s, " << K_
+           << ") * sigmoid(kg) * v, " << K_ << ")\n";
     }
     std::ostringstream os;
     os << "program rnd" << index_ << "(";
