@@ -48,6 +48,8 @@
 //     static constexpr int kNumGroups;   // G: softmax groups (each: running max, row sum) or
 //                                        // plain groups (kPlainGroups: weights, row sum) (1..2)
 //     static constexpr int kPlainGroups; // optional (default 0): bit g makes group g plain
+//     static constexpr int kWeightedGroups; // optional (default 0): bit g weighs group g's
+//                                        // probabilities before P.V (weigh<g>, below)
 //     static constexpr int kNumV;        // V: distinct value tensors loaded per key tile (1..2)
 //     static constexpr int kNumAcc;      // A: P.V accumulators (1..4)
 //     static constexpr int kHeadDim;     // D: width of every Q_s/K_s (32, 64, 96, 128)
@@ -149,6 +151,10 @@
 //                                   const fg::TileView& tv);
 //     template <int g>
 //     static __device__ float score_scale(const Ctx& ctx);  // > 0, finite
+//     // With bit g of kWeightedGroups: probability p of (m, n) times the P.V weights there,
+//     // with the strong zero (n clamped as for score; reads no score).
+//     template <int g>
+//     static __device__ float weigh(float p, int m, int n, const Ctx& ctx, const fg::TileView& tv);
 //
 //     // Epilogue for two adjacent value columns (e, e+1) of row m (m < M, e even):
 //     // o[a][j] = accumulator a at (m, e+j), un-normalized; st has per group g: l[g] (row sum),
