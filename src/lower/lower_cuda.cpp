@@ -316,7 +316,7 @@ std::string LoweredCuda::str(const Plan& plan) const {
         for (int s : st.groups[g].sums) os << " %" << s;
         if (st.groups[g].sums.empty()) os << " none";
         if (!st.groups[g].pv_weight.empty()) {
-          os << ", P.V weights";
+          os << (st.groups[g].weigh_sums ? ", P.V and row-sum weights" : ", P.V weights");
           for (int w : st.groups[g].pv_weight) os << " %" << w;
         }
         os << "\n";

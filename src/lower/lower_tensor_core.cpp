@@ -158,6 +158,9 @@ class Lowering : public TensorCoreView {
     // Sums: row sums and P.V, of a softmax group (rescaled by its running max) or of a plain
     // group (no max: the weights are score element code as they are, e.g. sigmoid(s)).
     std::set<int> explained;
+    // online sums of exp(x - max) times weights (empty: none) and a value tensor (-1: a row sum)
+    struct OnlineSum { int node, max_node; std::vector<int> weight; int v; };
+    std::vector<OnlineSum> online;
     // the plain group of weight w (made on first use)
     auto plain_group = [&](int w) {
       for (size_t i = 0; i < groups_.size(); ++i)
@@ -205,16 +208,8 @@ class Lowering : public TensorCoreView {
         return std::find(a.exp_factors.begin(), a.exp_factors.end(), id) != a.exp_factors.end() &&
                N(N(id).args[0]).args[0] == groups_[g].arg;
       };
-      if (online_exp(x)) {
-        groups_[g].sums.push_back(a.node);
-        explained.insert(x);
-        explained.insert(N(x).args[0]);
-        continue;
-      }
-      if (N(x).op != Op::Mul)
-        fail("online sum " + nt(a.node) + " is neither exp(x - max) nor exp(x - max) * v");
-      // The product's factors: exp(x - max) once, a value tensor (the one over a head dim) and
-      // weights of the probabilities (score element code: key gates, per-key factors).
+      // The summand's factors: exp(x - max) once, at most one value tensor (over a head dim)
+      // and weights of the probabilities (score element code: key gates, a dropout mask).
       std::vector<int> factors, stack = {x}, weight;
       while (!stack.empty()) {
         const int f = stack.back();
@@ -237,33 +232,50 @@ class Lowering : public TensorCoreView {
           weight.push_back(f);
         }
       }
-      if (e < 0) fail("online sum " + nt(a.node) + " does not sum exp(x - max) * v");
-      if (v < 0)
-        fail("online sum " + nt(a.node) + " sums exp(x - max) times weights, no value tensor (a "
-             "weighted row sum: the template's row sums are of exp(x - max) alone)");
+      if (e < 0) fail("online sum " + nt(a.node) + " does not sum exp(x - max) (times v)");
       std::sort(weight.begin(), weight.end());
-      // One P operand a group: a P.V of the same softmax weighed otherwise than the group's
-      // first takes a group of its own (the same running max; no row sums).
-      auto has_pv = [&](int h) {
-        return std::any_of(pv_.begin(), pv_.end(), [&](const Acc& o) { return o.group == h; });
-      };
-      if (!has_pv(g)) {
-        groups_[g].pv_weight = weight;
-      } else if (groups_[g].pv_weight != weight) {
-        int h = -1;
-        for (size_t i = 0; i < groups_.size(); ++i)
-          if (groups_[i].max_node == groups_[g].max_node && groups_[i].pv_weight == weight)
-            h = static_cast<int>(i);
-        if (h < 0) {
-          groups_.push_back({groups_[g].max_node, groups_[g].arg, {}});
-          groups_.back().pv_weight = weight;
-          h = static_cast<int>(groups_.size()) - 1;
-        }
-        g = h;
-      }
-      pv_.push_back({a.node, g, value_tensor(a.node, v, head_dims_of(v))});
-      explained.insert({x, e, N(e).args[0], v});
+      online.push_back({a.node, groups_[g].max_node, weight, v});
+      explained.insert({x, e, N(e).args[0]});
+      if (v >= 0) explained.insert(v);
     }
+    // Groups of the online sums: one P operand a group (its probabilities times the group's
+    // P.V weights), row sums of the probabilities or, all of them (weigh_sums), of the weighted
+    // ones. The P.V first: each joins a group of its running max with its weights (a group
+    // with no sums and no P.V yet takes any), or a new group of that max; then each row sum a
+    // group of its max whose sums are weighed as it is, else a new group.
+    auto group_of = [&](const OnlineSum& o) {
+      int found = -1, empty = -1;
+      for (size_t i = 0; i < groups_.size() && found < 0; ++i) {
+        Group& gr = groups_[i];
+        if (gr.max_node != o.max_node) continue;
+        const bool has_pv = std::any_of(pv_.begin(), pv_.end(),
+                                        [&](const Acc& q) { return q.group == static_cast<int>(i); });
+        if (!has_pv && gr.sums.empty()) {
+          if (empty < 0) empty = static_cast<int>(i);
+          continue;
+        }
+        const bool fits = o.v >= 0            ? gr.pv_weight == o.weight
+                          : o.weight.empty() ? !gr.weigh_sums
+                                             : gr.pv_weight == o.weight &&
+                                                   (gr.weigh_sums || gr.sums.empty());
+        if (fits) found = static_cast<int>(i);
+      }
+      int g = found >= 0 ? found : empty;
+      if (g < 0) {
+        int first = 0;
+        while (groups_[first].max_node != o.max_node) ++first;
+        groups_.push_back({o.max_node, groups_[first].arg, {}});
+        g = static_cast<int>(groups_.size()) - 1;
+      }
+      Group& gr = groups_[g];
+      if (o.v >= 0 || !o.weight.empty()) gr.pv_weight = o.weight;
+      if (o.v < 0 && !o.weight.empty()) gr.weigh_sums = true;
+      return g;
+    };
+    for (const OnlineSum& o : online)
+      if (o.v >= 0) pv_.push_back({o.node, group_of(o), value_tensor(o.node, o.v, head_dims_of(o.v))});
+    for (const OnlineSum& o : online)
+      if (o.v < 0) groups_[group_of(o)].sums.push_back(o.node);
     if (groups_.empty()) fail("no reduction over the key dim of score element code");
     for (Group& g : groups_)
       if (g.max_node >= 0) score_form(g);

@@ -1593,14 +1593,15 @@ program sinks(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], sin
 // Probabilities weighed before they multiply the values (tests/programs/gates.attn): the
 // factors of each P.V besides exp(x - max) and the value tensor are the group's P.V weights,
 // score element code the kernel multiplies the probabilities by after the row sums took them;
-// the row sums stay exp(x - max). A P.V of the same softmax weighed otherwise takes a group of
-// its own with the same running max. Weights the template cannot apply keep the element path,
-// saying why: a weight read from the score, a weighted row sum.
+// the row sums stay exp(x - max), or, where they are of the weighted ones too (a mask written
+// as a factor), take the weights (weigh_sums). A P.V of the same softmax weighed otherwise takes
+// a group of its own with the same running max. Weights the template cannot apply keep the
+// element path, saying why: a weight read from the score, a second tensor over a head dim.
 TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
   std::vector<Program> ps = parse_file(testing::source_path("tests/programs/gates.attn"));
-  ASSERT_EQ(ps.size(), 5u);  // key_gate, dropout, gqa_gate, two_values, gated_and_not
-  const Program both = ps.back();
-  ps.pop_back();
+  ASSERT_EQ(ps.size(), 6u);  // key_gate, dropout, gqa_gate, two_values, gated_and_not, mult_mask
+  const Program both = ps.at(4);
+  ps.erase(ps.begin() + 4);
   for (const auto& [t, d] : {std::pair{Target::cuda_sm90, 64}, std::pair{Target::cuda_sm90, 128},
                              std::pair{Target::cuda_sm80, 128}})
     for (const Program& p : ps) {
@@ -1614,9 +1615,10 @@ TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
       ASSERT_EQ(tc.groups.size(), 1u);
       const TensorCoreKernel::Group& g = tc.groups[0];
       EXPECT_GE(g.max_node, 0);
-      // the row sum: exp(x - max) as it is
+      // the row sum: exp(x - max) as it is, or (mult_mask) times the weights
       ASSERT_EQ(g.sums.size(), 1u);
-      EXPECT_EQ(rp.nodes[rp.nodes[g.sums[0]].args[0]].op, Op::Exp);
+      EXPECT_EQ(g.weigh_sums, p.name == "mult_mask");
+      EXPECT_EQ(rp.nodes[rp.nodes[g.sums[0]].args[0]].op, g.weigh_sums ? Op::Mul : Op::Exp);
       EXPECT_EQ(tc.pv.size(), p.name == "two_values" ? 2u : 1u);
       for (const TensorCoreKernel::Acc& a : tc.pv) EXPECT_EQ(a.group, 0);
       EXPECT_EQ(tc.launch.wgmma, t == Target::cuda_sm90);
@@ -1632,10 +1634,12 @@ TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
       // (two_values' factor per row leaves the sum over the keys: the epilogue multiplies it)
       const std::map<std::string, std::vector<std::string>> want = {
           {"key_gate", {"sigmoid"}}, {"dropout", {"where"}}, {"gqa_gate", {"w"}},
-          {"two_values", {"c", "sigmoid"}}};
+          {"two_values", {"c", "sigmoid"}}, {"mult_mask", {"cast"}}};
       EXPECT_EQ(weights, want.at(p.name));
       // the printed dump names them
-      EXPECT_NE(c.lowered.str(c.plan).find(", P.V weights %"), std::string::npos);
+      EXPECT_NE(c.lowered.str(c.plan).find(g.weigh_sums ? ", P.V and row-sum weights %"
+                                                          : ", P.V weights %"),
+                std::string::npos);
     }
   // gated_and_not: group 0 the softmax with its row sums and the plain P.V, group 1 the same
   // running max, no row sums, the gate
@@ -1661,8 +1665,8 @@ TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
   const std::vector<std::pair<std::string, std::string>> cannot = {
       {"  out o: bf16[b, h, m, e] = sum(softmax(s, n) * sigmoid(s) * v, n)\n",
        "reads the score"},
-      {"  out o: f32[b, h, m] = sum(softmax(s, n) * g, n)\n",
-       "no value tensor (a weighted row sum"},
+      {"  out o: f32[b, h, m, e] = sum(softmax(s, n) * g * v * v, n)\n",
+       "multiplies two tensors over a head dim"},
   };
   for (const auto& [body, why] : cannot) {
     const Program p = parse_source(

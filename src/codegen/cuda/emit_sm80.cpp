@@ -375,9 +375,14 @@ class Printer : public TensorCoreView {
          << ";  // groups of plain sums (no running max)\n";
     int weighted_groups = 0;
     for (int g = 0; g < G; ++g) weighted_groups |= !groups_[g].pv_weight.empty() << g;
+    int weighed_sums = 0;
+    for (int g = 0; g < G; ++g) weighed_sums |= groups_[g].weigh_sums << g;
     if (weighted_groups)
       os << "  static constexpr int kWeightedGroups = " << weighted_groups
          << ";  // groups whose P.V weighs the probabilities\n";
+    if (weighed_sums)
+      os << "  static constexpr int kWeighedSums = " << weighed_sums
+         << ";  // ... and whose row sums take them weighted\n";
     if (!launch_.split.empty())
       os << "  // Q, K and V as " << launch_.pieces << " bf16 pieces each (written by "
          << launch_.split_entry << ")\n  static constexpr int kPieces = " << launch_.pieces

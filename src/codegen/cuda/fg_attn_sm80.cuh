@@ -50,6 +50,7 @@
 //     static constexpr int kPlainGroups; // optional (default 0): bit g makes group g plain
 //     static constexpr int kWeightedGroups; // optional (default 0): bit g weighs group g's
 //                                        // probabilities before P.V (weigh<g>, below)
+//     static constexpr int kWeighedSums; // optional (default 0): bit g: and before the row sums
 //     static constexpr int kNumV;        // V: distinct value tensors loaded per key tile (1..2)
 //     static constexpr int kNumAcc;      // A: P.V accumulators (1..4)
 //     static constexpr int kHeadDim;     // D: width of every Q_s/K_s (32, 64, 96, 128)
@@ -330,6 +331,10 @@ FG_OPTIONAL(PlainGroupsOf, kPlainGroups, int, 0)
 // (m, n), with the strong zero (arguments as score's, n clamped to N - 1 at padded keys, whose p
 // is 0). The weights read no score: x may have overwritten the scores c by then.
 FG_OPTIONAL(WeightedGroupsOf, kWeightedGroups, int, 0)
+// Optional Spec member kWeighedSums (default 0): bit g set (with g's bit of kWeightedGroups)
+// weighs the probabilities before the row sums take them (sum(exp(s - max) * g) as the
+// normalizer: a softmax renormalized over its weights, a mask written as a factor).
+FG_OPTIONAL(WeighedSumsOf, kWeighedSums, int, 0)
 
 // Optional Spec members kPieces (default 1), kPiecePitchQK, kPiecePitchV: the operands held as
 // bf16 pieces (the Spec interface above).
@@ -403,6 +408,8 @@ struct AttnSm80 {
   static constexpr __host__ __device__ bool plain(int g) { return (PlainGroupsOf<Spec>::value >> g) & 1; }
   // Group g of weighted probabilities (kWeightedGroups)
   static constexpr __host__ __device__ bool weighted(int g) { return (WeightedGroupsOf<Spec>::value >> g) & 1; }
+  // ... whose row sums take them weighted (kWeighedSums)
+  static constexpr __host__ __device__ bool weighs_sums(int g) { return (WeighedSumsOf<Spec>::value >> g) & 1; }
   static constexpr int DIN = HeadDataOf<Spec>::d, DVIN = HeadDataOf<Spec>::dv;  // columns held
   // Warp specialization: NWC compute warps (NTC threads) own the rows; NL threads load (the
   // producer warpgroup, or every thread of the block without it).
@@ -1112,6 +1119,23 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // move on, the tile's weights go to x (to_operands makes them P.V operands; x may share c's
   // registers: an element's scores are read before its weights are written), and alpha / grew
   // say how to rescale the accumulators (rescale).
+  // The probabilities x of group g, row half h of m-block b, times the group's P.V weights
+  // (kWeightedGroups; keys n clamped to N - 1: a padded key's probability is 0).
+  auto weigh_half = [&](float (&x)[G][MW][NT8][4], int g, int b, int h, int n0, const TileView& tv) {
+    if constexpr (WeightedGroupsOf<Spec>::value != 0) {
+#pragma unroll
+      for (int t = 0; t < NT8; ++t)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int nc = min(n0 + t * 8 + col_t + j, N - 1);
+          float& p = x[g][b][t][2 * h + j];
+          p = g == 0 ? Spec::template weigh<0>(p, rm[b][h], nc, ctx, tv)
+                     : Spec::template weigh<G - 1>(p, rm[b][h], nc, ctx, tv);
+        }
+    } else {
+      (void)x, (void)g, (void)b, (void)h, (void)n0, (void)tv;
+    }
+  };
   auto softmax_tile = [&](float (&c)[S][MW][NT8][4], int jt, int clst, int stgt, int dcopy,
                           float (&x)[G][MW][NT8][4], float (&alpha)[G][MW][2],
                           bool (&grew)[G][MW]) {
@@ -1200,24 +1224,19 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             x[g][b][t][2 * h] = ex2(fmaf(x[g][b][t][2 * h], sc[g], nbase));
             x[g][b][t][2 * h + 1] = ex2(fmaf(x[g][b][t][2 * h + 1], sc[g], nbase));
           }
+          if (K::weighs_sums(g)) weigh_half(x, g, b, h, n0, tv);  // (row sums of the weighted ones)
           lsum[g][b][h] = lsum[g][b][h] * alpha[g][b][h] + row_sum_partial(x[g][b], h);
         }
       }
     // the weights of P.V (kWeightedGroups), once the row sums took the probabilities
     if constexpr (WeightedGroupsOf<Spec>::value != 0) {
 #pragma unroll
-      for (int b = 0; b < MW; ++b)
+      for (int g = 0; g < G; ++g)
 #pragma unroll
-        for (int t = 0; t < NT8; ++t)
+        for (int b = 0; b < MW; ++b)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int nc = min(n0 + t * 8 + col_t + (i & 1), N - 1);
-            if constexpr (K::weighted(0))
-              x[0][b][t][i] = Spec::template weigh<0>(x[0][b][t][i], rm[b][i >> 1], nc, ctx, tv);
-            if constexpr (G > 1 && K::weighted(G - 1))
-              x[G - 1][b][t][i] =
-                  Spec::template weigh<G - 1>(x[G - 1][b][t][i], rm[b][i >> 1], nc, ctx, tv);
-          }
+          for (int h = 0; h < 2; ++h)
+            if (K::weighted(g) && !K::weighs_sums(g)) weigh_half(x, g, b, h, n0, tv);
     }
   };
   // The weights x as the P.V operands (as pieces: each the rounding of what the ones before
