@@ -244,9 +244,11 @@ class Lowering : public TensorCoreView {
     // with no sums and no P.V yet takes any), or a new group of that max; then each row sum a
     // group of its max whose sums are weighed as it is, else a new group.
     auto group_of = [&](const OnlineSum& o) {
-      int found = -1, empty = -1;
+      // (an unweighted row sum prefers a group whose P.V is unweighted too, so that a weighted
+      // row sum finds the weighted P.V's group free of unweighted sums)
+      int found = -1, fallback = -1, empty = -1;
       for (size_t i = 0; i < groups_.size() && found < 0; ++i) {
-        Group& gr = groups_[i];
+        const Group& gr = groups_[i];
         if (gr.max_node != o.max_node) continue;
         const bool has_pv = std::any_of(pv_.begin(), pv_.end(),
                                         [&](const Acc& q) { return q.group == static_cast<int>(i); });
@@ -258,9 +260,11 @@ class Lowering : public TensorCoreView {
                           : o.weight.empty() ? !gr.weigh_sums
                                              : gr.pv_weight == o.weight &&
                                                    (gr.weigh_sums || gr.sums.empty());
-        if (fits) found = static_cast<int>(i);
+        if (!fits) continue;
+        if (o.v >= 0 || !o.weight.empty() || gr.pv_weight.empty()) found = static_cast<int>(i);
+        else if (fallback < 0) fallback = static_cast<int>(i);
       }
-      int g = found >= 0 ? found : empty;
+      int g = found >= 0 ? found : fallback >= 0 ? fallback : empty;
       if (g < 0) {
         int first = 0;
         while (groups_[first].max_node != o.max_node) ++first;
@@ -738,14 +742,14 @@ class Lowering : public TensorCoreView {
   // products i + j < 3 drop only terms below 2^-24 of the product (f32 accuracy); f16 beside
   // bf16 2 pieces (3 products); f8 alone 1 (a conversion). Every Q, K and V buffer gets a split
   // operand: a Params slot after the plan's buffers that the host fills with its pieces.
-  // A plain group's weights are unbounded (softmax weights lie in [0, 1]): P rounded to f16 for
-  // P.V could overflow, so f16 operands beside a plain group go as 2 bf16 pieces (bf16 holds
-  // f32's range).
+  // A plain group's weights and a softmax's probabilities times P.V weights are unbounded
+  // (softmax weights lie in [0, 1]): P rounded to f16 for P.V could overflow, so f16 operands
+  // beside such a group go as 2 bf16 pieces (bf16 holds f32's range).
   void choose_pieces() {
-    bool plain = false;
-    for (const Group& g : groups_) plain = plain || g.max_node < 0;
+    bool unbounded = false;
+    for (const Group& g : groups_) unbounded = unbounded || g.max_node < 0 || !g.pv_weight.empty();
     if (operand_types_.size() == 1 && (operand_types_.count(DType::bf16) ||
-                                       (operand_types_.count(DType::f16) && !plain))) {
+                                       (operand_types_.count(DType::f16) && !unbounded))) {
       out_.elem = *operand_types_.begin();
       return;
     }

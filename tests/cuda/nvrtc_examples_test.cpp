@@ -469,6 +469,35 @@ program causal32(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
   for (const std::string& c : cubins) EXPECT_EQ(c.substr(1, 3), "ELF");
 }
 
+// Probabilities weighed before P.V (tests/programs/gates.attn): the plain and careful builds
+// (the careful one adds the products of inf or NaN weights on the CUDA cores:
+// add_nonfinite_weights) compile for sm_90a, a program of two groups of one running max also
+// for sm_80, and a gate over f16 operands (bf16 pieces: the weighted probabilities are
+// unbounded) in the careful build.
+TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
+  const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/gates.attn"));
+  const Extents heads = {{"d", 64}, {"e", 64}};
+  auto compiles = [&](const Program& p, Target target, const char* arch, CudaBuild b) {
+    std::vector<std::string> cubins;
+    ASSERT_NO_THROW(cubins = cuda_compile_build(p, target, heads, arch, b))
+        << p.name << " " << arch << " build " << static_cast<int>(b);
+    ASSERT_EQ(cubins.size(), 1u);
+    EXPECT_EQ(cubins[0].substr(1, 3), "ELF");
+  };
+  for (const Program& p : ps)
+    for (CudaBuild b : {CudaBuild::plain, CudaBuild::careful})
+      compiles(p, Target::cuda_sm90, "sm_90a", b);
+  compiles(ps.at(4), Target::cuda_sm80, "sm_80", CudaBuild::careful);  // gated_and_not
+  const Program f16 = parse_source(R"(
+program gate16(q: f16[h, m, d], k: f16[h, n, d], v: f16[h, n, e], g: f32[n]) {
+  out o: f16[h, m, e] = sum(softmax(sum(q * k, d), n) * g * v, n)
+}
+)", "gate16.attn").at(0);
+  compiles(f16, Target::cuda_sm90, "sm_90a", CudaBuild::careful);
+}
+
 TEST(CudaEmit, WideValuesSplitIntoColumnChunks) {
   // diff_attn at d = 128, e = 256: two 256-wide accumulators do not fit the registers, so
   // blocks take 128-column chunks of e (a grid factor) and per-row outputs come from chunk 0.

@@ -1130,7 +1130,8 @@ TEST(CudaBackend, NormsOverTheHeadDimRunInKernelsOfTheirOwn) {
 // softmax read by two value tensors with a per-row and a per-key factor): one kernel on the
 // tensor cores (the group's P.V weights) against the reference -- decode calls (the few-rows
 // kernel), split key loops, walking blocks and long loops, d = 64 and 128; gates of inf and NaN
-// at keys the causal mask removes, and of 0 over values of inf.
+// at keys the causal mask removes, of 0 over values of inf, of inf over values of 0, negative
+// ones over values of inf.
 TEST(CudaBackend, WeightedProbabilitiesMatchTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/gates.attn"));
@@ -1166,6 +1167,24 @@ TEST(CudaBackend, WeightedProbabilitiesMatchTheReference) {
     }
   }
   check_inputs(gqa, in, ext);
+  // Weights of inf and negative weights (two_values: c[n] * sigmoid(t)) at keys every row
+  // sees: a gate of inf over values of 0 is 0 by the strong zero (the tensor cores would give
+  // NaN), over other values +-inf; a negative gate over values of +inf gives -inf (the careful
+  // build: add_nonfinite_weights, and the sign in add_nonfinite_values).
+  const Program two = ps.at(3);
+  const Extents ext2 = testing::example_extents(two, 200, 300, 64, 64, 2);
+  TensorMap in2 = random_inputs(two, ext2, 6);
+  Tensor& c = in2.at("c");
+  Tensor& v2 = in2.at("v");
+  c.set(9, std::numeric_limits<double>::infinity());
+  c.set(5, -2.0);
+  const int64_t N2 = ext2.at("n"), E2 = ext2.at("e");
+  for (int64_t bh = 0; bh < v2.numel() / (N2 * E2); ++bh)
+    for (int64_t e = 0; e < E2; ++e) {
+      if (e % 2 == 0) v2.set(bh * N2 * E2 + 9 * E2 + e, 0.0);
+      if (e < 4) v2.set(bh * N2 * E2 + 5 * E2 + e, std::numeric_limits<double>::infinity());
+    }
+  check_inputs(two, in2, ext2);
 }
 
 // Random template-shaped programs (tests/support/random_program.h): every one runs against the

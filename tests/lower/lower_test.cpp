@@ -1620,14 +1620,10 @@ TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
       EXPECT_EQ(g.weigh_sums, p.name == "mult_mask");
       EXPECT_EQ(rp.nodes[rp.nodes[g.sums[0]].args[0]].op, g.weigh_sums ? Op::Mul : Op::Exp);
       EXPECT_EQ(tc.pv.size(), p.name == "two_values" ? 2u : 1u);
-      for (const TensorCoreKernel::Acc& a : tc.pv) EXPECT_EQ(a.group, 0);
       EXPECT_EQ(tc.launch.wgmma, t == Target::cuda_sm90);
-      EXPECT_EQ(tc.launch.structure.groups.at(0).pv_weight, g.pv_weight);
       std::vector<std::string> weights;  // the weights, as the op or the parameter they are
       for (int w : g.pv_weight) {
         const Node& n = rp.nodes[w];
-        // a weight is over the row and the key at most: no head dim
-        for (int dim : n.dims) EXPECT_TRUE(rp.dims[dim] != "d" && rp.dims[dim] != "e") << n.dims.size();
         weights.push_back(n.op == Op::Param ? rp.params[n.param].name : op_name(n.op));
       }
       std::sort(weights.begin(), weights.end());
@@ -1660,6 +1656,45 @@ TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
     EXPECT_EQ(c.plan.program.nodes[gs[1].pv_weight[0]].op, Op::Sigmoid);
     ASSERT_EQ(k.tensor_core.pv.size(), 2u);
     EXPECT_NE(k.tensor_core.pv[0].group, k.tensor_core.pv[1].group);
+  }
+  // A weighted P.V before a plain one, the plain row sum and the weighted one: the plain row
+  // sum joins the plain P.V's group, so the weighted P.V's group takes the weighted row sum (two
+  // groups, not three). With f16 operands the weighted probabilities, unbounded, go as bf16
+  // pieces (f16 would overflow past 65504).
+  for (const char* type : {"bf16", "f16"}) {
+    const std::string ty = type;
+    const Program p = parse_source(
+        "program w(q: " + ty + "[h, m, d], k: " + ty + "[h, n, d], v: " + ty + "[h, n, e], g: f32[n]) {\n"
+        "  s = sum(q * k, d)\n"
+        "  x = exp(s - max(s, n))\n"
+        "  out og: f32[h, m, e] = sum(x * g * v, n)\n"
+        "  out o: f32[h, m, e] = sum(x * v, n)\n"
+        "  out l: f32[h, m] = sum(x, n)\n"
+        "  out lg: f32[h, m] = sum(x * g, n)\n"
+        "}\n", "w.attn").at(0);
+    SCOPED_TRACE(ty);
+    const Compiled c = fused(p, Target::cuda_sm90, {{"d", 64}, {"e", 64}});
+    ASSERT_EQ(c.lowered.kernels.size(), 1u);
+    const LoweredKernel& k = c.lowered.kernels[0];
+    ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
+    const TensorCoreKernel& tc = k.tensor_core;
+    ASSERT_EQ(tc.groups.size(), 2u);
+    ASSERT_EQ(tc.pv.size(), 2u);
+    EXPECT_NE(tc.pv[0].group, tc.pv[1].group);
+    // og's P.V (the first accumulator) in the group that weighs, its row sum x * g; o's in the
+    // other, its row sum x
+    const Program& rp = c.plan.program;
+    for (const TensorCoreKernel::Acc& a : tc.pv) {
+      const TensorCoreKernel::Group& g = tc.groups.at(a.group);
+      const bool gated = &a == &tc.pv[0];
+      EXPECT_EQ(g.pv_weight.size(), gated ? 1u : 0u);
+      EXPECT_EQ(g.weigh_sums, gated);
+      ASSERT_EQ(g.sums.size(), 1u);
+      EXPECT_EQ(rp.nodes[rp.nodes[g.sums[0]].args[0]].op, gated ? Op::Mul : Op::Exp);
+    }
+    EXPECT_EQ(tc.elem, DType::bf16);
+    EXPECT_EQ(tc.launch.pieces, ty == "f16" ? 2 : 1);
+    EXPECT_EQ(tc.launch.split.empty(), ty == "bf16");
   }
   // What the template cannot weigh: the element path, and why.
   const std::vector<std::pair<std::string, std::string>> cannot = {

@@ -629,6 +629,84 @@ FG_DEV void issue_staged(unsigned char* area, const Ctx& ctx, int m0, int M, int
   if constexpr (t + 1 < K::T) issue_staged<K, t + 1>(area, ctx, m0, M, n0, N, tid);
 }
 
+// The careful build's weights of inf or NaN (a plain group's, or probabilities times P.V
+// weights; a softmax's lie in [0, 1]): the tensor cores would compute inf * 0 = NaN where the
+// strong zero gives 0. Each such weight's products with its key's values (0 at a value of 0) are
+// added on the CUDA cores to the accumulators of its row, and the weight set to 0 (in every
+// piece) for the P.V product. Every compute thread of the block calls it.
+template <class K, class Spec>
+FG_DEV void add_nonfinite_weights(float (&o)[K::A][K::MW][K::DV / 8][4],
+                                  u32 (&pa)[K::G * K::NP][K::MW][K::BN / 16][4],
+                                  const unsigned char* vt, int lane) {
+  using Elem = typename Spec::Elem;
+  constexpr int MW = K::MW, BN = K::BN, DV = K::DV, KB = BN / 16, W = BN / 32;
+  constexpr u32 kMant = 0x7fffu & ~Elem::kExp;
+  const int col_t = 2 * (lane & 3);
+#pragma unroll
+  for (int g = 0; g < K::G; ++g)
+#pragma unroll
+    for (int b = 0; b < MW; ++b)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        // the keys of this row whose weight is +inf, -inf, NaN: this lane's, then the quad's
+        u32 pinf[W], ninf[W], nan[W];
+#pragma unroll
+        for (int w = 0; w < W; ++w) pinf[w] = ninf[w] = nan[w] = 0;
+#pragma unroll
+        for (int kb = 0; kb < KB; ++kb)
+#pragma unroll
+          for (int r = h; r < 4; r += 2)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              const int key = (2 * kb + (r >> 1)) * 8 + col_t + j;
+              const u32 x = (pa[g * K::NP][b][kb][r] >> (16 * j)) & 0xffffu;
+              if (!nonfinite16<Elem>(x)) continue;
+              u32* set = (x & kMant) ? nan : (x & 0x8000u) ? ninf : pinf;
+              set[key / 32] |= 1u << (key % 32);
+            }
+#pragma unroll
+        for (int w = 0; w < W; ++w)
+#pragma unroll
+          for (int s = 1; s <= 2; s *= 2) {
+            pinf[w] |= __shfl_xor_sync(0xffffffffu, pinf[w], s);
+            ninf[w] |= __shfl_xor_sync(0xffffffffu, ninf[w], s);
+            nan[w] |= __shfl_xor_sync(0xffffffffu, nan[w], s);
+          }
+#pragma unroll
+        for (int w = 0; w < W; ++w)
+          for (u32 m = pinf[w] | ninf[w] | nan[w]; m != 0; m &= m - 1) {
+            const int key = w * 32 + __ffs(m) - 1;
+            const u32 bit = 1u << (key % 32);
+            const float p = (nan[w] & bit)    ? __int_as_float(0x7fc00000)
+                            : (ninf[w] & bit) ? neg_inf()
+                                              : -neg_inf();
+#pragma unroll
+            for (int a = 0; a < K::A; ++a) {
+              if (Spec::acc_group(a) != g) continue;
+              const unsigned char* t = vt + Spec::acc_v(a) * K::kVStride;
+#pragma unroll
+              for (int te = 0; te < DV / 8; ++te)
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                  const float x = Elem::to_f32(tile_at<BN, DV>(t, key, te * 8 + col_t + i));
+                  o[a][b][te][2 * h + i] += x == 0.f ? 0.f : p * x;
+                }
+            }
+          }
+        // this lane's non-finite weights of the row to 0, in every piece
+#pragma unroll
+        for (int kb = 0; kb < KB; ++kb)
+#pragma unroll
+          for (int r = h; r < 4; r += 2) {
+            const u32 v = pa[g * K::NP][b][kb][r];
+            const u32 keep = (nonfinite16<Elem>(v & 0xffffu) ? 0u : 0xffffu) |
+                             (nonfinite16<Elem>(v >> 16) ? 0u : 0xffff0000u);
+#pragma unroll
+            for (int p = 0; p < K::NP; ++p) pa[g * K::NP + p][b][kb][r] &= keep;
+          }
+      }
+}
+
 // Masked keys contribute nothing, whatever V holds. The tensor cores compute 0 * NaN = NaN, so a
 // tile with masked keys whose V tiles (at generic address vt) hold inf or NaN comes here: each
 // such value is added on the CUDA cores to the accumulators of the rows whose weight for its key
@@ -646,10 +724,11 @@ FG_DEV void add_nonfinite_values(float (&o)[K::A][K::MW][K::DV / 8][4],
     for (int b = 0; b < MW; ++b)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        // the keys of this row whose weight is not 0: this lane's, then the quad's
-        u32 live[W];
+        // the keys of this row whose weight is not 0, and those of a negative weight (a plain
+        // or weighted group's): this lane's, then the quad's
+        u32 live[W], neg[W];
 #pragma unroll
-        for (int w = 0; w < W; ++w) live[w] = 0;
+        for (int w = 0; w < W; ++w) live[w] = neg[w] = 0;
 #pragma unroll
         for (int kb = 0; kb < KB; ++kb)
 #pragma unroll
@@ -658,16 +737,20 @@ FG_DEV void add_nonfinite_values(float (&o)[K::A][K::MW][K::DV / 8][4],
             const u32 v = pa[g * K::NP][b][kb][r];
             const u32 bits = ((v & 0x7fffu) != 0) | (((v & 0x7fff0000u) != 0) << 1);
             live[key / 32] |= bits << (key % 32);
+            neg[key / 32] |= (((v >> 15) & 1u) | (((v >> 31) & 1u) << 1)) << (key % 32);
           }
 #pragma unroll
         for (int w = 0; w < W; ++w) {
           live[w] |= __shfl_xor_sync(0xffffffffu, live[w], 1);
           live[w] |= __shfl_xor_sync(0xffffffffu, live[w], 2);
+          neg[w] |= __shfl_xor_sync(0xffffffffu, neg[w], 1);
+          neg[w] |= __shfl_xor_sync(0xffffffffu, neg[w], 2);
         }
 #pragma unroll
         for (int w = 0; w < W; ++w)
           for (u32 m = live[w]; m != 0; m &= m - 1) {
             const int key = w * 32 + __ffs(m) - 1;
+            const bool minus = (neg[w] >> (key % 32)) & 1u;
 #pragma unroll
             for (int a = 0; a < K::A; ++a) {
               if (Spec::acc_group(a) != g) continue;
@@ -677,7 +760,10 @@ FG_DEV void add_nonfinite_values(float (&o)[K::A][K::MW][K::DV / 8][4],
 #pragma unroll
                 for (int i = 0; i < 2; ++i) {
                   const u32 x = tile_at<BN, DV>(t, key, te * 8 + col_t + i);
-                  if (nonfinite16<typename Spec::Elem>(x)) o[a][b][te][2 * h + i] += Spec::Elem::to_f32(x);
+                  if (nonfinite16<typename Spec::Elem>(x)) {
+                    const float f = Spec::Elem::to_f32(x);
+                    o[a][b][te][2 * h + i] += minus ? -f : f;
+                  }
                 }
             }
           }
@@ -1344,6 +1430,18 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     // and weights that underflowed, in any tile) ----
     if constexpr (kCareful) {
       unsigned char* vt = fg_smem + (st - s_base) + K::kKAll;  // (piece 0 of each V_i)
+      if constexpr (PlainGroupsOf<Spec>::value != 0 || WeightedGroupsOf<Spec>::value != 0) {
+        bool np = false;  // weights of inf or NaN (unbounded groups only)
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+#pragma unroll
+          for (int b = 0; b < MW; ++b)
+#pragma unroll
+            for (int kb = 0; kb < KB; ++kb)
+#pragma unroll
+              for (int r = 0; r < 4; ++r) np |= x2_any_nonfinite<typename Spec::Elem>(pa[g * K::NP][b][kb][r]);
+        if (K::sync_compute_or(np)) add_nonfinite_weights<K, Spec>(o, pa, vt, lane);
+      }
       bool nf = false;
 #pragma unroll
       for (int i = 0; i < V; ++i) nf |= tile_any_nonfinite<typename Spec::Elem, BN, DV, K::NTC>(vt + i * K::kVStride, tid);
