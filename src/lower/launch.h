@@ -63,6 +63,9 @@ struct Sm80Structure {
     // The row sums take the weighted probabilities too (sum(exp(s - max) * g): a softmax
     // renormalized over its weights, a mask written as a factor).
     bool weigh_sums = false;
+    // A weight reads a score (attention entropy: sum(p * s, n)): the kernel computes the
+    // weights with the scores, before the probabilities replace them.
+    bool weight_reads_scores = false;
   };
   struct PV { int node, group, v_buffer; };
   std::vector<Score> scores;

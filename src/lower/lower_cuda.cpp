@@ -318,6 +318,7 @@ std::string LoweredCuda::str(const Plan& plan) const {
         if (!st.groups[g].pv_weight.empty()) {
           os << (st.groups[g].weigh_sums ? ", P.V and row-sum weights" : ", P.V weights");
           for (int w : st.groups[g].pv_weight) os << " %" << w;
+          if (st.groups[g].weight_reads_scores) os << " (read with the scores)";
         }
         os << "\n";
       }

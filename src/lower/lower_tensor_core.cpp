@@ -289,16 +289,15 @@ class Lowering : public TensorCoreView {
     if (vbufs_.size() > 2) fail(S(vbufs_.size()) + " value tensors (at most 2)");
     choose_pieces();
     // A P.V weight is score element code of its own: it reads no accumulator and nothing the
-    // key loop computes after the exp (the running max's safe form, the row sums).
-    for (const Group& g : groups_)
+    // key loop computes after the exp (the running max's safe form, the row sums); one that
+    // reads a score is computed with the scores.
+    for (Group& g : groups_)
       for (int w : g.pv_weight) {
         std::set<int> below;
         ancestors(w, below);
         for (int id : below) {
           for (const Score& sc : scores_)
-            if (sc.node == id)
-              fail("the P.V weight " + nt(w) + " reads the score " + nt(id) + " (the template "
-                   "weighs the probabilities after they replaced the scores)");
+            if (sc.node == id) g.weight_reads_scores = true;
           const PlanValue* pv = k_.value(id);
           if (is_acc(id) || (pv && pv->phase != Phase::Body && pv->phase != Phase::Prologue))
             fail("the P.V weight " + nt(w) + " reads " + nt(id) + ", which the key loop "

@@ -1599,8 +1599,10 @@ program sinks(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], sin
 // element path, saying why: a weight read from the score, a second tensor over a head dim.
 TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
   std::vector<Program> ps = parse_file(testing::source_path("tests/programs/gates.attn"));
-  ASSERT_EQ(ps.size(), 6u);  // key_gate, dropout, gqa_gate, two_values, gated_and_not, mult_mask
-  const Program both = ps.at(4);
+  // key_gate, dropout, gqa_gate, two_values, gated_and_not, mult_mask, entropy
+  ASSERT_EQ(ps.size(), 7u);
+  const Program both = ps.at(4), entropy = ps.at(6);
+  ps.erase(ps.begin() + 6);
   ps.erase(ps.begin() + 4);
   for (const auto& [t, d] : {std::pair{Target::cuda_sm90, 64}, std::pair{Target::cuda_sm90, 128},
                              std::pair{Target::cuda_sm80, 128}})
@@ -1657,6 +1659,25 @@ TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
     ASSERT_EQ(k.tensor_core.pv.size(), 2u);
     EXPECT_NE(k.tensor_core.pv[0].group, k.tensor_core.pv[1].group);
   }
+  // entropy: the row sum of p * s in a group of its own (the same running max), its weight the
+  // score (read with the scores); the output's group unweighted
+  for (const Target t : {Target::cuda_sm90, Target::cuda_sm80}) {
+    const Compiled c = lowered(entropy, t, {{"d", 64}, {"e", 64}});
+    ASSERT_EQ(c.lowered.kernels.size(), 1u);
+    const LoweredKernel& k = c.lowered.kernels[0];
+    ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
+    const std::vector<TensorCoreKernel::Group>& gs = k.tensor_core.groups;
+    ASSERT_EQ(gs.size(), 2u);
+    EXPECT_EQ(gs[0].max_node, gs[1].max_node);
+    EXPECT_TRUE(gs[0].pv_weight.empty());
+    EXPECT_FALSE(gs[0].weight_reads_scores);
+    ASSERT_EQ(gs[1].pv_weight.size(), 1u);
+    EXPECT_EQ(gs[1].pv_weight[0], gs[1].arg);  // the score itself, mask and all
+    EXPECT_TRUE(gs[1].weigh_sums);
+    EXPECT_TRUE(gs[1].weight_reads_scores);
+    ASSERT_EQ(k.tensor_core.pv.size(), 1u);
+    EXPECT_EQ(k.tensor_core.pv[0].group, 0);
+  }
   // A weighted P.V before a plain one, the plain row sum and the weighted one: the plain row
   // sum joins the plain P.V's group, so the weighted P.V's group takes the weighted row sum (two
   // groups, not three). With f16 operands the weighted probabilities, unbounded, go as bf16
@@ -1698,8 +1719,6 @@ TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
   }
   // What the template cannot weigh: the element path, and why.
   const std::vector<std::pair<std::string, std::string>> cannot = {
-      {"  out o: bf16[b, h, m, e] = sum(softmax(s, n) * sigmoid(s) * v, n)\n",
-       "reads the score"},
       {"  out o: f32[b, h, m, e] = sum(softmax(s, n) * g * v * v, n)\n",
        "multiplies two tensors over a head dim"},
   };

@@ -380,9 +380,14 @@ class Printer : public TensorCoreView {
     if (weighted_groups)
       os << "  static constexpr int kWeightedGroups = " << weighted_groups
          << ";  // groups whose P.V weighs the probabilities\n";
+    int read_scores = 0;
+    for (int g = 0; g < G; ++g) read_scores |= groups_[g].weight_reads_scores << g;
     if (weighed_sums)
       os << "  static constexpr int kWeighedSums = " << weighed_sums
          << ";  // ... and whose row sums take them weighted\n";
+    if (read_scores)
+      os << "  static constexpr int kWeightsReadScores = " << read_scores
+         << ";  // ... whose weights read the scores\n";
     if (!launch_.split.empty())
       os << "  // Q, K and V as " << launch_.pieces << " bf16 pieces each (written by "
          << launch_.split_entry << ")\n  static constexpr int kPieces = " << launch_.pieces
@@ -540,15 +545,18 @@ class Printer : public TensorCoreView {
       };
       ElementContext cw;
       cw = context(idx, [](int) { return std::string(); }, -1, &cw, true, /*staged=*/true);
-      std::string w = "p";
-      for (int f : groups_[g].pv_weight)
-        w = "fg_mul0(" + w + ", (float)(" + em_.value(f, cw) + "))";
+      std::string w;
+      for (int f : groups_[g].pv_weight) {
+        const std::string x = "(float)(" + em_.value(f, cw) + ")";
+        w = w.empty() ? x : "fg_mul0(" + w + ", " + x + ")";
+      }
       weigh << "    if (g == " << g << ") return " << w << ";\n";
     }
     if (!weigh.str().empty())
-      bd << "  template <int g>\n  static __device__ float weigh(float p, int m, int n, const Ctx& "
-            "ctx, const fg::TileView& tv) {\n    (void)m; (void)n; (void)ctx; (void)tv;\n"
-         << weigh.str() << "    return p;\n  }\n";
+      bd << "  template <int g>\n  static __device__ float weight(const float (&c)[" << Sn
+         << "], int m, int n, const Ctx& ctx, const fg::TileView& tv) {\n"
+            "    (void)c; (void)m; (void)n; (void)ctx; (void)tv;\n"
+         << weigh.str() << "    return 1.f;\n  }\n";
     // stores
     auto acc_map = [this](int node) -> std::string {
       for (size_t a = 0; a < pv_.size(); ++a)

@@ -49,8 +49,9 @@
 //                                        // plain groups (kPlainGroups: weights, row sum) (1..2)
 //     static constexpr int kPlainGroups; // optional (default 0): bit g makes group g plain
 //     static constexpr int kWeightedGroups; // optional (default 0): bit g weighs group g's
-//                                        // probabilities before P.V (weigh<g>, below)
+//                                        // probabilities before P.V (weight<g>, below)
 //     static constexpr int kWeighedSums; // optional (default 0): bit g: and before the row sums
+//     static constexpr int kWeightsReadScores; // optional (default 0): bit g: weight<g> reads c
 //     static constexpr int kNumV;        // V: distinct value tensors loaded per key tile (1..2)
 //     static constexpr int kNumAcc;      // A: P.V accumulators (1..4)
 //     static constexpr int kHeadDim;     // D: width of every Q_s/K_s (32, 64, 96, 128)
@@ -152,10 +153,11 @@
 //                                   const fg::TileView& tv);
 //     template <int g>
 //     static __device__ float score_scale(const Ctx& ctx);  // > 0, finite
-//     // With bit g of kWeightedGroups: probability p of (m, n) times the P.V weights there,
-//     // with the strong zero (n clamped as for score; reads no score).
+//     // With bit g of kWeightedGroups: the product of the P.V weights at (m, n), with the
+//     // strong zero (arguments as score's; reads c only with bit g of kWeightsReadScores).
 //     template <int g>
-//     static __device__ float weigh(float p, int m, int n, const Ctx& ctx, const fg::TileView& tv);
+//     static __device__ float weight(const float (&c)[S], int m, int n, const Ctx& ctx,
+//                                    const fg::TileView& tv);
 //
 //     // Epilogue for two adjacent value columns (e, e+1) of row m (m < M, e even):
 //     // o[a][j] = accumulator a at (m, e+j), un-normalized; st has per group g: l[g] (row sum),
@@ -327,10 +329,14 @@ FG_OPTIONAL(PlainGroupsOf, kPlainGroups, int, 0)
 
 // Optional Spec member kWeightedGroups (default 0): bit g set weighs group g's probabilities
 // before they multiply its values (key gates: sum(softmax(s) * gate * v)): after the row sums
-// took them as they are, each becomes Spec::weigh<g>(p, m, n, ctx, tv): p times the weights at
-// (m, n), with the strong zero (arguments as score's, n clamped to N - 1 at padded keys, whose p
-// is 0). The weights read no score: x may have overwritten the scores c by then.
+// took them as they are, each p becomes p times Spec::weight<g>(c, m, n, ctx, tv), the product
+// of the weights at (m, n), with the strong zero (arguments as score's, n clamped to N - 1 at
+// padded keys, whose p is 0).
 FG_OPTIONAL(WeightedGroupsOf, kWeightedGroups, int, 0)
+// Optional Spec member kWeightsReadScores (default 0): bit g set: group g's weights read the
+// scores c, so the kernel computes them with the scores (held until the probabilities are
+// weighed: x may overwrite c); without it weight<g> reads no score.
+FG_OPTIONAL(WeightsReadScoresOf, kWeightsReadScores, int, 0)
 // Optional Spec member kWeighedSums (default 0): bit g set (with g's bit of kWeightedGroups)
 // weighs the probabilities before the row sums take them (sum(exp(s - max) * g) as the
 // normalizer: a softmax renormalized over its weights, a mask written as a factor).
@@ -410,6 +416,9 @@ struct AttnSm80 {
   static constexpr __host__ __device__ bool weighted(int g) { return (WeightedGroupsOf<Spec>::value >> g) & 1; }
   // ... whose row sums take them weighted (kWeighedSums)
   static constexpr __host__ __device__ bool weighs_sums(int g) { return (WeighedSumsOf<Spec>::value >> g) & 1; }
+  // ... whose weights read the scores (kWeightsReadScores)
+  static constexpr __host__ __device__ bool weights_read_scores(int g) { return (WeightsReadScoresOf<Spec>::value >> g) & 1; }
+  static constexpr bool kHeldWeights = WeightsReadScoresOf<Spec>::value != 0;
   static constexpr int DIN = HeadDataOf<Spec>::d, DVIN = HeadDataOf<Spec>::dv;  // columns held
   // Warp specialization: NWC compute warps (NTC threads) own the rows; NL threads load (the
   // producer warpgroup, or every thread of the block without it).
@@ -1206,20 +1215,43 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // registers: an element's scores are read before its weights are written), and alpha / grew
   // say how to rescale the accumulators (rescale).
   // The probabilities x of group g, row half h of m-block b, times the group's P.V weights
-  // (kWeightedGroups; keys n clamped to N - 1: a padded key's probability is 0).
-  auto weigh_half = [&](float (&x)[G][MW][NT8][4], int g, int b, int h, int n0, const TileView& tv) {
+  // (kWeightedGroups; keys n clamped to N - 1: a padded key's probability is 0), computed here
+  // or, where they read the scores, held in wt since the scores were at hand.
+  using HeldWeights = float[K::kHeldWeights ? G : 1][K::kHeldWeights ? MW : 1]
+                           [K::kHeldWeights ? NT8 : 1][4];
+  auto weigh_half = [&](float (&x)[G][MW][NT8][4], const HeldWeights& wt, int g, int b, int h,
+                        int n0, const TileView& tv) {
     if constexpr (WeightedGroupsOf<Spec>::value != 0) {
+      const float none[S] = {};  // (weight<g> reads no score unless it is held)
 #pragma unroll
       for (int t = 0; t < NT8; ++t)
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           const int nc = min(n0 + t * 8 + col_t + j, N - 1);
+          float w;
+          if constexpr (K::kHeldWeights) {
+            if (K::weights_read_scores(g)) w = wt[g][b][t][2 * h + j];
+          }
+          if (!K::weights_read_scores(g))
+            w = g == 0 ? Spec::template weight<0>(none, rm[b][h], nc, ctx, tv)
+                       : Spec::template weight<G - 1>(none, rm[b][h], nc, ctx, tv);
           float& p = x[g][b][t][2 * h + j];
-          p = g == 0 ? Spec::template weigh<0>(p, rm[b][h], nc, ctx, tv)
-                     : Spec::template weigh<G - 1>(p, rm[b][h], nc, ctx, tv);
+          p = (p == 0.f || w == 0.f) ? 0.f : p * w;  // (the strong zero)
         }
     } else {
-      (void)x, (void)g, (void)b, (void)h, (void)n0, (void)tv;
+      (void)x, (void)wt, (void)g, (void)b, (void)h, (void)n0, (void)tv;
+    }
+  };
+  // Group g's weights at element (b, t, i), key n, into wt, where they read the scores cv.
+  auto hold_weights = [&](HeldWeights& wt, const float (&cv)[S], int b, int t, int i, int n,
+                          const TileView& tv) {
+    if constexpr (K::kHeldWeights) {
+      if constexpr (K::weights_read_scores(0))
+        wt[0][b][t][i] = Spec::template weight<0>(cv, rm[b][i >> 1], n, ctx, tv);
+      if constexpr (G > 1 && K::weights_read_scores(G - 1))
+        wt[G - 1][b][t][i] = Spec::template weight<G - 1>(cv, rm[b][i >> 1], n, ctx, tv);
+    } else {
+      (void)wt, (void)cv, (void)b, (void)t, (void)i, (void)n, (void)tv;
     }
   };
   auto softmax_tile = [&](float (&c)[S][MW][NT8][4], int jt, int clst, int stgt, int dcopy,
@@ -1239,6 +1271,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     tv.dpitch = K::kDiagPitch;
 #pragma unroll
     for (int t = 0; t < K::T; ++t) tv.p[t] = staged_area(stgt) + K::staged_off(t);
+    HeldWeights wt;  // (kHeldWeights: the weights that read the scores)
     if (clst == kTileFull && n0 + BN <= N) {
 #pragma unroll
       for (int b = 0; b < MW; ++b)
@@ -1250,6 +1283,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #pragma unroll
             for (int s = 0; s < S; ++s) cv[s] = c[s][b][t][i];
             const int n = n0 + t * 8 + col_t + (i & 1);
+            hold_weights(wt, cv, b, t, i, n, tv);
             x[0][b][t][i] = Spec::template score<0, false>(cv, rm[b][i >> 1], n, ctx, tv);
             if constexpr (G > 1)
               x[G - 1][b][t][i] = Spec::template score<G - 1, false>(cv, rm[b][i >> 1], n, ctx, tv);
@@ -1266,6 +1300,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             for (int s = 0; s < S; ++s) cv[s] = c[s][b][t][i];
             const int n = n0 + t * 8 + col_t + (i & 1);
             const int nc = min(n, N - 1);
+            hold_weights(wt, cv, b, t, i, nc, tv);
             // (keys past N: a logit of -inf, or a plain group's weight 0). Unless a check reads
             // the products (ChecksReadScoresOf), the score code runs for every key, a padded
             // one with its product (0) at key N - 1, and the result is selected: under the test
@@ -1310,7 +1345,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             x[g][b][t][2 * h] = ex2(fmaf(x[g][b][t][2 * h], sc[g], nbase));
             x[g][b][t][2 * h + 1] = ex2(fmaf(x[g][b][t][2 * h + 1], sc[g], nbase));
           }
-          if (K::weighs_sums(g)) weigh_half(x, g, b, h, n0, tv);  // (row sums of the weighted ones)
+          if (K::weighs_sums(g)) weigh_half(x, wt, g, b, h, n0, tv);  // (row sums of the weighted ones)
           lsum[g][b][h] = lsum[g][b][h] * alpha[g][b][h] + row_sum_partial(x[g][b], h);
         }
       }
@@ -1322,7 +1357,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         for (int b = 0; b < MW; ++b)
 #pragma unroll
           for (int h = 0; h < 2; ++h)
-            if (K::weighted(g) && !K::weighs_sums(g)) weigh_half(x, g, b, h, n0, tv);
+            if (K::weighted(g) && !K::weighs_sums(g)) weigh_half(x, wt, g, b, h, n0, tv);
     }
   };
   // The weights x as the P.V operands (as pieces: each the rounding of what the ones before
