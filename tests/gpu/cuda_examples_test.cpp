@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <random>
 #include <tuple>
@@ -1090,6 +1091,20 @@ TEST(CudaBackend, SoftmaxClustersInKernelsOfTheirOwnMatchTheReference) {
     }
 }
 
+// The calls the tests of a kind of program run it at, d = e = 64 and 128: decode calls (the
+// few-rows kernel), split key loops, walking blocks and long loops; `salt` varies the inputs'
+// seed by shape.
+void for_each_call_shape(const Program& p,
+                         const std::function<void(const Extents& ext, int64_t salt)>& fn) {
+  for (const int64_t d : {64, 128})
+    for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 3001}, {5, 2000}, {333, 700}, {200, 150}, {1000, 1000}}) {
+      SCOPED_TRACE(p.name + " d=" + std::to_string(d) + " m=" + std::to_string(m) +
+                   " n=" + std::to_string(n));
+      fn(testing::example_extents(p, m, n, d, d, 2), m + d);
+    }
+}
+
 // A query's and a key's norm over the head dim (tests/programs/norms.attn: cosine attention; a
 // key norm under a causal mask; a row norm that only the epilogue reads, beside a per-row
 // output of the norms' kernel; a weighted contraction, which stays one element-path kernel):
@@ -1101,28 +1116,23 @@ TEST(CudaBackend, NormsOverTheHeadDimRunInKernelsOfTheirOwn) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/norms.attn"));
   for (const Program& p : ps)
-    for (const int64_t d : {64, 128})
-      for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{
-               {1, 3001}, {5, 2000}, {333, 700}, {200, 150}, {1000, 1000}}) {
-        const Extents ext = testing::example_extents(p, m, n, d, d, 2);
-        SCOPED_TRACE(p.name + " d=" + std::to_string(d) + " m=" + std::to_string(m) +
-                     " n=" + std::to_string(n));
-        // (weighted: one kernel on the element path; the others: the norms' kernels, then
-        // the attention on the tensor cores)
-        std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
-        ASSERT_EQ(L->kernels.size() == 1, p.name == "weighted");
-        EXPECT_EQ(L->kernels.back().low.path, p.name == "weighted"
-                                                  ? LoweredKernel::Path::element
-                                                  : LoweredKernel::Path::tensor_core)
-            << L->kernels.back().low.why;
-        TensorMap in = random_inputs(p, ext, 151 + m + d);
-        if (in.count("tau")) {  // temperatures as cosine attention learns them
-          Tensor tau(DType::f32, {ext.at("h")});
-          for (int64_t i = 0; i < ext.at("h"); ++i) tau.set(i, 0.05 + 0.03 * i);
-          in["tau"] = tau;
-        }
-        check_inputs(p, in, ext);
+    for_each_call_shape(p, [&](const Extents& ext, int64_t salt) {
+      // (weighted: one kernel on the element path; the others: the norms' kernels, then the
+      // attention on the tensor cores)
+      std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
+      ASSERT_EQ(L->kernels.size() == 1, p.name == "weighted");
+      EXPECT_EQ(L->kernels.back().low.path, p.name == "weighted"
+                                                ? LoweredKernel::Path::element
+                                                : LoweredKernel::Path::tensor_core)
+          << L->kernels.back().low.why;
+      TensorMap in = random_inputs(p, ext, 151 + salt);
+      if (in.count("tau")) {  // temperatures as cosine attention learns them
+        Tensor tau(DType::f32, {ext.at("h")});
+        for (int64_t i = 0; i < ext.at("h"); ++i) tau.set(i, 0.05 + 0.03 * i);
+        in["tau"] = tau;
       }
+      check_inputs(p, in, ext);
+    });
 }
 
 // Probabilities weighed before they multiply the values (tests/programs/gates.attn: key gates,
@@ -1136,18 +1146,12 @@ TEST(CudaBackend, WeightedProbabilitiesMatchTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/gates.attn"));
   for (const Program& p : ps)
-    for (const int64_t d : {64, 128})
-      for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{
-               {1, 3001}, {5, 2000}, {333, 700}, {200, 150}, {1000, 1000}}) {
-        const Extents ext = testing::example_extents(p, m, n, d, d, 2);
-        SCOPED_TRACE(p.name + " d=" + std::to_string(d) + " m=" + std::to_string(m) +
-                     " n=" + std::to_string(n));
-        std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
-        ASSERT_EQ(L->kernels.size(), 1u);
-        ASSERT_EQ(L->kernels[0].low.path, LoweredKernel::Path::tensor_core) << L->kernels[0].low.why;
-        TensorMap in = random_inputs(p, ext, 171 + m + d);
-        check_inputs(p, in, ext);
-      }
+    for_each_call_shape(p, [&](const Extents& ext, int64_t salt) {
+      std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
+      ASSERT_EQ(L->kernels.size(), 1u);
+      ASSERT_EQ(L->kernels[0].low.path, LoweredKernel::Path::tensor_core) << L->kernels[0].low.why;
+      check_inputs(p, random_inputs(p, ext, 171 + salt), ext);
+    });
   // Non-finite gates: at keys the causal mask removes for every row (probability 0) an inf or
   // NaN gate contributes nothing, and a gate of 0 over values of inf contributes 0 (the strong
   // zero; the careful build).

@@ -1640,44 +1640,35 @@ TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
                 std::string::npos);
     }
   // gated_and_not: group 0 the softmax with its row sums and the plain P.V, group 1 the same
-  // running max, no row sums, the gate
-  for (const Target t : {Target::cuda_sm90, Target::cuda_sm80}) {
-    const Compiled c = lowered(both, t, {{"d", 64}, {"e", 64}});
-    ASSERT_EQ(c.lowered.kernels.size(), 1u);
-    const LoweredKernel& k = c.lowered.kernels[0];
-    ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
-    const std::vector<TensorCoreKernel::Group>& gs = k.tensor_core.groups;
-    ASSERT_EQ(gs.size(), 2u);
-    EXPECT_EQ(gs[0].max_node, gs[1].max_node);
-    EXPECT_EQ(gs[0].arg, gs[1].arg);
-    EXPECT_EQ(gs[0].score_steps, gs[1].score_steps);  // (the mask, the scale)
-    EXPECT_EQ(gs[0].sums.size(), 1u);
-    EXPECT_TRUE(gs[1].sums.empty());
-    EXPECT_TRUE(gs[0].pv_weight.empty());
-    ASSERT_EQ(gs[1].pv_weight.size(), 1u);
-    EXPECT_EQ(c.plan.program.nodes[gs[1].pv_weight[0]].op, Op::Sigmoid);
-    ASSERT_EQ(k.tensor_core.pv.size(), 2u);
-    EXPECT_NE(k.tensor_core.pv[0].group, k.tensor_core.pv[1].group);
-  }
-  // entropy: the row sum of p * s in a group of its own (the same running max), its weight the
-  // score (read with the scores); the output's group unweighted
-  for (const Target t : {Target::cuda_sm90, Target::cuda_sm80}) {
-    const Compiled c = lowered(entropy, t, {{"d", 64}, {"e", 64}});
-    ASSERT_EQ(c.lowered.kernels.size(), 1u);
-    const LoweredKernel& k = c.lowered.kernels[0];
-    ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
-    const std::vector<TensorCoreKernel::Group>& gs = k.tensor_core.groups;
-    ASSERT_EQ(gs.size(), 2u);
-    EXPECT_EQ(gs[0].max_node, gs[1].max_node);
-    EXPECT_TRUE(gs[0].pv_weight.empty());
-    EXPECT_FALSE(gs[0].weight_reads_scores);
-    ASSERT_EQ(gs[1].pv_weight.size(), 1u);
-    EXPECT_EQ(gs[1].pv_weight[0], gs[1].arg);  // the score itself, mask and all
-    EXPECT_TRUE(gs[1].weigh_sums);
-    EXPECT_TRUE(gs[1].weight_reads_scores);
-    ASSERT_EQ(k.tensor_core.pv.size(), 1u);
-    EXPECT_EQ(k.tensor_core.pv[0].group, 0);
-  }
+  // running max and score form, no row sums, the gate on its P.V. entropy: group 0 the output's,
+  // unweighted; group 1 the row sum of p * s, its weight the score itself (mask and all, read
+  // with the scores)
+  for (const Program* p : {&both, &entropy})
+    for (const Target t : {Target::cuda_sm90, Target::cuda_sm80}) {
+      SCOPED_TRACE(p->name);
+      const bool ent = p == &entropy;
+      const Compiled c = lowered(*p, t, {{"d", 64}, {"e", 64}});
+      ASSERT_EQ(c.lowered.kernels.size(), 1u);
+      const LoweredKernel& k = c.lowered.kernels[0];
+      ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
+      const std::vector<TensorCoreKernel::Group>& gs = k.tensor_core.groups;
+      ASSERT_EQ(gs.size(), 2u);
+      EXPECT_EQ(gs[0].max_node, gs[1].max_node);
+      EXPECT_EQ(gs[0].arg, gs[1].arg);
+      EXPECT_EQ(gs[0].score_steps, gs[1].score_steps);  // (the mask, the scale)
+      EXPECT_EQ(gs[0].sums.size(), 1u);
+      EXPECT_EQ(gs[1].sums.size(), ent ? 1u : 0u);
+      EXPECT_TRUE(gs[0].pv_weight.empty());
+      ASSERT_EQ(gs[1].pv_weight.size(), 1u);
+      if (ent) EXPECT_EQ(gs[1].pv_weight[0], gs[1].arg);
+      else EXPECT_EQ(c.plan.program.nodes[gs[1].pv_weight[0]].op, Op::Sigmoid);
+      EXPECT_EQ(gs[1].weigh_sums, ent);
+      EXPECT_FALSE(gs[0].weight_reads_scores);
+      EXPECT_EQ(gs[1].weight_reads_scores, ent);
+      ASSERT_EQ(k.tensor_core.pv.size(), ent ? 1u : 2u);
+      EXPECT_EQ(k.tensor_core.pv[0].group, 0);
+      if (!ent) EXPECT_EQ(k.tensor_core.pv[1].group, 1);
+    }
   // A weighted P.V before a plain one, the plain row sum and the weighted one: the plain row
   // sum joins the plain P.V's group, so the weighted P.V's group takes the weighted row sum (two
   // groups, not three). With f16 operands the weighted probabilities, unbounded, go as bf16

@@ -638,6 +638,24 @@ FG_DEV void issue_staged(unsigned char* area, const Ctx& ctx, int m0, int M, int
   if constexpr (t + 1 < K::T) issue_staged<K, t + 1>(area, ctx, m0, M, n0, N, tid);
 }
 
+// The careful build's products of one key's values on the CUDA cores: f(x) of each value x
+// (its 16 bits) of key `key` in the V tiles at vt, added to the accumulators of group g at row
+// half h of m-block b, at this lane's columns.
+template <class K, class Spec, class F>
+FG_DEV void add_key_values(float (&o)[K::A][K::MW][K::DV / 8][4], const unsigned char* vt, int g,
+                           int b, int h, int key, int col_t, F f) {
+#pragma unroll
+  for (int a = 0; a < K::A; ++a) {
+    if (Spec::acc_group(a) != g) continue;
+    const unsigned char* t = vt + Spec::acc_v(a) * K::kVStride;
+#pragma unroll
+    for (int te = 0; te < K::DV / 8; ++te)
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        o[a][b][te][2 * h + i] += f(tile_at<K::BN, K::DV>(t, key, te * 8 + col_t + i));
+  }
+}
+
 // The careful build's weights of inf or NaN (a plain group's, or probabilities times P.V
 // weights; a softmax's lie in [0, 1]): the tensor cores would compute inf * 0 = NaN where the
 // strong zero gives 0. Each such weight's products with its key's values (0 at a value of 0) are
@@ -648,7 +666,7 @@ FG_DEV void add_nonfinite_weights(float (&o)[K::A][K::MW][K::DV / 8][4],
                                   u32 (&pa)[K::G * K::NP][K::MW][K::BN / 16][4],
                                   const unsigned char* vt, int lane) {
   using Elem = typename Spec::Elem;
-  constexpr int MW = K::MW, BN = K::BN, DV = K::DV, KB = BN / 16, W = BN / 32;
+  constexpr int MW = K::MW, BN = K::BN, KB = BN / 16, W = BN / 32;
   constexpr u32 kMant = 0x7fffu & ~Elem::kExp;
   const int col_t = 2 * (lane & 3);
 #pragma unroll
@@ -689,18 +707,10 @@ FG_DEV void add_nonfinite_weights(float (&o)[K::A][K::MW][K::DV / 8][4],
             const float p = (nan[w] & bit)    ? __int_as_float(0x7fc00000)
                             : (ninf[w] & bit) ? neg_inf()
                                               : -neg_inf();
-#pragma unroll
-            for (int a = 0; a < K::A; ++a) {
-              if (Spec::acc_group(a) != g) continue;
-              const unsigned char* t = vt + Spec::acc_v(a) * K::kVStride;
-#pragma unroll
-              for (int te = 0; te < DV / 8; ++te)
-#pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                  const float x = Elem::to_f32(tile_at<BN, DV>(t, key, te * 8 + col_t + i));
-                  o[a][b][te][2 * h + i] += x == 0.f ? 0.f : p * x;
-                }
-            }
+            add_key_values<K, Spec>(o, vt, g, b, h, key, col_t, [&](u32 x) {
+              const float f = Elem::to_f32(x);
+              return f == 0.f ? 0.f : p * f;  // (the strong zero)
+            });
           }
         // this lane's non-finite weights of the row to 0, in every piece
 #pragma unroll
@@ -760,21 +770,11 @@ FG_DEV void add_nonfinite_values(float (&o)[K::A][K::MW][K::DV / 8][4],
           for (u32 m = live[w]; m != 0; m &= m - 1) {
             const int key = w * 32 + __ffs(m) - 1;
             const bool minus = (neg[w] >> (key % 32)) & 1u;
-#pragma unroll
-            for (int a = 0; a < K::A; ++a) {
-              if (Spec::acc_group(a) != g) continue;
-              const unsigned char* t = vt + Spec::acc_v(a) * K::kVStride;
-#pragma unroll
-              for (int te = 0; te < DV / 8; ++te)
-#pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                  const u32 x = tile_at<BN, DV>(t, key, te * 8 + col_t + i);
-                  if (nonfinite16<typename Spec::Elem>(x)) {
-                    const float f = Spec::Elem::to_f32(x);
-                    o[a][b][te][2 * h + i] += minus ? -f : f;
-                  }
-                }
-            }
+            add_key_values<K, Spec>(o, vt, g, b, h, key, col_t, [&](u32 x) {
+              if (!nonfinite16<typename Spec::Elem>(x)) return 0.f;
+              const float f = Spec::Elem::to_f32(x);
+              return minus ? -f : f;
+            });
           }
       }
   K::sync_compute();  // every thread read the values before any is cleared
