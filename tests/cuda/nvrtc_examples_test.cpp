@@ -473,7 +473,7 @@ program causal32(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
 // (the careful one adds the products of inf or NaN weights on the CUDA cores:
 // add_nonfinite_weights) compile for sm_90a, a program of two groups of one running max also
 // for sm_80, and a gate over f16 operands (bf16 pieces: the weighted probabilities are
-// unbounded) in the careful build.
+// unbounded) in the careful build; a weight read from the score through a checked gather.
 TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
@@ -496,6 +496,26 @@ program gate16(q: f16[h, m, d], k: f16[h, n, d], v: f16[h, n, e], g: f32[n]) {
 }
 )", "gate16.attn").at(0);
   compiles(f16, Target::cuda_sm90, "sm_90a", CudaBuild::careful);
+  // a weight that reads the score through a checked gather: held with the scores, computed at
+  // real keys only (the check reads the products)
+  const Program checked = parse_source(R"(
+program wgather(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e], tbl: f32[t]) {
+  s = sum(q * k, d)
+  out o: f32[h, m, e] = sum(softmax(s, n) * tbl[i32(s)] * v, n)
+}
+)", "wgather.attn").at(0);
+  CompileOptions opt;
+  opt.target = Target::cuda_sm90;
+  opt.sizes = heads;
+  const Compiled c = compile_to_target(checked, opt);
+  ASSERT_EQ(c.lowered.kernels.size(), 1u);
+  const TensorCoreKernel& tc = c.lowered.kernels[0].tensor_core;
+  ASSERT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::tensor_core) << c.lowered.kernels[0].why;
+  EXPECT_TRUE(tc.launch.checks_read_scores);
+  ASSERT_EQ(tc.groups.size(), 1u);
+  EXPECT_TRUE(tc.groups[0].weight_reads_scores);
+  for (CudaBuild b : {CudaBuild::plain, CudaBuild::careful})
+    compiles(checked, Target::cuda_sm90, "sm_90a", b);
 }
 
 TEST(CudaEmit, WideValuesSplitIntoColumnChunks) {

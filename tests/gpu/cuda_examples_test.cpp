@@ -1102,6 +1102,7 @@ void for_each_call_shape(const Program& p,
       SCOPED_TRACE(p.name + " d=" + std::to_string(d) + " m=" + std::to_string(m) +
                    " n=" + std::to_string(n));
       fn(testing::example_extents(p, m, n, d, d, 2), m + d);
+      if (::testing::Test::HasFatalFailure()) return;  // (an ASSERT in fn stops the shapes)
     }
 }
 

@@ -1242,16 +1242,18 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       (void)x, (void)wt, (void)g, (void)b, (void)h, (void)n0, (void)tv;
     }
   };
-  // Group g's weights at element (b, t, i), key n, into wt, where they read the scores cv.
+  // Group g's weights at element (b, t, i), key n, into wt, where they read the scores cv (0
+  // unless `live`: a padded key's, whose probability is 0).
   auto hold_weights = [&](HeldWeights& wt, const float (&cv)[S], int b, int t, int i, int n,
-                          const TileView& tv) {
+                          const TileView& tv, bool live) {
     if constexpr (K::kHeldWeights) {
       if constexpr (K::weights_read_scores(0))
-        wt[0][b][t][i] = Spec::template weight<0>(cv, rm[b][i >> 1], n, ctx, tv);
+        wt[0][b][t][i] = live ? Spec::template weight<0>(cv, rm[b][i >> 1], n, ctx, tv) : 0.f;
       if constexpr (G > 1 && K::weights_read_scores(G - 1))
-        wt[G - 1][b][t][i] = Spec::template weight<G - 1>(cv, rm[b][i >> 1], n, ctx, tv);
+        wt[G - 1][b][t][i] =
+            live ? Spec::template weight<G - 1>(cv, rm[b][i >> 1], n, ctx, tv) : 0.f;
     } else {
-      (void)wt, (void)cv, (void)b, (void)t, (void)i, (void)n, (void)tv;
+      (void)wt, (void)cv, (void)b, (void)t, (void)i, (void)n, (void)tv, (void)live;
     }
   };
   auto softmax_tile = [&](float (&c)[S][MW][NT8][4], int jt, int clst, int stgt, int dcopy,
@@ -1283,7 +1285,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #pragma unroll
             for (int s = 0; s < S; ++s) cv[s] = c[s][b][t][i];
             const int n = n0 + t * 8 + col_t + (i & 1);
-            hold_weights(wt, cv, b, t, i, n, tv);
+            hold_weights(wt, cv, b, t, i, n, tv, true);
             x[0][b][t][i] = Spec::template score<0, false>(cv, rm[b][i >> 1], n, ctx, tv);
             if constexpr (G > 1)
               x[G - 1][b][t][i] = Spec::template score<G - 1, false>(cv, rm[b][i >> 1], n, ctx, tv);
@@ -1300,7 +1302,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             for (int s = 0; s < S; ++s) cv[s] = c[s][b][t][i];
             const int n = n0 + t * 8 + col_t + (i & 1);
             const int nc = min(n, N - 1);
-            hold_weights(wt, cv, b, t, i, nc, tv);
+            // (weights that read the scores: like the score code, only at real keys where a
+            // check reads the products; a padded key's probability is 0 whatever it weighs)
+            hold_weights(wt, cv, b, t, i, nc, tv, !ChecksReadScoresOf<Spec>::value || n < N);
             // (keys past N: a logit of -inf, or a plain group's weight 0). Unless a check reads
             // the products (ChecksReadScoresOf), the score code runs for every key, a padded
             // one with its product (0) at key N - 1, and the result is selected: under the test
