@@ -56,8 +56,8 @@ struct Sm80Structure {
     std::vector<int> sums;
     std::vector<ScoreStep> score_steps = {};
     int score_rest = -1;
-    // Factors (score element code over the row and the key that reads no score: key gates,
-    // per-key or per-element weights) the group's probabilities are multiplied by, with a strong
+    // Factors (score element code over the row and the key: key gates, per-key or per-element
+    // weights, the score itself) the group's probabilities are multiplied by, with a strong
     // zero, before they weigh the values (sum(softmax(s) * g * v)); empty: none.
     std::vector<int> pv_weight = {};
     // The row sums take the weighted probabilities too (sum(exp(s - max) * g): a softmax

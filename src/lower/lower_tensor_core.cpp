@@ -288,10 +288,13 @@ class Lowering : public TensorCoreView {
     if (pv_.size() > 4) fail(S(pv_.size()) + " P.V accumulators (at most 4)");
     if (vbufs_.size() > 2) fail(S(vbufs_.size()) + " value tensors (at most 2)");
     choose_pieces();
-    // A P.V weight is score element code of its own: it reads no accumulator and nothing the
-    // key loop computes after the exp (the running max's safe form, the row sums); one that
-    // reads a score is computed with the scores.
-    for (Group& g : groups_)
+    // Every body value must be score element code or a recognized accumulator part. A P.V
+    // weight is score element code of its own: it reads no accumulator and nothing the key
+    // loop computes after the exp (the running max's safe form, the row sums); one that reads a
+    // score is computed with the scores.
+    std::set<int> score_code;
+    for (Group& g : groups_) {
+      ancestors(g.arg, score_code);
       for (int w : g.pv_weight) {
         std::set<int> below;
         ancestors(w, below);
@@ -303,12 +306,8 @@ class Lowering : public TensorCoreView {
             fail("the P.V weight " + nt(w) + " reads " + nt(id) + ", which the key loop "
                  "computes from its running state");
         }
+        score_code.insert(below.begin(), below.end());
       }
-    // Every body value must be score element code or a recognized accumulator part.
-    std::set<int> score_code;
-    for (const Group& g : groups_) {
-      ancestors(g.arg, score_code);
-      for (int w : g.pv_weight) ancestors(w, score_code);
     }
     for (const PlanValue& v : k_.values) {
       if (v.phase != Phase::Body || is_acc(v.node)) continue;

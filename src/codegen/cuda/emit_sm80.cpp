@@ -373,15 +373,15 @@ class Printer : public TensorCoreView {
     if (plain_groups)
       os << "  static constexpr int kPlainGroups = " << plain_groups
          << ";  // groups of plain sums (no running max)\n";
-    int weighted_groups = 0;
-    for (int g = 0; g < G; ++g) weighted_groups |= !groups_[g].pv_weight.empty() << g;
-    int weighed_sums = 0;
-    for (int g = 0; g < G; ++g) weighed_sums |= groups_[g].weigh_sums << g;
+    int weighted_groups = 0, weighed_sums = 0, read_scores = 0;
+    for (int g = 0; g < G; ++g) {
+      weighted_groups |= !groups_[g].pv_weight.empty() << g;
+      weighed_sums |= groups_[g].weigh_sums << g;
+      read_scores |= groups_[g].weight_reads_scores << g;
+    }
     if (weighted_groups)
       os << "  static constexpr int kWeightedGroups = " << weighted_groups
          << ";  // groups whose P.V weighs the probabilities\n";
-    int read_scores = 0;
-    for (int g = 0; g < G; ++g) read_scores |= groups_[g].weight_reads_scores << g;
     if (weighed_sums)
       os << "  static constexpr int kWeighedSums = " << weighed_sums
          << ";  // ... and whose row sums take them weighted\n";
@@ -496,19 +496,20 @@ class Printer : public TensorCoreView {
         bd << "    " << range_pass(id, k_.row_dim, "m0", "m1", "ctx.r" + S(id)) << "\n";
       bd << "  }\n";
     }
-    // scores
+    // scores, and the weights of a group's P.V: element code at (m, n), any element (cm) or
+    // one the tile mask is known to keep (cf)
+    auto idx = [this](int d) -> std::string {
+      if (d == k_.row_dim) return "m";
+      if (d == k_.red_dim) return "n";
+      return "";
+    };
+    auto noacc = [](int) { return std::string(); };
+    ElementContext cm, cf;
+    cm = context(idx, noacc, -1, &cm, true, /*staged=*/true);
+    cf = context(idx, noacc, k_.tiles.unmasked_full ? k_.tiles.mask : -1, &cf, true,
+                 /*staged=*/true);
     std::vector<std::string> scale(G), masked(G), plain(G);
     for (int g = 0; g < G; ++g) {
-      auto idx = [this](int d) -> std::string {
-        if (d == k_.row_dim) return "m";
-        if (d == k_.red_dim) return "n";
-        return "";
-      };
-      auto noacc = [](int) { return std::string(); };
-      ElementContext cm, cf;
-      cm = context(idx, noacc, -1, &cm, true, /*staged=*/true);
-      cf = context(idx, noacc, k_.tiles.unmasked_full ? k_.tiles.mask : -1, &cf, true,
-                   /*staged=*/true);
       std::string sc1 = "", sc2 = "";
       if (groups_[g].max_node < 0) {  // a plain group's weights, as they are (kPlainGroups)
         masked[g] = "((float)(" + em_.value(groups_[g].arg, cm) + "))";
@@ -538,16 +539,9 @@ class Printer : public TensorCoreView {
     std::ostringstream weigh;
     for (int g = 0; g < G; ++g) {
       if (groups_[g].pv_weight.empty()) continue;
-      auto idx = [this](int d) -> std::string {
-        if (d == k_.row_dim) return "m";
-        if (d == k_.red_dim) return "n";
-        return "";
-      };
-      ElementContext cw;
-      cw = context(idx, [](int) { return std::string(); }, -1, &cw, true, /*staged=*/true);
       std::string w;
       for (int f : groups_[g].pv_weight) {
-        const std::string x = "(float)(" + em_.value(f, cw) + ")";
+        const std::string x = "(float)(" + em_.value(f, cm) + ")";
         w = w.empty() ? x : "fg_mul0(" + w + ", " + x + ")";
       }
       weigh << "    if (g == " << g << ") return " << w << ";\n";

@@ -656,6 +656,29 @@ FG_DEV void add_key_values(float (&o)[K::A][K::MW][K::DV / 8][4], const unsigned
   }
 }
 
+// The keys of row half h whose weight (its 16 bits in the A fragments `frag` of one m-block)
+// satisfies `pred`: this lane's, then its quad's (a bit per key of the tile, out[key / 32]).
+template <class K, class P>
+FG_DEV void key_mask(u32 (&out)[K::BN / 32], const u32 (&frag)[K::BN / 16][4], int h, int col_t,
+                     P pred) {
+#pragma unroll
+  for (int w = 0; w < K::BN / 32; ++w) out[w] = 0;
+#pragma unroll
+  for (int kb = 0; kb < K::BN / 16; ++kb)
+#pragma unroll
+    for (int r = h; r < 4; r += 2)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int key = (2 * kb + (r >> 1)) * 8 + col_t + j;
+        if (pred((frag[kb][r] >> (16 * j)) & 0xffffu)) out[key / 32] |= 1u << (key % 32);
+      }
+#pragma unroll
+  for (int w = 0; w < K::BN / 32; ++w) {
+    out[w] |= __shfl_xor_sync(0xffffffffu, out[w], 1);
+    out[w] |= __shfl_xor_sync(0xffffffffu, out[w], 2);
+  }
+}
+
 // The careful build's weights of inf or NaN (a plain group's, or probabilities times P.V
 // weights; a softmax's lie in [0, 1]): the tensor cores would compute inf * 0 = NaN where the
 // strong zero gives 0. Each such weight's products with its key's values (0 at a value of 0) are
@@ -675,30 +698,13 @@ FG_DEV void add_nonfinite_weights(float (&o)[K::A][K::MW][K::DV / 8][4],
     for (int b = 0; b < MW; ++b)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        // the keys of this row whose weight is +inf, -inf, NaN: this lane's, then the quad's
+        // the keys of this row whose weight is +inf, -inf, NaN
         u32 pinf[W], ninf[W], nan[W];
-#pragma unroll
-        for (int w = 0; w < W; ++w) pinf[w] = ninf[w] = nan[w] = 0;
-#pragma unroll
-        for (int kb = 0; kb < KB; ++kb)
-#pragma unroll
-          for (int r = h; r < 4; r += 2)
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              const int key = (2 * kb + (r >> 1)) * 8 + col_t + j;
-              const u32 x = (pa[g * K::NP][b][kb][r] >> (16 * j)) & 0xffffu;
-              if (!nonfinite16<Elem>(x)) continue;
-              u32* set = (x & kMant) ? nan : (x & 0x8000u) ? ninf : pinf;
-              set[key / 32] |= 1u << (key % 32);
-            }
-#pragma unroll
-        for (int w = 0; w < W; ++w)
-#pragma unroll
-          for (int s = 1; s <= 2; s *= 2) {
-            pinf[w] |= __shfl_xor_sync(0xffffffffu, pinf[w], s);
-            ninf[w] |= __shfl_xor_sync(0xffffffffu, ninf[w], s);
-            nan[w] |= __shfl_xor_sync(0xffffffffu, nan[w], s);
-          }
+        const u32(&frag)[KB][4] = pa[g * K::NP][b];
+        key_mask<K>(pinf, frag, h, col_t, [](u32 x) { return x == Elem::kExp; });
+        key_mask<K>(ninf, frag, h, col_t, [](u32 x) { return x == (Elem::kExp | 0x8000u); });
+        key_mask<K>(nan, frag, h, col_t,
+                    [](u32 x) { return nonfinite16<Elem>(x) && (x & kMant) != 0; });
 #pragma unroll
         for (int w = 0; w < W; ++w)
           for (u32 m = pinf[w] | ninf[w] | nan[w]; m != 0; m &= m - 1) {
@@ -735,7 +741,7 @@ template <class K, class Spec>
 FG_DEV void add_nonfinite_values(float (&o)[K::A][K::MW][K::DV / 8][4],
                                  const u32 (&pa)[K::G * K::NP][K::MW][K::BN / 16][4], unsigned char* vt,
                                  int lane, int tid) {
-  constexpr int MW = K::MW, BN = K::BN, DV = K::DV, KB = BN / 16, W = BN / 32;
+  constexpr int MW = K::MW, BN = K::BN, DV = K::DV, W = BN / 32;
   const int col_t = 2 * (lane & 3);
 #pragma unroll
   for (int g = 0; g < K::G; ++g)
@@ -744,27 +750,10 @@ FG_DEV void add_nonfinite_values(float (&o)[K::A][K::MW][K::DV / 8][4],
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         // the keys of this row whose weight is not 0, and those of a negative weight (a plain
-        // or weighted group's): this lane's, then the quad's
+        // or weighted group's)
         u32 live[W], neg[W];
-#pragma unroll
-        for (int w = 0; w < W; ++w) live[w] = neg[w] = 0;
-#pragma unroll
-        for (int kb = 0; kb < KB; ++kb)
-#pragma unroll
-          for (int r = h; r < 4; r += 2) {
-            const int key = (2 * kb + (r >> 1)) * 8 + col_t;
-            const u32 v = pa[g * K::NP][b][kb][r];
-            const u32 bits = ((v & 0x7fffu) != 0) | (((v & 0x7fff0000u) != 0) << 1);
-            live[key / 32] |= bits << (key % 32);
-            neg[key / 32] |= (((v >> 15) & 1u) | (((v >> 31) & 1u) << 1)) << (key % 32);
-          }
-#pragma unroll
-        for (int w = 0; w < W; ++w) {
-          live[w] |= __shfl_xor_sync(0xffffffffu, live[w], 1);
-          live[w] |= __shfl_xor_sync(0xffffffffu, live[w], 2);
-          neg[w] |= __shfl_xor_sync(0xffffffffu, neg[w], 1);
-          neg[w] |= __shfl_xor_sync(0xffffffffu, neg[w], 2);
-        }
+        key_mask<K>(live, pa[g * K::NP][b], h, col_t, [](u32 x) { return (x & 0x7fffu) != 0; });
+        key_mask<K>(neg, pa[g * K::NP][b], h, col_t, [](u32 x) { return (x & 0x8000u) != 0; });
 #pragma unroll
         for (int w = 0; w < W; ++w)
           for (u32 m = live[w]; m != 0; m &= m - 1) {
@@ -1209,11 +1198,6 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #else
   constexpr bool kCareful = false;
 #endif
-  // Element code and online softmax of key tile jt (classified clst, its staged tiles in stage
-  // stgt, its diagonal values in copy dcopy) on the scores c: the running maxima and row sums
-  // move on, the tile's weights go to x (to_operands makes them P.V operands; x may share c's
-  // registers: an element's scores are read before its weights are written), and alpha / grew
-  // say how to rescale the accumulators (rescale).
   // The probabilities x of group g, row half h of m-block b, times the group's P.V weights
   // (kWeightedGroups; keys n clamped to N - 1: a padded key's probability is 0), computed here
   // or, where they read the scores, held in wt since the scores were at hand.
@@ -1256,6 +1240,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       (void)wt, (void)cv, (void)b, (void)t, (void)i, (void)n, (void)tv, (void)live;
     }
   };
+  // Element code and online softmax of key tile jt (classified clst, its staged tiles in stage
+  // stgt, its diagonal values in copy dcopy) on the scores c: the running maxima and row sums
+  // move on, the tile's weights go to x (to_operands makes them P.V operands; x may share c's
+  // registers: an element's scores are read before its weights are written), and alpha / grew
+  // say how to rescale the accumulators (rescale).
   auto softmax_tile = [&](float (&c)[S][MW][NT8][4], int jt, int clst, int stgt, int dcopy,
                           float (&x)[G][MW][NT8][4], float (&alpha)[G][MW][2],
                           bool (&grew)[G][MW]) {
