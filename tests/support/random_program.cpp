@@ -129,30 +129,23 @@ class Gen {
       body << out("o" + std::to_string(nout++), outdims_o) << "sum(pw * v, " << K_ << ")\n";
       if (third(0, 1)) body << out("o" + std::to_string(nout++), outdims_l) << "sum(pw, " << K_ << ")\n";
     }
+    // dims in an order drawn from the fifth stream, as a list "a, b, c"
+    auto fifth_order = [&](std::vector<std::string> ds) {
+      std::shuffle(ds.begin(), ds.end(), fifth_);
+      std::string l;
+      for (size_t i = 0; i < ds.size(); ++i) l += (i ? ", " : "") + ds[i];
+      return l;
+    };
     if (fifth(0, 4) == 0) {  // attention sinks: a logit per batch index in the normalizer
-      std::vector<std::string> sd = batch_;
-      std::shuffle(sd.begin(), sd.end(), fifth_);
-      std::string decl = "sink: f32[";
-      for (size_t i = 0; i < sd.size(); ++i) decl += (i ? ", " : "") + sd[i];
-      params_.push_back(decl + "]");
-      std::vector<std::string> od = outdims_o;
-      std::shuffle(od.begin(), od.end(), fifth_);
-      std::string dims;
-      for (size_t i = 0; i < od.size(); ++i) dims += (i ? ", " : "") + od[i];
+      params_.push_back("sink: f32[" + fifth_order(batch_) + "]");
+      const std::string dims = fifth_order(outdims_o);
       body << "  mxs = maximum(max(s, " << K_ << "), sink)\n";
       body << "  out o" << nout++ << ": f32[" << dims << "] = sum(exp(s - mxs) * v, " << K_
            << ") / (sum(exp(s - mxs), " << K_ << ") + exp(sink - mxs))\n";
     }
     if (fifth(0, 4) == 0) {  // key gates: the probabilities weighed per key before the values
-      std::vector<std::string> gd = with(kb, {K_});
-      std::shuffle(gd.begin(), gd.end(), fifth_);
-      std::string decl = "kg: f32[";
-      for (size_t i = 0; i < gd.size(); ++i) decl += (i ? ", " : "") + gd[i];
-      params_.push_back(decl + "]");
-      std::vector<std::string> od = outdims_o;
-      std::shuffle(od.begin(), od.end(), fifth_);
-      std::string dims;
-      for (size_t i = 0; i < od.size(); ++i) dims += (i ? ", " : "") + od[i];
+      params_.push_back("kg: f32[" + fifth_order(with(kb, {K_})) + "]");
+      const std::string dims = fifth_order(outdims_o);
       body << "  out o" << nout++ << ": f32[" << dims << "] = sum(softmax(s, " << K_
            << ") * sigmoid(kg) * v, " << K_ << ")\n";
     }
