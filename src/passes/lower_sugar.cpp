@@ -33,6 +33,6 @@ Program lower_sugar(const Program& p) {
   });
 }
 
-Program canonicalize(const Program& p) { return fold_constants(lower_sugar(p)); }
+Program canonicalize(const Program& p) { return fold_constants(simplify_logs(lower_sugar(p))); }
 
 }  // namespace flashgen

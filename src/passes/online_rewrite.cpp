@@ -24,10 +24,22 @@
 //   - split at an invariant condition:          sum(g * where(C, f, NaN), D)
 //                                                 = where(C, sum(g*f, D), NaN (0 if D empty))
 // until each remaining sum is sum(f, D) with f a product of factors that vary with D. A + or -
-// (or a where) is split only when a branch holds a one-pass exp factor: splitting anything
+// (or a where) is split only when a branch holds a one-pass exp factor, or, for a + or - of
+// terms that depend on no reduction over D (a value computed per key: v + bias[e], v - lam * u,
+// kb[n] + v), when another factor of its product holds one:
+//   sum(e * (v + c), D) = sum(e * v, D) + sum(e * c, D)
+// so each part reads a plain value (a P.V on the tensor cores) or leaves as an invariant. Each
+// part's rounding is relative to sum(e) * max|term|, bounded by the program's own terms as a
+// P.V's already is. Likewise a where at an invariant condition (exact), and a + or - of terms
+// offset by a reduction in a row sum, where no factor varies along a dim the exp lacks:
+// sum(e * (s - M - log(l))) = sum(e * s) - M * sum(e) - log(l) * sum(e) (the entropy of a
+// softmax; its parts are |s| / |s - M| times the result, in f32). Not in a P.V:
+// sum(p * (s - M) * v) would become sum(p * s * v) - M * sum(p * v), where the tensor cores
+// round p * s to bf16; such a sum keeps M (materialized). Splitting anything
 // else cannot make the sum one-pass, and turns sum((s - M) * v) into sum(s*v) - M*sum(v), which
 // cancels catastrophically; such a sum stays whole and the planner materializes M instead.
-// An expansion beyond kMaxTerms sums is abandoned the same way (the sum is left whole).
+// Values computed per key are distributed only where the expansion stays within kMaxTerms
+// sums; past that the sum is expanded as if they were not, and past that again left whole.
 // The planner then recognizes sum(g * exp(x - safe(max(x, n))), n) as an online accumulator
 // that shares the running max of x. A sum over a dim its argument lacks becomes a
 // multiplication by the extent. Sums that do not depend on a reduction over D are untouched.
@@ -193,6 +205,7 @@ struct OnlineRewriter {
   std::map<int, DimSet> upstream;  // node -> dims reduced by reductions it depends on
   std::map<int, bool> capable;     // node -> holds a one-pass exp factor (see one_pass)
   int splits = 0;
+  bool distribute_values = true;  // (see distributes; off in the second try of online_rewrite)
 
   const DimSet& reduced_above(int id) {
     auto it = upstream.find(id);
@@ -242,6 +255,31 @@ struct OnlineRewriter {
       }
     }
     return capable[id] = r;
+  }
+  // Whether factor `f` (a +, - or where) of a product whose other factors `rest` hold a
+  // one-pass exp is distributed (see the header): a where at a condition invariant along D; a +
+  // or - of terms computed without a reduction over D (a value per key: v + c, v - lam * u); and
+  // one of terms offset by a reduction (s - M) where no factor varies along a dim the exp lacks
+  // (a row sum, weighed in f32, never a P.V).
+  bool distributes(int f, const std::vector<int>& rest, const DimSet& d) {
+    if (!distribute_values) return false;
+    int exp_factor = -1;
+    for (int r : rest)
+      if (exp_factor < 0 && one_pass(r, d)) exp_factor = r;
+    if (exp_factor < 0) return false;
+    const Node n = b.node(f);
+    if (n.op == Op::Where) return !varies(n.args[0], d);
+    if (!depends(n.args[0], d) && !depends(n.args[1], d)) return true;
+    const DimSet& within = b.node(exp_factor).dims;
+    auto inside = [&](int x) {
+      for (int k : b.node(x).dims)
+        if (!dimset_contains(within, k)) return false;
+      return true;
+    };
+    if (!inside(f)) return false;
+    for (int r : rest)
+      if (!inside(r)) return false;
+    return true;
   }
   void split() {
     if (++splits >= kMaxTerms) throw TooManyTerms{};
@@ -326,7 +364,8 @@ struct OnlineRewriter {
             all.insert(all.end(), rest.begin(), rest.end());
             return product(all).id;
           };
-          if ((f.op == Op::Add || f.op == Op::Sub) && one_pass(var[i], d)) {
+          if ((f.op == Op::Add || f.op == Op::Sub) &&
+              (one_pass(var[i], d) || distributes(var[i], rest, d))) {
             split();
             Value a = sum_of(with(f.args[0]), d), c = sum_of(with(f.args[1]), d);
             return f.op == Op::Add ? a + c : a - c;
@@ -334,7 +373,7 @@ struct OnlineRewriter {
           if (f.op == Op::Neg) return -sum_of(with(f.args[0]), d);
           if ((f.op == Op::Div || f.op == Op::DivOrZero) && !varies(f.args[1], d))
             return b.binary(f.op, sum_of(with(f.args[0]), d), Value{&b, f.args[1]});
-          if (f.op == Op::Where && one_pass(var[i], d)) {
+          if (f.op == Op::Where && (one_pass(var[i], d) || distributes(var[i], rest, d))) {
             split();
             Value c{&b, f.args[0]};
             auto branch = [&](int v) {
@@ -362,13 +401,19 @@ Program online_rewrite(const Program& p) {
   return rebuild(normal, [&](ProgramBuilder& b, int id, const std::vector<int>& args) -> int {
     const Node& n = normal.nodes[id];
     if (n.op != Op::Sum) return -1;
-    OnlineRewriter rw{b, {}, {}, 0};
-    if (!rw.depends(args[0], n.reduce)) return -1;
+    if (!OnlineRewriter{b, {}, {}, 0}.depends(args[0], n.reduce)) return -1;
+    // Values computed per key are distributed where that stays within kMaxTerms sums; past it
+    // the sum is expanded without them, and past it again left whole: the planner then
+    // materializes what it needs (see the header).
     Value v{&b, -1};
-    try {
-      v = rw.sum_of(args[0], n.reduce);
-    } catch (const TooManyTerms&) {
-      return -1;  // left whole: the planner materializes what it needs (see the header)
+    for (bool distribute : {true, false}) {
+      OnlineRewriter rw{b, {}, {}, 0, distribute};
+      try {
+        v = rw.sum_of(args[0], n.reduce);
+        break;
+      } catch (const TooManyTerms&) {
+        if (!distribute) return -1;
+      }
     }
     // Keep the node's type (an integer sum stays integer, a float sum f32).
     if (b.node(v.id).type != n.type) v = b.cast(v, n.type);

@@ -170,7 +170,8 @@ program sq(q: f32[m, d], k: f32[n, d], v: f32[n, e]) {
 TEST(CpuBackend, ProgramKindsMatchTheReference) {
   std::vector<Program> ps;
   for (const char* file : {"tests/programs/unseen_kinds.attn", "tests/programs/more_kinds.attn",
-                           "tests/programs/norms.attn", "tests/programs/gates.attn"})
+                           "tests/programs/norms.attn", "tests/programs/gates.attn",
+                           "tests/programs/value_sums.attn"})
     for (const Program& p : parse_file(testing::source_path(file))) ps.push_back(p);
   precompile_cpu(ps, {"-O1"});
   const Extents all = {{"b", 2}, {"h", 3}, {"g", 2}, {"r", 129}, {"m", 37}, {"n", 300},

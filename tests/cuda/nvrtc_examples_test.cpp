@@ -473,7 +473,8 @@ program causal32(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
 // (the careful one adds the products of inf or NaN weights on the CUDA cores:
 // add_nonfinite_weights) compile for sm_90a, a program of two groups of one running max also
 // for sm_80, and a gate over f16 operands (bf16 pieces: the weighted probabilities are
-// unbounded) in the careful build; a weight read from the score through a checked gather.
+// unbounded) in the careful build; a weight read from the score through a checked gather; the
+// programs of values computed per key (tests/programs/value_sums.attn).
 TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
@@ -490,6 +491,10 @@ TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
     for (CudaBuild b : {CudaBuild::plain, CudaBuild::careful})
       compiles(p, Target::cuda_sm90, "sm_90a", b);
   compiles(ps.at(4), Target::cuda_sm80, "sm_80", CudaBuild::careful);  // gated_and_not
+  // values computed per key, distributed into plain P.V and row sums (value_sums.attn)
+  for (const Program& p : parse_file(testing::source_path("tests/programs/value_sums.attn")))
+    for (CudaBuild b : {CudaBuild::plain, CudaBuild::careful})
+      compiles(p, Target::cuda_sm90, "sm_90a", b);
   const Program f16 = parse_source(R"(
 program gate16(q: f16[h, m, d], k: f16[h, n, d], v: f16[h, n, e], g: f32[n]) {
   out o: f16[h, m, e] = sum(softmax(sum(q * k, d), n) * g * v, n)

@@ -1136,23 +1136,55 @@ TEST(CudaBackend, NormsOverTheHeadDimRunInKernelsOfTheirOwn) {
     });
 }
 
-// Probabilities weighed before they multiply the values (tests/programs/gates.attn: key gates,
-// a dropout mask under a causal mask, grouped queries with a gate per shared key, one weighted
-// softmax read by two value tensors with a per-row and a per-key factor): one kernel on the
-// tensor cores (the group's P.V weights) against the reference -- decode calls (the few-rows
-// kernel), split key loops, walking blocks and long loops, d = 64 and 128; gates of inf and NaN
-// at keys the causal mask removes, of 0 over values of inf, of inf over values of 0, negative
-// ones over values of inf.
+// One program of a tests/programs file at every call shape of for_each_call_shape: one kernel
+// on the tensor cores against the reference. A test per program, so that shards share them.
+// gates.attn: probabilities weighed before they multiply the values (key gates, a dropout mask
+// under a causal mask, grouped queries with a gate per shared key, one weighted softmax read by
+// two value tensors with a per-row and a per-key factor, one softmax read plain and gated, a mask
+// written as a factor, the entropy's row sum weighed by the scores: the group's P.V weights);
+// value_sums.attn: values computed per key and the entropy written over the scores' offsets or
+// log(P) (sums the online rewrite distributes into plain P.V and row sums).
+struct ProgramCase {
+  const char* file;
+  const char* program;
+};
+class CudaPrograms : public ::testing::TestWithParam<ProgramCase> {};
+
+TEST_P(CudaPrograms, OneTensorCoreKernelMatchesTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const std::vector<Program> ps =
+      parse_file(testing::source_path(std::string("tests/programs/") + GetParam().file));
+  auto it = std::find_if(ps.begin(), ps.end(),
+                         [&](const Program& p) { return p.name == GetParam().program; });
+  ASSERT_NE(it, ps.end()) << GetParam().program;
+  const Program& p = *it;
+  for_each_call_shape(p, [&](const Extents& ext, int64_t salt) {
+    std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
+    ASSERT_EQ(L->kernels.size(), 1u);
+    ASSERT_EQ(L->kernels[0].low.path, LoweredKernel::Path::tensor_core) << L->kernels[0].low.why;
+    check_inputs(p, random_inputs(p, ext, 171 + salt), ext);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Programs, CudaPrograms,
+    ::testing::Values(ProgramCase{"gates.attn", "key_gate"}, ProgramCase{"gates.attn", "dropout"},
+                      ProgramCase{"gates.attn", "gqa_gate"}, ProgramCase{"gates.attn", "two_values"},
+                      ProgramCase{"gates.attn", "gated_and_not"},
+                      ProgramCase{"gates.attn", "mult_mask"}, ProgramCase{"gates.attn", "entropy"},
+                      ProgramCase{"value_sums.attn", "value_bias"},
+                      ProgramCase{"value_sums.attn", "value_mix"},
+                      ProgramCase{"value_sums.attn", "key_offset"},
+                      ProgramCase{"value_sums.attn", "entropy_offsets"},
+                      ProgramCase{"value_sums.attn", "entropy_log"}),
+    [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
+
+// Weights that are not finite (tests/programs/gates.attn) against the reference:
+// gates of inf and NaN at keys the causal mask removes, of 0 over values of inf, of inf over
+// values of 0, negative ones over values of inf.
 TEST(CudaBackend, WeightedProbabilitiesMatchTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/gates.attn"));
-  for (const Program& p : ps)
-    for_each_call_shape(p, [&](const Extents& ext, int64_t salt) {
-      std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
-      ASSERT_EQ(L->kernels.size(), 1u);
-      ASSERT_EQ(L->kernels[0].low.path, LoweredKernel::Path::tensor_core) << L->kernels[0].low.why;
-      check_inputs(p, random_inputs(p, ext, 171 + salt), ext);
-    });
   // Non-finite gates: at keys the causal mask removes for every row (probability 0) an inf or
   // NaN gate contributes nothing, and a gate of 0 over values of inf contributes 0 (the strong
   // zero; the careful build).

@@ -1723,6 +1723,58 @@ TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
   }
 }
 
+// Values computed per key (tests/programs/value_sums.attn): the online rewrite distributes
+// sum(e * (v + c)) into sums that each read a plain value tensor or leave as an invariant, so
+// the kernel runs on the tensor cores: value_bias one P.V of v and the row sum (bias times it in
+// the epilogue), value_mix two P.V (v and u; lam leaves the key sum), key_offset a P.V and a
+// second group of the same running max whose row sum kb weighs; the entropy programs (over the
+// scores' offsets, over log(P)) a second group whose row sum the score weighs.
+TEST(Lower, ValuesComputedPerKeyStayOnTheTensorCores) {
+  const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/value_sums.attn"));
+  ASSERT_EQ(ps.size(), 5u);
+  for (const auto& [t, d] : {std::pair{Target::cuda_sm90, 64}, std::pair{Target::cuda_sm90, 128},
+                             std::pair{Target::cuda_sm80, 128}})
+    for (const Program& p : ps) {
+      SCOPED_TRACE(p.name + " " + target_name(t) + " d=" + std::to_string(d));
+      const Compiled c = lowered(p, t, {{"d", d}, {"e", d}});
+      ASSERT_EQ(c.lowered.kernels.size(), 1u);
+      const LoweredKernel& k = c.lowered.kernels[0];
+      ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
+      const TensorCoreKernel& tc = k.tensor_core;
+      const Program& rp = c.plan.program;
+      std::vector<std::string> values;  // the P.V value tensors, by parameter name
+      for (const TensorCoreKernel::Acc& a : tc.pv) {
+        EXPECT_EQ(a.group, 0);
+        const Node& prod = rp.nodes[rp.nodes[a.node].args[0]];
+        std::string name;
+        for (int f : prod.args)
+          if (rp.nodes[f].op == Op::Param) name = rp.params[rp.nodes[f].param].name;
+        values.push_back(name);
+      }
+      std::sort(values.begin(), values.end());
+      const std::vector<std::string> want =
+          p.name == "value_mix" ? std::vector<std::string>{"u", "v"} : std::vector<std::string>{"v"};
+      EXPECT_EQ(values, want);
+      const bool entropy = p.name.rfind("entropy", 0) == 0;
+      ASSERT_EQ(tc.groups.size(), p.name == "key_offset" || entropy ? 2u : 1u);
+      EXPECT_TRUE(tc.groups[0].pv_weight.empty());
+      if (entropy) {  // the row sum weighed by the score: computed with the scores
+        const TensorCoreKernel::Group& g = tc.groups[1];
+        EXPECT_EQ(g.max_node, tc.groups[0].max_node);
+        ASSERT_EQ(g.pv_weight.size(), 1u);
+        EXPECT_TRUE(g.weigh_sums);
+        EXPECT_TRUE(g.weight_reads_scores);
+      }
+      if (p.name == "key_offset") {
+        const TensorCoreKernel::Group& g = tc.groups[1];
+        EXPECT_EQ(g.max_node, tc.groups[0].max_node);
+        ASSERT_EQ(g.pv_weight.size(), 1u);
+        EXPECT_EQ(rp.params[rp.nodes[g.pv_weight[0]].param].name, "kb");
+        EXPECT_TRUE(g.weigh_sums);
+      }
+    }
+}
+
 // split_clusters: diff_attn's two softmax groups at e = 2d = 256 need a value split of 4 in
 // one kernel (1536 multiply-adds a (row, key) pair); apart, each group's kernel holds its
 // accumulator in one chunk (768 in all), the first writing p1.v normalized (tmp0) and the

@@ -3,11 +3,13 @@
 // one kernel and match the reference, also on fully -inf rows, as do softmaxes whose max is
 // taken with a value beside the keys (attention sinks); a product of K non-exp sums is
 // not expanded into 2^K sums; sum((s - max(s)) * v) is not split into a cancelling difference
-// but computed from a materialized max.
+// but computed from a materialized max; values computed per key (v + bias) are distributed into
+// plain sums.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "flashgen/compile.h"
 #include "flashgen/flashgen.h"
@@ -208,6 +210,75 @@ TEST(PassesOnlineForms, TooManyTermsLeavesTheSumWhole) {
   EXPECT_EQ(testing::compare_tensors(evaluate_reference_f64(r, in).at("o"),
                                      evaluate_reference_f64(p, in).at("o"), 1e-5),
             "");
+}
+
+// Values computed per key under a softmax (tests/programs/value_sums.attn): each sum over the
+// keys that the rewrite leaves is a product with no + or - among its factors (a plain value
+// tensor or a weight), one kernel, the meaning kept, and the CPU backend matches. A score offset
+// by its row max is not distributed that way (its parts would be |s| / |s - M| times the
+// result): the max stays materialized.
+TEST(PassesOnlineForms, ValuesComputedPerKeyAreDistributed) {
+  const Extents ext{{"b", 2}, {"h", 3}, {"m", 19}, {"n", 203}, {"d", 5}, {"e", 7}};
+  for (const Program& p : parse_file(testing::source_path("tests/programs/value_sums.attn"))) {
+    SCOPED_TRACE(p.name);
+    const Program r = online_rewrite(canonicalize(p));
+    int sums = 0;
+    for (const Node& n : r.nodes) {
+      if (n.op != Op::Sum || r.dims[n.reduce.at(0)] != "n") continue;
+      ++sums;
+      std::vector<int> stack = {n.args[0]};
+      while (!stack.empty()) {
+        const Node& f = r.nodes[stack.back()];
+        stack.pop_back();
+        EXPECT_NE(f.op, Op::Add) << r.str();
+        EXPECT_NE(f.op, Op::Sub) << r.str();
+        if (f.op == Op::Mul) stack.insert(stack.end(), f.args.begin(), f.args.end());
+      }
+    }
+    EXPECT_GE(sums, 2) << r.str();  // a P.V and the row sum at least
+    EXPECT_EQ(kernel_count(p, {}), 1);
+    expect_rewrite_keeps_meaning(p, ext, 3);
+    expect_matches(p, ext, 4, 1e-2);  // (bf16 outputs)
+  }
+  const Program offset = parse_one(
+      "program offset(q: f32[m, d], k: f32[n, d], v: f32[n, e]) {\n"
+      "  s = sum(q * k, d)\n"
+      "  out o: f32[m, e] = sum(softmax(s, n) * (s - max(s, n)) * v, n)\n}\n");
+  EXPECT_EQ(kernel_count(offset, {}), 2);
+  expect_rewrite_keeps_meaning(offset, {{"m", 7}, {"n", 50}, {"d", 5}, {"e", 4}}, 5);
+}
+
+// simplify_logs (run by canonicalize): the log of a softmax becomes the score less the safe max
+// and log(l), log(exp(y)) becomes y (across bases, times the constant), and the meaning is kept, fully masked rows included
+// (log(0) = -inf there, by the where on l == 0); a log of a quotient whose numerator may be
+// negative stays as it is.
+TEST(PassesOnlineForms, LogOfProbabilitiesIsScores) {
+  const Program p = parse_one(
+      "program logp(q: f32[m, d], k: f32[n, d], a: f32[m, n], b: f32[m, n]) {\n"
+      "  s = where(n <= m - 3, sum(q * k, d), -inf)\n"
+      "  out lp: f32[m, n] = log(softmax(s, n))\n"
+      "  out ly: f32[m, n] = log(exp(a * 2.0))\n"
+      "  out ly2: f32[m, n] = log2(exp(a)) + log(exp2(b))\n"
+      "  out lq: f32[m, n] = log(a / exp(b))\n}\n");
+  const Program c = canonicalize(p);
+  int logs = 0;
+  for (const Node& n : c.nodes) {
+    if (n.op != Op::Log) continue;
+    ++logs;
+    EXPECT_NE(c.nodes[n.args[0]].op, Op::DivOrZero) << c.str();
+    EXPECT_NE(c.nodes[n.args[0]].op, Op::Exp) << c.str();
+  }
+  for (const Node& n : c.nodes) EXPECT_NE(n.op, Op::Log2) << c.str();
+  EXPECT_EQ(logs, 2) << c.str();  // log(l), and lq's log of a quotient (a may be negative)
+  const Extents ext{{"m", 9}, {"n", 12}, {"d", 3}};
+  TensorMap in = random_inputs(p, ext, 7);
+  TensorMap want = evaluate_reference_f64(p, in), got = evaluate_reference_f64(c, in);
+  for (const char* o : {"lp", "ly", "ly2", "lq"})
+    EXPECT_EQ(testing::compare_tensors(got.at(o), want.at(o), 1e-5), "") << o;  // (f32 outputs)
+  // rows 0..2 are fully masked: -inf everywhere; the others -inf at the masked keys only
+  EXPECT_EQ(got.at("lp").get(0), -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isfinite(got.at("lp").get(3 * 12)));
+  expect_matches(p, ext, 8);
 }
 
 TEST(PassesOnlineForms, CancellingSumIsMaterializedNotSplit) {
