@@ -24,7 +24,7 @@ namespace flashgen {
 Program lower_sugar(const Program& p);
 Program simplify_logs(const Program& p);
 Program fold_constants(const Program& p);
-// lower_sugar, simplify_logs, then fold_constants.
+// lower_sugar, fold_constants, simplify_logs, then fold_constants again.
 Program canonicalize(const Program& p);
 Program online_rewrite(const Program& p);
 

@@ -22,6 +22,7 @@
 // Tests: tests/passes/online_forms_test.cpp (PassesOnlineForms.LogOfProbabilitiesIsScores),
 // tests/passes/passes_test.cpp (meaning kept on random inputs).
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "passes/passes.h"
@@ -73,27 +74,33 @@ Program simplify_logs(const Program& p) {
   return rebuild(p, [&](ProgramBuilder& b, int id, const std::vector<int>& args) -> int {
     const Node& n = p.nodes[id];
     if ((n.op != Op::Log && n.op != Op::Log2) || !full_float(n.type)) return -1;
-    const Node& x = p.nodes[n.args[0]];
-    const Node nx = b.node(args[0]);  // (x's rebuilt node, a copy: building moves b's nodes)
-    // log(exp(y)) = y, log2(exp2(y)) = y, log2(exp(y)) = y * log2(e), log(exp2(y)) = y * ln(2);
-    // `v` is the rebuilt exp, `old` the program's
-    auto log_of = [&](Value v, int old) {
-      const Op e = p.nodes[old].op;
-      if (e != Op::Exp && e != Op::Exp2) return b.unary(n.op, v);
-      Value y{&b, b.node(v.id).args[0]};
-      if (b.node(y.id).type != n.type) y = b.cast(y, n.type);
-      if ((n.op == Op::Log) == (e == Op::Exp)) return y;
-      return y * b.constant(n.op == Op::Log ? std::log(2.0) : 1.0 / std::log(2.0), n.type);
+    // The log (n's base) of program node `old`, whose rebuilt node is `v` (the same op over the
+    // rebuilt args: rebuild copies every node but logs).
+    std::function<Value(int, Value)> log_of = [&](int old, Value v) -> Value {
+      const Node& o = p.nodes[old];
+      const Node nv = b.node(v.id);  // (a copy: building moves b's nodes)
+      if (o.op == Op::Exp || o.op == Op::Exp2) {
+        // log(exp(y)) = y, log2(exp2(y)) = y, log2(exp(y)) = y * log2(e), log(exp2(y)) = y * ln(2)
+        Value y{&b, nv.args[0]};
+        if (b.node(y.id).type != n.type) y = b.cast(y, n.type);
+        if ((n.op == Op::Log) == (o.op == Op::Exp)) return y;
+        return y * b.constant(n.op == Op::Log ? std::log(2.0) : 1.0 / std::log(2.0), n.type);
+      }
+      if ((o.op == Op::Div || o.op == Op::DivOrZero) && nonneg(o.args[0]) && nonneg(o.args[1])) {
+        Value a{&b, nv.args[0]}, d{&b, nv.args[1]};
+        if (b.node(a.id).type == n.type && b.node(d.id).type == n.type) {
+          Value r = log_of(o.args[0], a) - log_of(o.args[1], d);
+          if (o.op == Op::DivOrZero)
+            r = b.where(b.binary(Op::Eq, d, b.constant(0.0, n.type)),
+                        b.constant(-INFINITY, n.type), r);
+          return r;
+        }
+      }
+      return b.unary(n.op, v);
     };
-    if (x.op == Op::Exp || x.op == Op::Exp2) return log_of(Value{&b, args[0]}, n.args[0]).id;
-    if (x.op != Op::Div && x.op != Op::DivOrZero) return -1;
-    if (!nonneg(x.args[0]) || !nonneg(x.args[1])) return -1;
-    Value a{&b, nx.args[0]}, d{&b, nx.args[1]};
-    if (b.node(a.id).type != n.type || b.node(d.id).type != n.type) return -1;
-    Value r = log_of(a, x.args[0]) - log_of(d, x.args[1]);
-    if (x.op == Op::DivOrZero)
-      r = b.where(b.binary(Op::Eq, d, b.constant(0.0, n.type)), b.constant(-INFINITY, n.type), r);
-    return r.id;
+    const Op x = p.nodes[n.args[0]].op;
+    if (x != Op::Exp && x != Op::Exp2 && x != Op::Div && x != Op::DivOrZero) return -1;
+    return log_of(n.args[0], Value{&b, args[0]}).id;
   });
 }
 
