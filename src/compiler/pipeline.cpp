@@ -1,6 +1,6 @@
 // The compiler pipeline: one readable function running the named stages in order.
 //
-//   canonicalize    passes/lower_sugar.cpp, passes/simplify_logs.cpp, passes/fold_constants.cpp
+//   canonicalize    passes/lower_sugar.cpp, passes/fold_constants.cpp
 //   online_rewrite  passes/online_rewrite.cpp
 //   fuse            passes/fuse.cpp + plan/build_plan.cpp (kernels, grid, eliminated dims)
 //   classify_tiles  plan/tile_classes.cpp (block sparsity from mask expressions)

@@ -26,7 +26,7 @@ double sqrt_(double v) { return std::sqrt(v); }
 double rsqrt(double v) { return 1.0 / std::sqrt(v); }
 double tanh_(double v) { return std::tanh(v); }
 double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
-double relu(double v) { return v < 0 ? 0.0 : v; }  // NaN stays NaN
+double relu(double v) { return v > 0 || v != v ? v : 0.0; }  // NaN stays NaN; relu(-0) = +0
 double abs_(double v) { return std::fabs(v); }
 double floor_(double v) { return std::floor(v); }
 double ceil_(double v) { return std::ceil(v); }

@@ -33,10 +33,6 @@ Program lower_sugar(const Program& p) {
   });
 }
 
-// (folded before simplify_logs, which then sees log(p + 0.) as log(p), and after it: the logs of
-// constant divisors)
-Program canonicalize(const Program& p) {
-  return fold_constants(simplify_logs(fold_constants(lower_sugar(p))));
-}
+Program canonicalize(const Program& p) { return fold_constants(lower_sugar(p)); }
 
 }  // namespace flashgen

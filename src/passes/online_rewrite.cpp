@@ -24,22 +24,22 @@
 //   - split at an invariant condition:          sum(g * where(C, f, NaN), D)
 //                                                 = where(C, sum(g*f, D), NaN (0 if D empty))
 // until each remaining sum is sum(f, D) with f a product of factors that vary with D. A + or -
-// (or a where) is split only when a branch holds a one-pass exp factor, or, for a + or - of
-// terms that depend on no reduction over D (a value computed per key: v + bias[e], v - lam * u,
-// kb[n] + v), when another factor of its product holds one:
+// (or a where) is split only when a branch holds a one-pass exp factor, or, for a float + or -
+// of terms that depend on no reduction over D (a value computed per key: v + bias[e],
+// v - lam * u, kb[n] + v), when another factor of its product holds one:
 //   sum(e * (v + c), D) = sum(e * v, D) + sum(e * c, D)
 // so each part reads a plain value (a P.V on the tensor cores) or leaves as an invariant. Each
 // part's rounding is relative to sum(e) * max|term|, bounded by the program's own terms as a
-// P.V's already is. Likewise a where at an invariant condition (exact), and a + or - of terms
-// offset by a reduction in a row sum, where no factor varies along a dim the exp lacks:
-// sum(e * (s - M - log(l))) = sum(e * s) - M * sum(e) - log(l) * sum(e) (the entropy of a
-// softmax; its parts are |s| / |s - M| times the result, in f32). Not in a P.V:
-// sum(p * (s - M) * v) would become sum(p * s * v) - M * sum(p * v), where the tensor cores
-// round p * s to bf16; such a sum keeps M (materialized). Splitting anything
-// else cannot make the sum one-pass, and turns sum((s - M) * v) into sum(s*v) - M*sum(v), which
-// cancels catastrophically; such a sum stays whole and the planner materializes M instead.
-// Values computed per key are distributed only where the expansion stays within kMaxTerms
-// sums; past that the sum is expanded as if they were not, and past that again left whole.
+// P.V's already is (an infinite coefficient, v - inf * u, gives the deviation docs/language.md
+// names for distributed sums). A term offset by a reduction is never split this way:
+// sum(p * (s - M)) would become sum(p * s) - M * sum(p), whose error grows with |M| (scores
+// offset by 1e4 lose three digits; scores near the float range overflow), and with a value
+// factor p * s would be rounded to bf16 on the tensor cores; such a sum keeps M materialized.
+// Splitting anything else cannot make the sum one-pass, and turns sum((s - M) * v) into
+// sum(s*v) - M*sum(v), which cancels catastrophically; such a sum stays whole and the planner
+// materializes M instead. Values computed per key are distributed only where the expansion
+// stays within kMaxTerms sums; past that the sum is expanded as if they were not, and past that
+// again left whole.
 // The planner then recognizes sum(g * exp(x - safe(max(x, n))), n) as an online accumulator
 // that shares the running max of x. A sum over a dim its argument lacks becomes a
 // multiplication by the extent. Sums that do not depend on a reduction over D are untouched.
@@ -256,30 +256,19 @@ struct OnlineRewriter {
     }
     return capable[id] = r;
   }
-  // Whether factor `f` (a +, - or where) of a product whose other factors `rest` hold a
-  // one-pass exp is distributed (see the header): a where at a condition invariant along D; a +
-  // or - of terms computed without a reduction over D (a value per key: v + c, v - lam * u); and
-  // one of terms offset by a reduction (s - M) where no factor varies along a dim the exp lacks
-  // (a row sum, weighed in f32, never a P.V).
+  // Whether factor `f`, a float + or - of terms computed without a reduction over D (a value
+  // per key: v + c, v - lam * u) in a product whose other factors `rest` hold a one-pass exp, is
+  // distributed (see the header): sum(e * (v + c)) = sum(e * v) + sum(e * c). (Integer terms
+  // stay whole: their sum wraps per key.)
   bool distributes(int f, const std::vector<int>& rest, const DimSet& d) {
-    if (!distribute_values) return false;
-    int exp_factor = -1;
-    for (int r : rest)
-      if (exp_factor < 0 && one_pass(r, d)) exp_factor = r;
-    if (exp_factor < 0) return false;
     const Node n = b.node(f);
-    if (n.op == Op::Where) return !varies(n.args[0], d);
-    if (!depends(n.args[0], d) && !depends(n.args[1], d)) return true;
-    const DimSet& within = b.node(exp_factor).dims;
-    auto inside = [&](int x) {
-      for (int k : b.node(x).dims)
-        if (!dimset_contains(within, k)) return false;
-      return true;
-    };
-    if (!inside(f)) return false;
+    if (!distribute_values || (n.op != Op::Add && n.op != Op::Sub)) return false;
+    for (int x : {f, n.args[0], n.args[1]})
+      if (!is_float(b.node(x).type)) return false;
+    if (depends(n.args[0], d) || depends(n.args[1], d)) return false;
     for (int r : rest)
-      if (!inside(r)) return false;
-    return true;
+      if (one_pass(r, d)) return true;
+    return false;
   }
   void split() {
     if (++splits >= kMaxTerms) throw TooManyTerms{};
@@ -373,7 +362,7 @@ struct OnlineRewriter {
           if (f.op == Op::Neg) return -sum_of(with(f.args[0]), d);
           if ((f.op == Op::Div || f.op == Op::DivOrZero) && !varies(f.args[1], d))
             return b.binary(f.op, sum_of(with(f.args[0]), d), Value{&b, f.args[1]});
-          if (f.op == Op::Where && (one_pass(var[i], d) || distributes(var[i], rest, d))) {
+          if (f.op == Op::Where && one_pass(var[i], d)) {
             split();
             Value c{&b, f.args[0]};
             auto branch = [&](int v) {

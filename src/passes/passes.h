@@ -1,8 +1,6 @@
 // The program-to-program passes of the compiler (each in its own file; see the file headers).
 //
-//   canonicalize     lower_sugar.cpp + simplify_logs.cpp + fold_constants.cpp: sugar ->
-//                    primitives, logs of quotients of non-negative values and of exps
-//                    (log(softmax(x)) -> x - safe(max) - log(l)), constant folding
+//   canonicalize     lower_sugar.cpp + fold_constants.cpp: sugar -> primitives, constant folding
 //   online_rewrite   online_rewrite.cpp: every exp(a*(y - max(y)) + c) / exp2(...) brought to
 //                    exp(c) * exp(z - safe(max(z))), then reductions over a dim split over +/-
 //                    (only where that reaches an exp factor) and freed of factors invariant in
@@ -22,9 +20,8 @@
 namespace flashgen {
 
 Program lower_sugar(const Program& p);
-Program simplify_logs(const Program& p);
 Program fold_constants(const Program& p);
-// lower_sugar, fold_constants, simplify_logs, then fold_constants again.
+// lower_sugar then fold_constants.
 Program canonicalize(const Program& p);
 Program online_rewrite(const Program& p);
 

@@ -1142,8 +1142,8 @@ TEST(CudaBackend, NormsOverTheHeadDimRunInKernelsOfTheirOwn) {
 // under a causal mask, grouped queries with a gate per shared key, one weighted softmax read by
 // two value tensors with a per-row and a per-key factor, one softmax read plain and gated, a mask
 // written as a factor, the entropy's row sum weighed by the scores: the group's P.V weights);
-// value_sums.attn: values computed per key and the entropy written over the scores' offsets or
-// log(P) (sums the online rewrite distributes into plain P.V and row sums).
+// value_sums.attn: values computed per key (sums the online rewrite distributes into plain P.V
+// and row sums).
 struct ProgramCase {
   const char* file;
   const char* program;
@@ -1174,9 +1174,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ProgramCase{"gates.attn", "mult_mask"}, ProgramCase{"gates.attn", "entropy"},
                       ProgramCase{"value_sums.attn", "value_bias"},
                       ProgramCase{"value_sums.attn", "value_mix"},
-                      ProgramCase{"value_sums.attn", "key_offset"},
-                      ProgramCase{"value_sums.attn", "entropy_offsets"},
-                      ProgramCase{"value_sums.attn", "entropy_log"}),
+                      ProgramCase{"value_sums.attn", "key_offset"}),
     [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
 
 // Weights that are not finite (tests/programs/gates.attn) against the reference:

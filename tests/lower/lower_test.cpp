@@ -1727,11 +1727,10 @@ TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
 // sum(e * (v + c)) into sums that each read a plain value tensor or leave as an invariant, so
 // the kernel runs on the tensor cores: value_bias one P.V of v and the row sum (bias times it in
 // the epilogue), value_mix two P.V (v and u; lam leaves the key sum), key_offset a P.V and a
-// second group of the same running max whose row sum kb weighs; the entropy programs (over the
-// scores' offsets, over log(P)) a second group whose row sum the score weighs.
+// second group of the same running max whose row sum kb weighs.
 TEST(Lower, ValuesComputedPerKeyStayOnTheTensorCores) {
   const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/value_sums.attn"));
-  ASSERT_EQ(ps.size(), 5u);
+  ASSERT_EQ(ps.size(), 3u);
   for (const auto& [t, d] : {std::pair{Target::cuda_sm90, 64}, std::pair{Target::cuda_sm90, 128},
                              std::pair{Target::cuda_sm80, 128}})
     for (const Program& p : ps) {
@@ -1755,16 +1754,8 @@ TEST(Lower, ValuesComputedPerKeyStayOnTheTensorCores) {
       const std::vector<std::string> want =
           p.name == "value_mix" ? std::vector<std::string>{"u", "v"} : std::vector<std::string>{"v"};
       EXPECT_EQ(values, want);
-      const bool entropy = p.name.rfind("entropy", 0) == 0;
-      ASSERT_EQ(tc.groups.size(), p.name == "key_offset" || entropy ? 2u : 1u);
+      ASSERT_EQ(tc.groups.size(), p.name == "key_offset" ? 2u : 1u);
       EXPECT_TRUE(tc.groups[0].pv_weight.empty());
-      if (entropy) {  // the row sum weighed by the score: computed with the scores
-        const TensorCoreKernel::Group& g = tc.groups[1];
-        EXPECT_EQ(g.max_node, tc.groups[0].max_node);
-        ASSERT_EQ(g.pv_weight.size(), 1u);
-        EXPECT_TRUE(g.weigh_sums);
-        EXPECT_TRUE(g.weight_reads_scores);
-      }
       if (p.name == "key_offset") {
         const TensorCoreKernel::Group& g = tc.groups[1];
         EXPECT_EQ(g.max_node, tc.groups[0].max_node);

@@ -9,8 +9,11 @@
 #include <vector>
 
 #include "flashgen/builder.h"
+#include "flashgen/compile.h"
+#include "flashgen/flashgen.h"
 #include "flashgen/error.h"
 #include "flashgen/ref.h"
+#include "passes/passes.h"
 
 namespace flashgen {
 namespace {
@@ -351,6 +354,24 @@ TEST(RefEval, ElementwiseFunctions) {
     EXPECT_EQ(out.at("minimum").get(i), std::min(a, c));
     EXPECT_EQ(out.at("div0").get(i), c == 0 ? 0 : f32(a / c));
     EXPECT_EQ(out.at("clamp").get(i), std::clamp(a, c, c + 1));
+  }
+}
+
+// relu(-0) is +0, in the reference, in constant folding and on the CPU backend (the backends'
+// fg_relu): a quotient by it is +inf, not -inf.
+TEST(RefEval, ReluOfNegativeZeroIsPositiveZero) {
+  const Program p = parse_source(
+      "program rz(x: f32[i]) {\n"
+      "  out r: f32[i] = relu(x)\n"
+      "  out q: f32[i] = 1.0 / relu(-relu(x))\n"
+      "  out c: f32[i] = x * 0.0 + 1.0 / relu(-0.0)\n}\n", "rz.attn").at(0);
+  const TensorMap in = {{"x", make(DType::f32, {3}, {-0.0, 0.0, 2.0})}};
+  for (const TensorMap& out : {evaluate_reference_f64(p, in), evaluate_reference_f64(canonicalize(p), in),
+                               run_cpu(p, in)}) {
+    EXPECT_FALSE(std::signbit(out.at("r").get(0)));
+    EXPECT_EQ(out.at("q").get(0), std::numeric_limits<double>::infinity());
+    EXPECT_EQ(out.at("q").get(2), std::numeric_limits<double>::infinity());  // relu(-2) = +0
+    EXPECT_EQ(out.at("c").get(1), std::numeric_limits<double>::infinity());
   }
 }
 

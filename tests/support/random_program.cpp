@@ -15,7 +15,8 @@ class Gen {
   Gen(uint64_t seed, int index, const RandomProgramOptions& opt)
       : rng_(seed), extra_(seed * 0x9e3779b97f4a7c15ull + 12345),
         third_(seed * 0xbf58476d1ce4e5b9ull + 777), fourth_(seed * 0x94d049bb133111ebull + 4242),
-        fifth_(seed * 0xd6e8feb86659fd93ull + 31337), index_(index), opt_(opt) {}
+        fifth_(seed * 0xd6e8feb86659fd93ull + 31337),
+        sixth_(seed * 0xa0761d6478bd642full + 2718), index_(index), opt_(opt) {}
 
   GeneratedProgram make() {
     const char* pool[] = {"b", "h", "g", "x", "y", "bat", "hd", "z", "w", "u1"};
@@ -149,6 +150,28 @@ class Gen {
       body << "  out o" << nout++ << ": f32[" << dims << "] = sum(softmax(s, " << K_
            << ") * sigmoid(kg) * v, " << K_ << ")\n";
     }
+    // (a sixth stream: values computed per key and the entropy over log(P), a fifth of the time
+    // each)
+    auto sixth_order = [&](std::vector<std::string> ds) {
+      std::shuffle(ds.begin(), ds.end(), sixth_);
+      std::string l;
+      for (size_t i = 0; i < ds.size(); ++i) l += (i ? ", " : "") + ds[i];
+      return l;
+    };
+    if (sixth(0, 4) == 0) {  // a bias per value column, per key, or per both, added to v
+      const int over = sixth(0, 2);
+      std::vector<std::string> bd = over == 0 ? std::vector<std::string>{E_}
+                                    : over == 1 ? with(kb, {K_}) : with(kb, {K_, E_});
+      params_.push_back("vb: f32[" + sixth_order(bd) + "]");
+      const std::string dims = sixth_order(outdims_o);
+      body << "  out o" << nout++ << ": f32[" << dims << "] = sum(softmax(s, " << K_ << ") * ("
+           << (sixth(0, 1) ? "v + vb" : "vb - v") << "), " << K_ << ")\n";
+    }
+    if (sixth(0, 4) == 0) {  // the attention entropy, -sum(P * log(P))
+      const std::string dims = sixth_order(outdims_l);
+      body << "  pe = softmax(s, " << K_ << ")\n";
+      body << "  out o" << nout++ << ": f32[" << dims << "] = -sum(pe * log(pe), " << K_ << ")\n";
+    }
     std::ostringstream os;
     os << "program rnd" << index_ << "(";
     for (size_t i = 0; i < params_.size(); ++i) os << (i ? ", " : "") << params_[i];
@@ -157,7 +180,7 @@ class Gen {
   }
 
  private:
-  std::mt19937_64 rng_, extra_, third_, fourth_, fifth_;
+  std::mt19937_64 rng_, extra_, third_, fourth_, fifth_, sixth_;
   int index_;
   RandomProgramOptions opt_;
   std::vector<std::string> batch_;
@@ -171,6 +194,7 @@ class Gen {
   int third(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(third_); }
   int fourth(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(fourth_); }
   int fifth(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(fifth_); }
+  int sixth(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(sixth_); }
   std::vector<std::string> with(std::vector<std::string> a, std::vector<std::string> b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;

@@ -1,7 +1,8 @@
 // Random attention-like programs for property tests: random dim names, layouts and sizes; score
 // code from the language's functions; masks from index arithmetic and gathers; several softmaxes;
 // several outputs; q or k normalized over the head dim; attention sinks (a max taken with a
-// logit beside the keys); occasionally a program that cannot be one pass. `cuda_shaped` draws
+// logit beside the keys); key gates; a bias per key or value column added to the values; the
+// attention entropy over log(P); occasionally a program that cannot be one pass. `cuda_shaped` draws
 // what the CUDA sm80 template takes (bf16, f16 or f32 q/k/v with the head dim innermost, head dims 32 or
 // 64, or any up to 100; sometimes an output of plain weights: sigmoid or relu-power sums over
 // keys without a softmax); the CPU programs draw f32 q/k/v, or bf16 or f16; the
