@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <tuple>
 #include <set>
@@ -1590,6 +1591,24 @@ program sinks(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], sin
   }
 }
 
+// Each program of `ps` lowered for sm90 at d = e = 64 and 128 and for sm80 at 128: one kernel,
+// on the tensor cores, handed to `check` with its target.
+void for_each_tensor_core_lowering(
+    const std::vector<Program>& ps,
+    const std::function<void(const Program&, Target, const Compiled&, const TensorCoreKernel&)>&
+        check) {
+  for (const auto& [t, d] : {std::pair{Target::cuda_sm90, 64}, std::pair{Target::cuda_sm90, 128},
+                             std::pair{Target::cuda_sm80, 128}})
+    for (const Program& p : ps) {
+      SCOPED_TRACE(p.name + " " + target_name(t) + " d=" + std::to_string(d));
+      const Compiled c = lowered(p, t, {{"d", d}, {"e", d}});
+      ASSERT_EQ(c.lowered.kernels.size(), 1u);
+      const LoweredKernel& k = c.lowered.kernels[0];
+      ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
+      check(p, t, c, k.tensor_core);
+    }
+}
+
 // Probabilities weighed before they multiply the values (tests/programs/gates.attn): the
 // factors of each P.V besides exp(x - max) and the value tensor are the group's P.V weights,
 // score element code the kernel multiplies the probabilities by after the row sums took them;
@@ -1604,15 +1623,8 @@ TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
   const Program both = ps.at(4), entropy = ps.at(6);
   ps.erase(ps.begin() + 6);
   ps.erase(ps.begin() + 4);
-  for (const auto& [t, d] : {std::pair{Target::cuda_sm90, 64}, std::pair{Target::cuda_sm90, 128},
-                             std::pair{Target::cuda_sm80, 128}})
-    for (const Program& p : ps) {
-      SCOPED_TRACE(p.name + " " + target_name(t) + " d=" + std::to_string(d));
-      const Compiled c = lowered(p, t, {{"d", d}, {"e", d}});
-      ASSERT_EQ(c.lowered.kernels.size(), 1u);
-      const LoweredKernel& k = c.lowered.kernels[0];
-      ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
-      const TensorCoreKernel& tc = k.tensor_core;
+  for_each_tensor_core_lowering(ps, [&](const Program& p, Target t, const Compiled& c,
+                                        const TensorCoreKernel& tc) {
       const Program& rp = c.plan.program;
       ASSERT_EQ(tc.groups.size(), 1u);
       const TensorCoreKernel::Group& g = tc.groups[0];
@@ -1638,7 +1650,7 @@ TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
       EXPECT_NE(c.lowered.str(c.plan).find(g.weigh_sums ? ", P.V and row-sum weights %"
                                                           : ", P.V weights %"),
                 std::string::npos);
-    }
+    });
   // gated_and_not: group 0 the softmax with its row sums and the plain P.V, group 1 the same
   // running max and score form, no row sums, the gate on its P.V. entropy: group 0 the output's,
   // unweighted; group 1 the row sum of p * s, its weight the score itself (mask and all, read
@@ -1731,15 +1743,8 @@ TEST(Lower, WeightedProbabilitiesStayOnTheTensorCores) {
 TEST(Lower, ValuesComputedPerKeyStayOnTheTensorCores) {
   const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/value_sums.attn"));
   ASSERT_EQ(ps.size(), 3u);
-  for (const auto& [t, d] : {std::pair{Target::cuda_sm90, 64}, std::pair{Target::cuda_sm90, 128},
-                             std::pair{Target::cuda_sm80, 128}})
-    for (const Program& p : ps) {
-      SCOPED_TRACE(p.name + " " + target_name(t) + " d=" + std::to_string(d));
-      const Compiled c = lowered(p, t, {{"d", d}, {"e", d}});
-      ASSERT_EQ(c.lowered.kernels.size(), 1u);
-      const LoweredKernel& k = c.lowered.kernels[0];
-      ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
-      const TensorCoreKernel& tc = k.tensor_core;
+  for_each_tensor_core_lowering(ps, [&](const Program& p, Target t, const Compiled& c,
+                                        const TensorCoreKernel& tc) {
       const Program& rp = c.plan.program;
       std::vector<std::string> values;  // the P.V value tensors, by parameter name
       for (const TensorCoreKernel::Acc& a : tc.pv) {
@@ -1763,7 +1768,7 @@ TEST(Lower, ValuesComputedPerKeyStayOnTheTensorCores) {
         EXPECT_EQ(rp.params[rp.nodes[g.pv_weight[0]].param].name, "kb");
         EXPECT_TRUE(g.weigh_sums);
       }
-    }
+    });
 }
 
 // split_clusters: diff_attn's two softmax groups at e = 2d = 256 need a value split of 4 in
