@@ -82,7 +82,7 @@ Compiled compile_program(const Program& p, const CompileOptions& opt,
   Compiled c;
   c.canonical = canonicalize(p);
   if (stop("canonicalize", c.canonical.str())) return c;
-  c.rewritten = online_rewrite(c.canonical);
+  c.rewritten = online_rewrite(c.canonical, /*distribute_values=*/opt.target != Target::cpu);
   if (stop("online_rewrite", c.rewritten.str())) return c;
   c.plan = make_plan(c.rewritten, opt);
   if (stop("fuse", c.plan.str())) return c;

@@ -30,8 +30,11 @@
 //   sum(e * (v + c), D) = sum(e * v, D) + sum(e * c, D)
 // so each part reads a plain value (a P.V on the tensor cores) or leaves as an invariant. Each
 // part's rounding is relative to sum(e) * max|term|, bounded by the program's own terms as a
-// P.V's already is (an infinite coefficient, v - inf * u, gives the deviation docs/language.md
-// names for distributed sums). A term offset by a reduction is never split this way:
+// P.V's already is, where the terms do not cancel: terms that are sums themselves stay whole
+// ((v + c) - c), and an infinite coefficient (v - inf * u) gives the deviation docs/language.md
+// names for distributed sums. The split is asked for by targets whose fast kernels take plain
+// values only (online_rewrite's distribute_values: CUDA's tensor cores); the CPU computes the
+// value per key as written. A term offset by a reduction is never split this way:
 // sum(p * (s - M)) would become sum(p * s) - M * sum(p), whose error grows with |M| (scores
 // offset by 1e4 lose three digits; scores near the float range overflow), and with a value
 // factor p * s would be rounded to bf16 on the tensor cores; such a sum keeps M materialized.
@@ -258,17 +261,33 @@ struct OnlineRewriter {
   }
   // Whether factor `f`, a float + or - of terms computed without a reduction over D (a value
   // per key: v + c, v - lam * u) in a product whose other factors `rest` hold a one-pass exp, is
-  // distributed (see the header): sum(e * (v + c)) = sum(e * v) + sum(e * c). (Integer terms
-  // stay whole: their sum wraps per key.)
+  // distributed (see the header): sum(e * (v + c)) = sum(e * v) + sum(e * c). Integer terms stay
+  // whole (their sum wraps per key), and so do terms that are sums themselves ((v + c) - c):
+  // one level, so that no split separates terms that cancel inside the value.
   bool distributes(int f, const std::vector<int>& rest, const DimSet& d) {
     const Node n = b.node(f);
     if (!distribute_values || (n.op != Op::Add && n.op != Op::Sub)) return false;
     for (int x : {f, n.args[0], n.args[1]})
       if (!is_float(b.node(x).type)) return false;
     if (depends(n.args[0], d) || depends(n.args[1], d)) return false;
+    if (holds_sum(n.args[0]) || holds_sum(n.args[1])) return false;
     for (int r : rest)
       if (one_pass(r, d)) return true;
     return false;
+  }
+  // Whether `id` is a + or - through products, negations, quotients' numerators and casts.
+  bool holds_sum(int id) {
+    const Node n = b.node(id);
+    switch (n.op) {
+      case Op::Add:
+      case Op::Sub: return true;
+      case Op::Mul: return holds_sum(n.args[0]) || holds_sum(n.args[1]);
+      case Op::Neg:
+      case Op::Cast:
+      case Op::Div:
+      case Op::DivOrZero: return holds_sum(n.args[0]);
+      default: return false;
+    }
   }
   void split() {
     if (++splits >= kMaxTerms) throw TooManyTerms{};
@@ -381,7 +400,7 @@ struct OnlineRewriter {
 
 }  // namespace
 
-Program online_rewrite(const Program& p) {
+Program online_rewrite(const Program& p, bool distribute_values) {
   Program normal = rebuild(p, [&](ProgramBuilder& b, int id, const std::vector<int>& args) {
     const Node& n = p.nodes[id];
     if (n.op != Op::Exp && n.op != Op::Exp2) return -1;
@@ -395,7 +414,7 @@ Program online_rewrite(const Program& p) {
     // the sum is expanded without them, and past it again left whole: the planner then
     // materializes what it needs (see the header).
     Value v{&b, -1};
-    for (bool distribute : {true, false}) {
+    for (bool distribute : {distribute_values, false}) {
       OnlineRewriter rw{b, {}, {}, 0, distribute};
       try {
         v = rw.sum_of(args[0], n.reduce);

@@ -23,7 +23,10 @@ Program lower_sugar(const Program& p);
 Program fold_constants(const Program& p);
 // lower_sugar then fold_constants.
 Program canonicalize(const Program& p);
-Program online_rewrite(const Program& p);
+// distribute_values: also split a float + or - of values computed per key under the exp,
+// sum(e * (v + c)) = sum(e * v) + sum(e * c), for targets whose fast kernels take plain values
+// only (CUDA's tensor cores); the CPU computes such a value per key as written.
+Program online_rewrite(const Program& p, bool distribute_values = true);
 
 // Rebuilds `p` node by node through a fresh builder. `fn(b, old_id, args)` returns the new node
 // id for old node `old_id` given its already-mapped args, or -1 to copy the node unchanged.

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <ostream>
 #include <random>
 #include <tuple>
 
@@ -1148,6 +1149,8 @@ struct ProgramCase {
   const char* file;
   const char* program;
 };
+// (gtest prints a failing case's parameter with this)
+void PrintTo(const ProgramCase& c, std::ostream* os) { *os << c.file << ":" << c.program; }
 class CudaPrograms : public ::testing::TestWithParam<ProgramCase> {};
 
 TEST_P(CudaPrograms, OneTensorCoreKernelMatchesTheReference) {

@@ -13,6 +13,7 @@
 #include "flashgen/compile.h"
 #include "flashgen/flashgen.h"
 #include "flashgen/ref.h"
+#include "compiler/pipeline.h"
 #include "passes/passes.h"
 #include "support/support.h"
 
@@ -237,6 +238,16 @@ TEST(PassesOnlineForms, ValuesComputedPerKeyAreDistributed) {
     }
     // value_bias: e * v and e; value_mix: e * v, e * u and e; key_offset: e * v, e * kb and e
     EXPECT_EQ(sums, p.name == "value_bias" ? 2 : 3) << r.str();
+    // the pipeline asks for the split for CUDA only: on the CPU the value stays per key (one
+    // sum of e times it, besides the row sum)
+    for (const Target t : {Target::cpu, Target::cuda_sm90}) {
+      CompileOptions opt;
+      opt.target = t;
+      const Program& w = compile_program(p, opt, "online_rewrite").rewritten;
+      int key_sums = 0;
+      for (const Node& n : w.nodes) key_sums += n.op == Op::Sum && w.dims[n.reduce.at(0)] == "n";
+      EXPECT_EQ(key_sums, t == Target::cpu ? 2 : sums) << target_name(t) << "\n" << w.str();
+    }
     EXPECT_EQ(kernel_count(p, {}), 1);
     expect_rewrite_keeps_meaning(p, ext, 3);
     expect_matches(p, ext, 4, 1e-2);  // (bf16 outputs)
@@ -245,8 +256,9 @@ TEST(PassesOnlineForms, ValuesComputedPerKeyAreDistributed) {
     expect_rewrite_keeps_meaning(p, none, 5);
   }
   // Not distributed: terms offset by a reduction (in a P.V and in a row sum: the parts' error
-  // would grow with the max; their maxes stay materialized), and integer terms (their sum wraps
-  // per key: v + 2^31 - 1 is negative for v > 0, and one pass as it is).
+  // would grow with the max; their maxes stay materialized), integer terms (their sum wraps
+  // per key: v + 2^31 - 1 is negative for v > 0, and one pass as it is), and terms that are sums
+  // themselves ((v + 65536) - 65536: the parts would cancel; one pass as it is).
   const Extents small{{"m", 7}, {"n", 50}, {"d", 5}, {"e", 4}};
   for (const char* src :
        {"program offset(q: f32[m, d], k: f32[n, d], v: f32[n, e]) {\n"
@@ -257,12 +269,20 @@ TEST(PassesOnlineForms, ValuesComputedPerKeyAreDistributed) {
         "  mx = max(s, n)\n  p = exp(s - mx)\n"
         "  out h: f32[m] = log(sum(p, n)) - sum(p * (s - mx), n) / sum(p, n)\n}\n",
         "program wrap(q: f32[m, d], k: f32[n, d], v: i32[n, e]) {\n"
-        "  out o: f32[m, e] = sum(softmax(sum(q * k, d), n) * (v + i32(2147483647)), n)\n}\n"}) {
+        "  out o: f32[m, e] = sum(softmax(sum(q * k, d), n) * (v + i32(2147483647)), n)\n}\n",
+        "program cancel(q: f32[m, d], k: f32[n, d], v: f32[n, e]) {\n"
+        "  out o: f32[m, e] = sum(softmax(sum(q * k, d), n) * ((v + 65536.) - 65536.), n)\n}\n"}) {
     const Program p = parse_one(src);
     SCOPED_TRACE(p.name);
-    EXPECT_EQ(kernel_count(p, {}), p.name == "wrap" ? 1 : 2);
+    const bool one_pass = p.name == "wrap" || p.name == "cancel";
+    EXPECT_EQ(kernel_count(p, {}), one_pass ? 1 : 2);
     expect_rewrite_keeps_meaning(p, small, 5);
     expect_matches(p, small, 6);
+    // the rewrite CUDA asks for keeps the value whole: one sum of e times it, and the row sum
+    const Program r = online_rewrite(canonicalize(p));
+    int key_sums = 0;
+    for (const Node& n : r.nodes) key_sums += n.op == Op::Sum && r.dims[n.reduce.at(0)] == "n";
+    if (one_pass) EXPECT_EQ(key_sums, 2) << r.str();
   }
 }
 
