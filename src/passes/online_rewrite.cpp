@@ -208,7 +208,7 @@ struct OnlineRewriter {
   std::map<int, DimSet> upstream;  // node -> dims reduced by reductions it depends on
   std::map<int, bool> capable;     // node -> holds a one-pass exp factor (see one_pass)
   int splits = 0;
-  bool distribute_values = true;  // (see distributes; off in the second try of online_rewrite)
+  bool distribute_values = true;  // (see distributes; off for the CPU and in the second try)
 
   const DimSet& reduced_above(int id) {
     auto it = upstream.find(id);
