@@ -215,9 +215,9 @@ TEST(PassesOnlineForms, TooManyTermsLeavesTheSumWhole) {
 // Values computed per key under a softmax (tests/programs/value_sums.attn): each sum over the
 // keys that the rewrite leaves is a product with no + or - among its factors (a plain value
 // tensor or a weight), one kernel, the meaning kept (also without keys), and the CPU backend
-// matches. A score offset by its row max is not distributed that way (the parts' error
-// would grow with the max), nor an integer value (its sum wraps per key): their maxes stay
-// materialized.
+// matches; the pipeline splits for the CUDA targets only. Not distributed that way: a score
+// offset by its row max (the parts' error would grow with the max: the max stays materialized),
+// an integer value (its sum wraps per key) and a value that is a sum itself ((v + c) - c).
 TEST(PassesOnlineForms, ValuesComputedPerKeyAreDistributed) {
   const Extents ext{{"b", 2}, {"h", 3}, {"m", 19}, {"n", 203}, {"d", 5}, {"e", 7}};
   for (const Program& p : parse_file(testing::source_path("tests/programs/value_sums.attn"))) {

@@ -130,13 +130,7 @@ class Gen {
       body << out("o" + std::to_string(nout++), outdims_o) << "sum(pw * v, " << K_ << ")\n";
       if (third(0, 1)) body << out("o" + std::to_string(nout++), outdims_l) << "sum(pw, " << K_ << ")\n";
     }
-    // dims in an order drawn from the fifth stream, as a list "a, b, c"
-    auto fifth_order = [&](std::vector<std::string> ds) {
-      std::shuffle(ds.begin(), ds.end(), fifth_);
-      std::string l;
-      for (size_t i = 0; i < ds.size(); ++i) l += (i ? ", " : "") + ds[i];
-      return l;
-    };
+    auto fifth_order = [&](std::vector<std::string> ds) { return ordered(ds, fifth_); };
     if (fifth(0, 4) == 0) {  // attention sinks: a logit per batch index in the normalizer
       params_.push_back("sink: f32[" + fifth_order(batch_) + "]");
       const std::string dims = fifth_order(outdims_o);
@@ -152,12 +146,7 @@ class Gen {
     }
     // (a sixth stream: values computed per key and the entropy over log(P), a fifth of the time
     // each)
-    auto sixth_order = [&](std::vector<std::string> ds) {
-      std::shuffle(ds.begin(), ds.end(), sixth_);
-      std::string l;
-      for (size_t i = 0; i < ds.size(); ++i) l += (i ? ", " : "") + ds[i];
-      return l;
-    };
+    auto sixth_order = [&](std::vector<std::string> ds) { return ordered(ds, sixth_); };
     if (sixth(0, 4) == 0) {  // a bias per value column, per key, or per both, added to v
       const int over = sixth(0, 2);
       std::vector<std::string> bd = over == 0 ? std::vector<std::string>{E_}
@@ -195,6 +184,13 @@ class Gen {
   int fourth(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(fourth_); }
   int fifth(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(fifth_); }
   int sixth(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(sixth_); }
+  // dims in an order drawn from stream `g`, as a list "a, b, c"
+  static std::string ordered(std::vector<std::string> ds, std::mt19937_64& g) {
+    std::shuffle(ds.begin(), ds.end(), g);
+    std::string l;
+    for (size_t i = 0; i < ds.size(); ++i) l += (i ? ", " : "") + ds[i];
+    return l;
+  }
   std::vector<std::string> with(std::vector<std::string> a, std::vector<std::string> b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;
