@@ -104,7 +104,8 @@ struct OpDef {
   // Costlier per element than a shared-memory read on a GPU: the special-function pipe
   // (transcendentals, square roots, division under fast math; a quarter of the FMA rate or
   // less) or a memory read (gather). Score code built on one is worth computing once per tile
-  // diagonal (lower/lower_tensor_core.cpp).
+  // diagonal or once per key of a tile (lower/lower_tensor_core.cpp, which takes a key's gather
+  // by plain dim indices and a division by a per-block value for cheap).
   bool costly = false;
 };
 const OpDef& op_def(Op op);

@@ -212,6 +212,8 @@ std::string cuda_text(const CudaShape& s) {
     os << "             staged through shared memory with K/V: " << h << "\n";
   for (const auto& h : l.diagonal)
     os << "             once per diagonal of a tile (a function of n - m): " << h << "\n";
+  for (const auto& h : l.key_values)
+    os << "             once per key of a tile (a function of the key): " << h << "\n";
   for (const auto& c : l.range_condition_text)
     os << "             gathers proved in range when " << c
        << " (a call where it fails runs the build that checks every gather)\n";
@@ -270,6 +272,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["once_per_block"] = l.hoisted;
   j["staged_gathers"] = l.staged;
   j["per_diagonal"] = l.diagonal;
+  j["per_key"] = l.key_values;
   j["range_conditions"] = l.range_condition_text;
   return j;
 }

@@ -4,7 +4,7 @@
 // function names (frontend/parser.cpp; its operator tokens map to ops there), the builder's type
 // rules and the spellings in its messages (ir/builder.cpp), the reference's and constant
 // folding's scalar evaluation (ir/scalar_semantics.h), the element emitter's C functions per
-// target (codegen/target.cpp) and lowering's values per diagonal (the cost class,
+// target (codegen/target.cpp) and lowering's values per diagonal and per key (the cost class,
 // lower/lower_tensor_core.cpp). A new element-wise function is one row.
 // Tests: tests/ir/op_table_test.cpp, and every consumer's own tests (error messages:
 // tests/error/types_errors_test.cpp).

@@ -219,6 +219,9 @@ struct Sm80Launch {
   // score values per diagonal of a tile (functions of n - m), computed per tile in shared
   // memory: BM + BN - 1 floats each (node text)
   std::vector<std::string> diagonal;
+  // score values per key of a tile (functions of the key index), computed once per key of a
+  // tile into the same shared memory as the diagonal values (node text)
+  std::vector<std::string> key_values;
   // Gathers whose indices are plain dim indices (pair[b, h, m, n], doc[m]) run unchecked on the
   // device; the host checks ext(index dim) <= ext(parameter dim) before the launch instead.
   struct GatherCheck { int param, pos, index_dim; };

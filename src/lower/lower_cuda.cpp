@@ -346,6 +346,9 @@ std::string LoweredCuda::str(const Plan& plan) const {
       for (const std::string& s : la.diagonal)
         os << "  per diagonal: " << s << " (a function of n - m: block_m + block_n - 1 values a "
            << "tile, computed into shared memory)\n";
+      for (const std::string& s : la.key_values)
+        os << "  per key: " << s << " (a function of the key: block_n values a tile, computed "
+           << "into shared memory)\n";
       for (const std::string& s : la.hoisted) os << "  once per block: " << s << "\n";
       continue;
     }

@@ -76,6 +76,7 @@ class Lowering : public TensorCoreView {
   std::vector<Staged>& candidates_ = out_.candidates;
   std::vector<Staged>& staged_ = out_.staged;
   std::vector<int>& diagonal_ = out_.diagonal;
+  std::vector<int>& key_values_ = out_.key_values;
   std::set<int>& hoisted_ = out_.hoisted;
   std::vector<DataRange>& data_ranges_ = out_.data_ranges;
   std::set<int>& ranged_ = out_.ranged;
@@ -401,8 +402,8 @@ class Lowering : public TensorCoreView {
     prove_gather_ranges();
     find_checks_reading_scores(score_code);
     find_hoisted();
-    find_diagonals(score_code);
-    find_staged(score_code);
+    find_tile_values(score_code);
+    find_staged(per_element_code());
     // Launch shape (tuning from bench/NOTES.md).
     const int Sn = static_cast<int>(scores_.size()), A = static_cast<int>(pv_.size());
     // Small heads (D + DV <= 64, e.g. Evoformer's d = 32) do little tensor-core work per score
@@ -485,6 +486,7 @@ class Lowering : public TensorCoreView {
     launch_.value_dim = DV_;
     launch_.mask_node = k_.tiles.mask;
     for (int id : diagonal_) launch_.diagonal.push_back(node_text(p_, id));
+    for (int id : key_values_) launch_.key_values.push_back(node_text(p_, id));
     // Data the classifier bounds per tile (data_ranges), when the tiles are classified.
     if (k_.tiles.mask >= 0 && (k_.tiles.skip_empty || k_.tiles.unmasked_full)) {
       data_ranges_ = k_.tiles.data_ranges;
@@ -581,14 +583,19 @@ class Lowering : public TensorCoreView {
       launch_.range_condition_text.push_back(e.str(p_));
   }
 
-  // Diagonal values: score code that depends on the row and key dims only through their
+  // Values per tile line: score code that depends on the row and key dims only through their
   // difference (a node n - m or m - n: deltas_) and otherwise on per-block values (parallel
-  // dims, hoisted values, sizes, constants) has BM + BN - 1 distinct values in a BM x BN tile;
-  // the template computes those once per tile into shared memory (Spec::diagonals) and the
-  // score code reads them. Only worth it for code dearer than the read (OpDef::costly: a
-  // gather or a special-function op; or an integer per element converted to float: ALiBi's
-  // slope * (n - m) ran 1.06x faster per diagonal on the H200, bench/NOTES.md session 20).
-  static constexpr size_t kMaxDiagonal = 4;
+  // dims, hoisted values, sizes, constants) has BM + BN - 1 distinct values in a BM x BN tile
+  // (a diagonal value); score code that depends on the key and per-block values alone (a key
+  // gate's sigmoid(g[n])) has BN (a key value). The template computes those once per tile into
+  // shared memory (Spec::diagonals, Spec::key_values; the producer warpgroup where the kernel
+  // is warp-specialized) and the score code reads them. Only worth it for code dearer than the
+  // read (OpDef::costly: a gather or a special-function op, but for a key not a gather by plain
+  // dim indices, which is a load, nor a division by a per-block value; for a diagonal also an
+  // integer per element converted to float: ALiBi's slope * (n - m) ran 1.06x faster per
+  // diagonal on the H200, bench/NOTES.md session 20; a key's conversion is shared by the rows
+  // a thread holds).
+  static constexpr size_t kMaxTileValues = 4;  // diagonal and key values together
   int delta_sign(int id) const {  // +1 for n - m, -1 for m - n, else 0
     const Node& n = N(id);
     if (n.op != Op::Sub) return 0;
@@ -598,62 +605,98 @@ class Lowering : public TensorCoreView {
     if (a.dim == k_.row_dim && b.dim == k_.red_dim) return -1;
     return 0;
   }
-  // The cost of computing value id per element where it is a diagonal value (the dear ops it
-  // takes: see above), else 0.
-  int diagonal_cost(int id) const {
+  bool plain_gather(int id) const {  // a gather whose every index is a plain dim index
+    const Node& n = N(id);
+    if (n.op != Op::Gather) return false;
+    for (int a : n.args)
+      if (N(a).op != Op::Index) return false;
+    return true;
+  }
+  // The cost of computing value id per element where it is a value per diagonal (per_key
+  // false) or per key (true): the dear ops it takes (see above), else 0.
+  int tile_value_cost(int id, bool per_key) const {
     const Node& n = N(id);
     if (is_integer(n.type) || n.type == DType::boolean || hoisted_.count(id)) return 0;
-    auto per_element = [&](int v) {
-      return dimset_contains(N(v).dims, k_.row_dim) && dimset_contains(N(v).dims, k_.red_dim);
-    };
-    if (!per_element(id)) return 0;
+    auto has = [&](int v, int d) { return dimset_contains(N(v).dims, d); };
+    auto per_element = [&](int v) { return has(v, k_.row_dim) && has(v, k_.red_dim); };
+    if (per_key ? !has(id, k_.red_dim) || has(id, k_.row_dim) : !per_element(id)) return 0;
+    auto line_dim = [&](int d) { return is_par(d) || (per_key && d == k_.red_dim); };
     int cost = 0;
     std::set<int> seen;
     std::vector<int> stack = {id};
     while (!stack.empty()) {
       const int a = stack.back();
       stack.pop_back();
-      if (!seen.insert(a).second || delta_sign(a) || hoisted_.count(a)) continue;
+      if (!seen.insert(a).second || (!per_key && delta_sign(a)) || hoisted_.count(a)) continue;
       const Node& x = N(a);
       const PlanValue* v = k_.value(a);
       if (!v || v->load_buffer >= 0 || v->contraction || is_acc(a) || is_reduction(x.op))
         return 0;
-      if (x.op == Op::Index && !is_par(x.dim)) return 0;
+      if (x.op == Op::Index && !line_dim(x.dim)) return 0;
       if (x.op == Op::Param)
         for (int d : x.dims)
-          if (!is_par(d)) return 0;
-      if (op_def(x.op).costly) ++cost;
+          if (!line_dim(d)) return 0;
+      // (for a key: not a gather by plain dim indices, keep[b, n], a load that a staged tile
+      // serves as well, nor a division by a per-block divisor, f32(n) / 256.0, a multiply)
+      const bool cheap_for_key =
+          plain_gather(a) || (x.op == Op::Div && !has(x.args[1], k_.red_dim));
+      // (an op over no dim is computed once: sqrt(size(d)))
+      if (op_def(x.op).costly && !x.dims.empty() && !(per_key && cheap_for_key)) ++cost;
       // an integer operand per element converted to float (slope * (n - m)); not a where's
       // condition, a literal or a per-block integer
-      if (is_float(x.type) && x.op != Op::Gather)
+      if (!per_key && is_float(x.type) && x.op != Op::Gather)
         for (size_t i = x.op == Op::Where ? 1 : 0; i < x.args.size(); ++i)
           if (is_integer(N(x.args[i]).type) && per_element(x.args[i])) ++cost;
       for (int arg : x.args) stack.push_back(arg);
     }
     return cost;
   }
-  // The largest diagonal values (users first: a value covers its operands), the dearest
-  // kMaxDiagonal of them.
-  void find_diagonals(const std::set<int>& score_code) {
+  // The largest values per tile line (users first: a value covers its operands), the dearest
+  // kMaxTileValues of them.
+  void find_tile_values(const std::set<int>& score_code) {
     std::set<int> covered;
-    std::vector<std::pair<int, int>> found;  // (cost, node)
+    struct Found { int cost, id; bool per_key; };
+    std::vector<Found> found;
     for (auto it = score_code.rbegin(); it != score_code.rend(); ++it) {
       if (covered.count(*it)) continue;
-      const int cost = diagonal_cost(*it);
-      if (!cost) continue;
-      found.push_back({cost, *it});
-      ancestors(*it, covered);
+      for (bool per_key : {false, true})
+        if (const int cost = tile_value_cost(*it, per_key)) {
+          found.push_back({cost, *it, per_key});
+          ancestors(*it, covered);
+          break;
+        }
     }
     std::stable_sort(found.begin(), found.end(),
-                     [](const auto& x, const auto& y) { return x.first > y.first; });
-    if (found.size() > kMaxDiagonal) found.resize(kMaxDiagonal);
+                     [](const Found& x, const Found& y) { return x.cost > y.cost; });
+    if (found.size() > kMaxTileValues) found.resize(kMaxTileValues);
     covered.clear();
-    for (const auto& [cost, id] : found) {
-      diagonal_.push_back(id);
-      ancestors(id, covered);
+    for (const Found& f : found) {
+      (f.per_key ? key_values_ : diagonal_).push_back(f.id);
+      if (!f.per_key) ancestors(f.id, covered);
     }
     for (int id : covered)
       if (int s = delta_sign(id)) out_.deltas[id] = s;
+  }
+  // The score code the kernel computes per element: score_code without what only the values per
+  // tile line read (their operands are computed where those are).
+  std::set<int> per_element_code() const {
+    std::set<int> line(diagonal_.begin(), diagonal_.end());
+    line.insert(key_values_.begin(), key_values_.end());
+    std::set<int> code;
+    std::vector<int> stack;
+    for (const Group& g : groups_) {
+      stack.push_back(g.arg);
+      stack.insert(stack.end(), g.pv_weight.begin(), g.pv_weight.end());
+    }
+    while (!stack.empty()) {
+      const int a = stack.back();
+      stack.pop_back();
+      if (line.count(a) || !code.insert(a).second) continue;
+      const PlanValue* v = k_.value(a);
+      if (v && v->load_buffer >= 0) continue;  // read, not computed (as ancestors())
+      for (int arg : N(a).args) stack.push_back(arg);
+    }
+    return code;
   }
 
   // Candidates for staging: reads of the score code -- plain parameter reads, gathers whose
@@ -706,7 +749,7 @@ class Lowering : public TensorCoreView {
   // Shared memory of the launch with staged tiles `st` (the layout of fg::AttnSm80: Q tiles,
   // then `stages` stages of K and V, as many staged areas (a stage's staged tiles rounded up to
   // 128 bytes), the values per
-  // diagonal (one copy, or two when warp-specialized: fg::AttnSm80::kDiagCopies), and the warp-specialized
+  // diagonal and per key (one copy, or two when warp-specialized: fg::AttnSm80::kDiagCopies), and the warp-specialized
   // ring's 256 bytes of mbarriers, tile indices and range slots; the generated source static_asserts that
   // both agree).
   int smem_bytes(const std::vector<Staged>& staged, int block_m = 0, int block_n = 0,
@@ -717,7 +760,8 @@ class Lowering : public TensorCoreView {
     int st = 0;
     for (const Staged& t : staged) st += (t.rows ? BM : 1) * (BN * t.elem_bytes + 16);
     st = (st + 127) / 128 * 128;
-    const int diag = static_cast<int>(diagonal_.size()) * ((BM + BN - 1 + 3) / 4 * 4) * 4;
+    const int diag = static_cast<int>(diagonal_.size() + key_values_.size()) *
+                     ((BM + BN - 1 + 3) / 4 * 4) * 4;
     const int np = launch_.pieces;
     return static_cast<int>(
         np * Sn * BM * Dt_ * 2 +

@@ -57,6 +57,10 @@ struct TensorCoreKernel {
   // (-1) nodes inside them, which the diagonal function reads as its argument.
   std::vector<int> diagonal;
   std::map<int, int> deltas;
+  // Score code of one value per key (functions of the key index and per-block values) dearer
+  // than a shared-memory read (a special function, a gather): computed once per key of a tile
+  // beside the diagonal values (Spec::key_values), instead of once per score element.
+  std::vector<int> key_values;
   std::vector<DataRange> data_ranges;  // mask data the classifier bounds per tile
   std::set<int> ranged, row_ranged;    // their nodes; those over the row dim (once per block)
   Sm80Launch launch;

@@ -1144,7 +1144,7 @@ TEST(CudaBackend, NormsOverTheHeadDimRunInKernelsOfTheirOwn) {
 // two value tensors with a per-row and a per-key factor, one softmax read plain and gated, a mask
 // written as a factor, the entropy's row sum weighed by the scores: the group's P.V weights);
 // value_sums.attn: values computed per key (sums the online rewrite distributes into plain P.V
-// and row sums).
+// and row sums); key_values.attn: score values computed once per key of a tile.
 struct ProgramCase {
   const char* file;
   const char* program;
@@ -1177,7 +1177,11 @@ INSTANTIATE_TEST_SUITE_P(
                       ProgramCase{"gates.attn", "mult_mask"}, ProgramCase{"gates.attn", "entropy"},
                       ProgramCase{"value_sums.attn", "value_bias"},
                       ProgramCase{"value_sums.attn", "value_mix"},
-                      ProgramCase{"value_sums.attn", "key_offset"}),
+                      ProgramCase{"value_sums.attn", "key_offset"},
+                      ProgramCase{"key_values.attn", "key_tanh"},
+                      ProgramCase{"key_values.attn", "key_bucket"},
+                      ProgramCase{"key_values.attn", "alibi_gate"},
+                      ProgramCase{"key_values.attn", "gqa_key_exp"}),
     [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
 
 // Weights that are not finite (tests/programs/gates.attn) against the reference:

@@ -14,6 +14,7 @@
 #include "compiler/pipeline.h"
 #include "flashgen/compile.h"
 #include "flashgen/frontend.h"
+#include "passes/passes.h"
 #include "support/support.h"
 
 namespace flashgen {
@@ -975,6 +976,21 @@ program raw(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table
   }
 }
 
+// The shared memory of `values` values per diagonal or per key that launch `with` has and
+// `without`, of the same kernel shape, has not: block_m + block_n - 1 floats each (rounded up to
+// 4) after the stages (two copies when warp-specialized), in the full and the few-rows kernels.
+void expect_tile_values_smem(const Sm80Launch& with, const Sm80Launch& without, int values) {
+  ASSERT_EQ(without.block_m, with.block_m);
+  ASSERT_EQ(without.block_n, with.block_n);
+  ASSERT_EQ(without.stages, with.stages);
+  ASSERT_EQ(without.warp_specialized, with.warp_specialized);
+  const int copies = with.warp_specialized ? 2 : 1;
+  const int pitch = (with.block_m + with.block_n - 1 + 3) / 4 * 4;
+  const int few_pitch = (16 + with.few_block_n - 1 + 3) / 4 * 4;
+  EXPECT_EQ(with.smem_bytes - without.smem_bytes, copies * values * pitch * 4);
+  EXPECT_EQ(with.few_smem_bytes - without.few_smem_bytes, values * few_pitch * 4);
+}
+
 // Score code that depends on the row and key only through n - m (or m - n) and per-block values
 // is computed once per tile diagonal when it is dearer than a shared-memory read (a gather, a
 // transcendental, an integer converted to float): the rel-position gather, exp(-|n - m|) and
@@ -1024,22 +1040,11 @@ program many(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], a: f
     EXPECT_EQ(signs, (std::multiset<int>{-1, 1}));
     EXPECT_EQ(tc.launch.diagonal.size(), 2u);
     EXPECT_NE(c.lowered.str(c.plan).find("per diagonal: "), std::string::npos);
-    // the shared memory the template lays out: two diagonals of block_m + block_n - 1 floats
-    // (rounded up to 4) after the stages (two copies when warp-specialized), in the
-    // full and the few-rows kernels -- against the same kernel shape whose two values read m
-    // alone (no diagonals)
+    // the shared memory of two diagonals, against the same kernel shape whose two values read
+    // m alone (no diagonals)
     Compiled rows = lowered(ps[3], t, {{"d", 64}, {"e", 64}});
-    const Sm80Launch& lr = rows.lowered.kernels.at(0).tensor_core.launch;
     EXPECT_TRUE(rows.lowered.kernels.at(0).tensor_core.diagonal.empty());
-    ASSERT_EQ(lr.block_m, tc.launch.block_m);
-    ASSERT_EQ(lr.block_n, tc.launch.block_n);
-    ASSERT_EQ(lr.stages, tc.launch.stages);
-    ASSERT_EQ(lr.warp_specialized, tc.launch.warp_specialized);
-    const int copies = tc.launch.warp_specialized ? 2 : 1;
-    const int pitch = (tc.launch.block_m + tc.launch.block_n - 1 + 3) / 4 * 4;
-    const int few_pitch = (16 + tc.launch.few_block_n - 1 + 3) / 4 * 4;
-    EXPECT_EQ(tc.launch.smem_bytes - lr.smem_bytes, copies * 2 * pitch * 4);
-    EXPECT_EQ(tc.launch.few_smem_bytes - lr.few_smem_bytes, 2 * few_pitch * 4);
+    expect_tile_values_smem(tc.launch, rows.lowered.kernels.at(0).tensor_core.launch, 2);
     Compiled alibi = lowered(ps[1], t, {{"d", 64}, {"e", 64}});
     const TensorCoreKernel& at = alibi.lowered.kernels.at(0).tensor_core;
     ASSERT_EQ(at.diagonal.size(), 1u);  // slope * (n - m), not the mask n <= m
@@ -1069,6 +1074,127 @@ program many(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], a: f
     std::multiset<Op> kept;
     for (int id : mt.diagonal) kept.insert(many.plan.program.nodes[id].op);
     EXPECT_EQ(kept, (std::multiset<Op>{Op::Exp, Op::Mul, Op::Mul, Op::Mul}));
+  }
+}
+
+// Score code that depends on the key and per-block values alone is computed once per key of a
+// tile when it is dearer than a shared-memory read (a special function, a gather by data), into
+// the diagonal values' area after them (tests/programs/key_values.attn): the largest such value,
+// not what a row index or a score enters; a parameter only a key value reads is not staged, one
+// the score also reads per element is; a plain per-key load or gather by plain dim indices is
+// staged, not a key value.
+TEST(Lower, FunctionsOfTheKeyAreComputedOncePerKey) {
+  const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/key_values.attn"));
+  auto find = [&](const char* name) {
+    for (const Program& p : ps)
+      if (p.name == name) return p;
+    ADD_FAILURE() << name;
+    return ps.at(0);
+  };
+  std::vector<Program> more = parse_source(R"(
+program plain_key(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], kb: f32[b, h, n]) {
+  s = where(n <= m, sum(q * k, d) / sqrt(size(d)) + 2.0 * kb, -inf)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program key_mask(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], keep: bool[b, h, n]) {
+  s = sum(q * k, d) / sqrt(size(d)) + where(keep[b, h, n], 0., -1e9)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program key_gather(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], kb: f32[b, h, n]) {
+  s = sum(q * k, d) / sqrt(size(d)) + 2.0 * kb[b, h, n] / sqrt(size(d))
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program five(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], sl: f32[h],
+             a1: f32[b, h, n], a2: f32[b, h, n], a3: f32[b, h, n], a4: f32[b, h, n]) {
+  s = sum(q * k, d) + sl * (n - m) + tanh(a1) + exp(exp(a2)) + sigmoid(a3) + log(exp(a4) + 1.0)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program with_row(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], kb: f32[b, h, n]) {
+  s = where(n <= m, sum(q * k, d) / sqrt(size(d)) + tanh(kb + f32(m)), -inf)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program with_score(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], kb: f32[b, h, n]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * sigmoid(s + kb) * v, n)
+}
+)", "t.attn");
+  const Extents heads = {{"d", 64}, {"e", 64}};
+  for (Target t : {Target::cuda_sm80, Target::cuda_sm90}) {
+    SCOPED_TRACE(t == Target::cuda_sm80 ? "sm80" : "sm90");
+    // the key value's ops, and that it holds the key dim and no row dim
+    auto ops_of = [&](const Compiled& c, int id) {
+      const Program& q = c.plan.program;
+      const PlanKernel& k = c.plan.kernels.at(0);
+      EXPECT_TRUE(dimset_contains(q.nodes[id].dims, k.red_dim));
+      EXPECT_FALSE(dimset_contains(q.nodes[id].dims, k.row_dim));
+      std::multiset<Op> ops;
+      for (int a : closure_of(q, id)) ops.insert(q.nodes[a].op);
+      return ops;
+    };
+    Compiled kt = lowered(find("key_tanh"), t, heads);
+    const TensorCoreKernel& tk = kt.lowered.kernels.at(0).tensor_core;
+    ASSERT_EQ(tk.key_values.size(), 1u);
+    EXPECT_TRUE(tk.diagonal.empty());
+    // the largest such value: 2.0 * tanh(kb), not tanh(kb)
+    EXPECT_EQ(kt.plan.program.nodes[tk.key_values[0]].op, Op::Mul);
+    EXPECT_EQ(ops_of(kt, tk.key_values[0]).count(Op::Tanh), 1u);
+    EXPECT_TRUE(tk.staged.empty());  // kb: read by the key value alone
+    EXPECT_EQ(tk.launch.key_values.size(), 1u);
+    // the shared memory of one value, against the same kernel shape without it (causal)
+    Compiled causal = lowered(testing::example_program("causal"), t, heads);
+    expect_tile_values_smem(tk.launch, causal.lowered.kernels.at(0).tensor_core.launch, 1);
+
+    Compiled kb = lowered(find("key_bucket"), t, heads);
+    const TensorCoreKernel& tb = kb.lowered.kernels.at(0).tensor_core;
+    ASSERT_EQ(tb.key_values.size(), 1u);
+    EXPECT_EQ(ops_of(kb, tb.key_values[0]).count(Op::Gather), 2u);  // table[h, bucket[n]]
+    EXPECT_TRUE(tb.staged.empty());
+
+    Compiled ag = lowered(find("alibi_gate"), t, heads);
+    const TensorCoreKernel& ta = ag.lowered.kernels.at(0).tensor_core;
+    ASSERT_EQ(ta.diagonal.size(), 1u);  // slope * (n - m)
+    ASSERT_EQ(ta.key_values.size(), 1u);  // sigmoid(gl), a P.V weight
+    EXPECT_EQ(ag.plan.program.nodes[ta.key_values[0]].op, Op::Sigmoid);
+
+    Compiled gq = lowered(find("gqa_key_exp"), t, heads);
+    const TensorCoreKernel& tg = gq.lowered.kernels.at(0).tensor_core;
+    ASSERT_EQ(tg.key_values.size(), 1u);
+    EXPECT_EQ(gq.plan.program.nodes[tg.key_values[0]].op, Op::Exp);
+    ASSERT_EQ(tg.staged.size(), 1u);  // w: the score reads it per element as well
+    EXPECT_EQ(gq.plan.program.params[tg.staged[0].param].name, "w");
+
+    // not key values: a plain load (staged instead), a value that reads the row, one that
+    // reads the score
+    Compiled pk = lowered(more.at(0), t, heads);
+    EXPECT_TRUE(pk.lowered.kernels.at(0).tensor_core.key_values.empty());
+    EXPECT_EQ(pk.lowered.kernels.at(0).tensor_core.staged.size(), 1u);
+    // (a gather by plain dim indices is a load: Evoformer's key mask)
+    Compiled km = lowered(more.at(1), t, heads);
+    EXPECT_TRUE(km.lowered.kernels.at(0).tensor_core.key_values.empty());
+    EXPECT_EQ(km.lowered.kernels.at(0).tensor_core.staged.size(), 1u);
+    // (a division by a constant is a multiply: index_blocks' floor(f32(n) / 256.0))
+    Program ib = parse_file(testing::source_path("bench/programs/index_blocks.attn")).at(0);
+    EXPECT_TRUE(lowered(ib, t, heads).lowered.kernels.at(0).tensor_core.key_values.empty());
+    // (nor is a gather by plain indices read explicitly, nor an op over no dim: sqrt(size(d)))
+    Compiled kg = lowered(more.at(2), t, heads);
+    EXPECT_TRUE(kg.lowered.kernels.at(0).tensor_core.key_values.empty());
+    EXPECT_EQ(kg.lowered.kernels.at(0).tensor_core.staged.size(), 1u);
+    // Values per diagonal and per key share 4 places, the dearest first: exp(exp(a2)) and
+    // log(exp(a4) + 1) (two ops each), then of the three of one (a conversion or an op) the
+    // first the users-first walk meets: sigmoid(a3), tanh(a1); slope * (n - m) stays per
+    // element. Nothing is staged: each key's parameter is read by its value alone.
+    Compiled fv = lowered(more.at(3), t, heads);
+    const TensorCoreKernel& tf = fv.lowered.kernels.at(0).tensor_core;
+    EXPECT_TRUE(tf.diagonal.empty());
+    std::multiset<Op> kept;
+    for (int id : tf.key_values) kept.insert(fv.plan.program.nodes[id].op);
+    EXPECT_EQ(kept, (std::multiset<Op>{Op::Exp, Op::Log, Op::Sigmoid, Op::Tanh}));
+    EXPECT_TRUE(tf.staged.empty());
+    Compiled wr = lowered(more.at(4), t, heads);
+    EXPECT_TRUE(wr.lowered.kernels.at(0).tensor_core.key_values.empty());
+    Compiled ws = lowered(more.at(5), t, heads);
+    ASSERT_EQ(ws.lowered.kernels.at(0).path, LoweredKernel::Path::tensor_core);
+    EXPECT_TRUE(ws.lowered.kernels.at(0).tensor_core.key_values.empty());
   }
 }
 

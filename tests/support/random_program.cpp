@@ -144,8 +144,8 @@ class Gen {
       body << "  out o" << nout++ << ": f32[" << dims << "] = sum(softmax(s, " << K_
            << ") * sigmoid(kg) * v, " << K_ << ")\n";
     }
-    // (a sixth stream: values computed per key and the entropy over log(P), a fifth of the time
-    // each)
+    // (a sixth stream: values computed per key, the entropy over log(P) and a score biased per
+    // key through a special function, a fifth of the time each)
     auto sixth_order = [&](std::vector<std::string> ds) { return ordered(ds, sixth_); };
     if (sixth(0, 4) == 0) {  // a bias per value column, per key, or per both, added to v
       const int over = sixth(0, 2);
@@ -160,6 +160,13 @@ class Gen {
       const std::string dims = sixth_order(outdims_l);
       body << "  pe = softmax(s, " << K_ << ")\n";
       body << "  out o" << nout++ << ": f32[" << dims << "] = -sum(pe * log(pe), " << K_ << ")\n";
+    }
+    if (sixth(0, 4) == 0) {  // a score biased per key through a special function (a value per key)
+      params_.push_back("kbias: f32[" + sixth_order(with(kb, {K_})) + "]");
+      const std::string dims = sixth_order(outdims_o);
+      body << "  out o" << nout++ << ": f32[" << dims << "] = sum(softmax(s + "
+           << (sixth(0, 1) ? "2.0 * tanh(kbias)" : "exp(-kbias * kbias)") << ", " << K_
+           << ") * v, " << K_ << ")\n";
     }
     std::ostringstream os;
     os << "program rnd" << index_ << "(";

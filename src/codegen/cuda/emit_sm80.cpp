@@ -86,6 +86,7 @@ class Printer : public TensorCoreView {
   const std::vector<Staged>& staged_ = a_.staged;
   const std::set<int>& hoisted_ = a_.hoisted;
   const std::vector<int>& diagonal_ = a_.diagonal;
+  const std::vector<int>& key_values_ = a_.key_values;
   const std::vector<DataRange>& data_ranges_ = a_.data_ranges;
   const std::set<int>& ranged_ = a_.ranged;
   const std::set<int>& row_ranged_ = a_.row_ranged;
@@ -123,10 +124,14 @@ class Printer : public TensorCoreView {
     c.err = "ctx.err";
     if (hoist)
       c.hoisted = [this, staged](int node) -> std::string {
-        if (staged)  // the score code: diagonal values from the tile's shared memory
+        if (staged) {  // the score code: values per tile line from the tile's shared memory
           for (size_t t = 0; t < diagonal_.size(); ++t)
             if (diagonal_[t] == node)
               return "tv.dg[" + S(t) + " * tv.dpitch + (n - m) - tv.dbase]";
+          for (size_t t = 0; t < key_values_.size(); ++t)
+            if (key_values_[t] == node)
+              return "tv.dg[" + S(diagonal_.size() + t) + " * tv.dpitch + (n - tv.n0)]";
+        }
         return hoisted_.count(node) ? "ctx.h" + S(node) : "";
       };
     c.index = [this, idx](int d) {
@@ -467,27 +472,36 @@ class Printer : public TensorCoreView {
       if (!checked) bd << "    // indices are dim indices: the host checked their extents\n";
       bd << "    return " << load_element(P.type, "ctx.B" + S(b) + "[" + off + "]") << ";\n  }\n";
     }
-    if (!diagonal_.empty()) {
-      // Spec::diagonals: each value at one delta = n - m (the deltas_ nodes read it)
-      auto none = [](int) { return std::string(); };
-      ElementContext cd;
-      cd = context(none, none, -1, &cd);
-      const std::function<std::string(int)> hoisted = cd.hoisted;
-      cd.hoisted = [this, hoisted](int node) -> std::string {
-        auto it = a_.deltas.find(node);
-        if (it != a_.deltas.end()) return it->second > 0 ? "delta" : "(-delta)";
-        return hoisted(node);
-      };
-      bd << "  // values per diagonal of a tile (fg::DiagOf):";
-      for (size_t t = 0; t < diagonal_.size(); ++t)
-        bd << (t ? "; " : " ") << node_text(p_, diagonal_[t]);
-      bd << "\n  static constexpr int kNumDiag = " << diagonal_.size() << ";\n"
-         << "  static __device__ void diagonals(const Ctx& ctx, int delta, float* d, int pitch) {\n"
-         << "    (void)ctx; (void)pitch;\n";
-      for (size_t t = 0; t < diagonal_.size(); ++t)
-        bd << "    d[" << t << " * pitch] = (float)(" << em_.value(diagonal_[t], cd) << ");\n";
+    // Spec::diagonals and Spec::key_values: the values per tile line, each function writing value
+    // t of one line (a delta = n - m, or a key n) to d[t * pitch]
+    auto line_values = [&](const std::vector<int>& values, const char* what, const char* of,
+                           const char* count, const char* fn, const char* arg,
+                           const ElementContext& ec) {
+      if (values.empty()) return;
+      bd << "  // values per " << what << " of a tile (fg::" << of << "):";
+      for (size_t t = 0; t < values.size(); ++t)
+        bd << (t ? "; " : " ") << node_text(p_, values[t]);
+      bd << "\n  static constexpr int " << count << " = " << values.size() << ";\n"
+         << "  static __device__ void " << fn << "(const Ctx& ctx, int " << arg
+         << ", float* d, int pitch) {\n    (void)ctx; (void)pitch;\n";
+      for (size_t t = 0; t < values.size(); ++t)
+        bd << "    d[" << t << " * pitch] = (float)(" << em_.value(values[t], ec) << ");\n";
       bd << "  }\n";
-    }
+    };
+    auto none = [](int) { return std::string(); };
+    ElementContext cd;  // (the deltas_ nodes read the diagonal's delta)
+    cd = context(none, none, -1, &cd);
+    const std::function<std::string(int)> hoisted = cd.hoisted;
+    cd.hoisted = [this, hoisted](int node) -> std::string {
+      auto it = a_.deltas.find(node);
+      if (it != a_.deltas.end()) return it->second > 0 ? "delta" : "(-delta)";
+      return hoisted(node);
+    };
+    line_values(diagonal_, "diagonal", "DiagOf", "kNumDiag", "diagonals", "delta", cd);
+    ElementContext ck;  // (the key dim's index is the key n; these follow the diagonal values)
+    ck = context([this](int d) { return d == k_.red_dim ? std::string("n") : std::string(); },
+                 none, -1, &ck);
+    line_values(key_values_, "key", "KeyValsOf", "kNumKeyVals", "key_values", "n", ck);
     bd << classify_code();
     if (!row_ranged_.empty()) {  // the rows' data ranges, once per block
       bd << "  static constexpr bool kBlockRows = true;\n"

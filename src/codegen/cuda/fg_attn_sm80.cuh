@@ -322,6 +322,12 @@ FG_OPTIONAL(ProducerRegsOf, kProducerRegs, int, 56)
 // them through TileView (dg, dbase, dpitch).
 FG_OPTIONAL(DiagOf, kNumDiag, int, 0)
 
+// Optional Spec member kNumKeyVals (default 0): values of the score code that depend on the key
+// alone (and per-block values), computed once per tile for each of its BN keys by
+// Spec::key_values(ctx, n, float* d, pitch) (value t to d[t * pitch]) into the diagonal values'
+// area after them; the score code reads value t at tv.dg[(kNumDiag + t) * dpitch + n - n0].
+FG_OPTIONAL(KeyValsOf, kNumKeyVals, int, 0)
+
 // Optional Spec member kPlainGroups (default 0): bit g set makes group g plain: score<g> gives
 // weights as they are (no running max, no exp), summed into the row sums and multiplied into
 // the group's accumulators (sigmoid or relu weights); masked and out-of-range keys weigh 0.
@@ -474,9 +480,10 @@ struct AttnSm80 {
   // The diagonal values follow the stages: one copy, whose writes and reads the loop's barriers
   // order, or, warp-specialized, two (the producer fills tile i's copy i % 2 once the compute
   // warps are done with tile i - 2: a third stage costs no more than two copies).
-  static constexpr int ND = DiagOf<Spec>::value;
+  // (the values per key after them, BN of kDiagPitch floats each)
+  static constexpr int ND = DiagOf<Spec>::value, NK = KeyValsOf<Spec>::value;
   static constexpr int kDiagPitch = (BM + BN - 1 + 3) / 4 * 4;
-  static constexpr int kDiagBytes = ND * kDiagPitch * 4;
+  static constexpr int kDiagBytes = (ND + NK) * kDiagPitch * 4;
   static constexpr int kDiagCopies = kWs && kStages > 1 ? 2 : 1;
   static constexpr int kQAll = NP * S * kQBytes;  // the Q tiles, before the stages
   static constexpr int kStagedOff = kQAll + kStages * kStageBytes;  // the staged areas
@@ -948,17 +955,30 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     return reinterpret_cast<float*>(fg_smem + K::kDiagOff + copy * K::kDiagBytes);
   };
   auto fill_diagonals = [&](int jt, int copy) {
-    if constexpr (K::ND > 0) {
+    if constexpr (K::ND + K::NK > 0) {
       float* const da = diag_area(copy);
       const int n0 = jt * BN, n1 = min(n0 + BN, N);
-      const int base = n0 - (m0 + BM - 1), lo = n0 - (m1 - 1), hi = n1 - 1 - m0;
-      for (int t = lt; t < BM + BN - 1; t += K::NL) {
-        const int dl = base + t;
-        if (dl >= lo && dl <= hi) {
-          Spec::diagonals(ctx, dl, da + t, K::kDiagPitch);
-        } else {
+      if constexpr (K::ND > 0) {
+        const int base = n0 - (m0 + BM - 1), lo = n0 - (m1 - 1), hi = n1 - 1 - m0;
+        for (int t = lt; t < BM + BN - 1; t += K::NL) {
+          const int dl = base + t;
+          if (dl >= lo && dl <= hi) {
+            Spec::diagonals(ctx, dl, da + t, K::kDiagPitch);
+          } else {
 #pragma unroll
-          for (int k = 0; k < K::ND; ++k) da[k * K::kDiagPitch + t] = 0.f;
+            for (int k = 0; k < K::ND; ++k) da[k * K::kDiagPitch + t] = 0.f;
+          }
+        }
+      }
+      if constexpr (K::NK > 0) {
+        float* const ka = da + K::ND * K::kDiagPitch;
+        for (int t = lt; t < BN; t += K::NL) {
+          if (n0 + t < n1) {
+            Spec::key_values(ctx, n0 + t, ka + t, K::kDiagPitch);
+          } else {
+#pragma unroll
+            for (int k = 0; k < K::NK; ++k) ka[k * K::kDiagPitch + t] = 0.f;
+          }
         }
       }
     } else {
@@ -1100,7 +1120,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             mbar_arrive(ring + 8 * ((it - 1) % K::kStages));
             pending = false;
           }
-          if constexpr (K::ND > 0) {
+          if constexpr (K::ND + K::NK > 0) {
             if (!done) {
               // the diagonal copy of tile it - 2: free once the compute warps are done with it
               // (with two stages, the wait for this stage above was that wait)

@@ -254,7 +254,9 @@ constexpr int kMaxStaged = 4;
 struct TileView {
   const unsigned char* p[kMaxStaged];
   int m0, n0, bn;
-  // diagonal values (Spec::diagonals): value t of delta = n - m at dg[t * dpitch + delta - dbase]
+  // diagonal values (Spec::diagonals): value t of delta = n - m at dg[t * dpitch + delta - dbase];
+  // values per key (Spec::key_values) after them: value t of key n at
+  // dg[(kNumDiag + t) * dpitch + n - n0]
   const float* dg;
   int dbase, dpitch;
 };
