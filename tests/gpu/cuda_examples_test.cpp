@@ -1033,64 +1033,88 @@ TEST(CudaBackend, SeveralAccumulatorsInTheFewRowsKernelMatchTheReference) {
 // stored by the first kernel: no intermediate); prefill and short key loops (the walking
 // grid) on the two kernels, decode with split key loops on the one-kernel build the runtime
 // picks for it (it reads fewer K and V elements a key); bf16 and f32 operands.
-TEST(CudaBackend, SoftmaxClustersInKernelsOfTheirOwnMatchTheReference) {
+// (A test per case, so that shards share them: the whole took 216 s of one shard on an H100.)
+struct ClusterCase {
+  const char* name;
+  const char* file;
+  int64_t d, e;
+  size_t tmps;
+  bool f32;
+};
+void PrintTo(const ClusterCase& c, std::ostream* os) { *os << c.name; }
+class CudaClusters : public ::testing::TestWithParam<ClusterCase> {};
+
+TEST_P(CudaClusters, SoftmaxClustersInKernelsOfTheirOwnMatchTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-  struct Case { const char* file; int64_t d, e; size_t tmps; };
-  for (const Case& c : {Case{"examples/diff_attn.attn", 128, 128, 1},
-                        Case{"examples/diff_attn.attn", 64, 256, 1},
-                        Case{"bench/programs/four_acc.attn", 64, 256, 0}}) {
-    for (const bool f32 : {false, true}) {
-      Program p = testing::source_program(c.file, f32);
-      for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{
-               {1, 3001}, {5, 2000}, {333, 700}, {200, 150}}) {
-        Extents ext = testing::example_extents(p, m, n, c.d, c.e, 2);
-        const std::string at = std::string(c.file) + (f32 ? " f32" : " bf16") + " d=" +
-                               std::to_string(c.d) + " e=" + std::to_string(c.e) + " m=" +
-                               std::to_string(m) + " n=" + std::to_string(n);
-        SCOPED_TRACE(at);
-        // the plan is the cuda-sm90 target's on every GPU (the split is a plan decision)
-        CompileOptions opt;
-        opt.target = Target::cuda_sm90;
-        opt.sizes = ext;
-        const Compiled planned = compile_program(p, opt, "lower");
-        // with bf16 operands every case splits; with f32 ones (bf16 pieces on mma.sync) the
-        // lowering decides (the one kernel may not fit shared memory, or the kernels per
-        // cluster may not do 2/3 of its products)
-        const bool split = planned.lowered.cluster_split.split_cost > 0;
-        if (!f32) EXPECT_TRUE(split);
-        const size_t kernels = split ? 2 : 1;
-        EXPECT_EQ(planned.plan.kernels.size(), kernels);
-        EXPECT_EQ(planned.plan.materialized().size(), split ? c.tmps : 0);
-        std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
-        if (L->kernels.at(0).low.tensor_core.target == Target::cuda_sm90) {  // (not forced sm80)
-          // decode calls run the one kernel where it reads fewer K and V elements a key
-          const bool one = decode_runs_one_kernel(planned.lowered.cluster_split, m);
-          if (!f32) EXPECT_EQ(one, m <= 16);
-          EXPECT_EQ(L->one_kernel, one);
-          ASSERT_EQ(L->kernels.size(), one ? 1u : kernels);
-          for (const CudaLoadedKernel& k : L->kernels)
-            EXPECT_EQ(k.low.path, LoweredKernel::Path::tensor_core) << k.low.why;
-        }
-        check_example(p, ext, 97 + m);
-      }
+  const ClusterCase& c = GetParam();
+  const bool f32 = c.f32;
+  Program p = testing::source_program(c.file, f32);
+  for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 3001}, {5, 2000}, {333, 700}, {200, 150}}) {
+    Extents ext = testing::example_extents(p, m, n, c.d, c.e, 2);
+    const std::string at = std::string(c.file) + (f32 ? " f32" : " bf16") + " d=" +
+                           std::to_string(c.d) + " e=" + std::to_string(c.e) + " m=" +
+                           std::to_string(m) + " n=" + std::to_string(n);
+    SCOPED_TRACE(at);
+    // the plan is the cuda-sm90 target's on every GPU (the split is a plan decision)
+    CompileOptions opt;
+    opt.target = Target::cuda_sm90;
+    opt.sizes = ext;
+    const Compiled planned = compile_program(p, opt, "lower");
+    // with bf16 operands every case splits; with f32 ones (bf16 pieces on mma.sync) the
+    // lowering decides (the one kernel may not fit shared memory, or the kernels per
+    // cluster may not do 2/3 of its products)
+    const bool split = planned.lowered.cluster_split.split_cost > 0;
+    if (!f32) EXPECT_TRUE(split);
+    const size_t kernels = split ? 2 : 1;
+    EXPECT_EQ(planned.plan.kernels.size(), kernels);
+    EXPECT_EQ(planned.plan.materialized().size(), split ? c.tmps : 0);
+    std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
+    if (L->kernels.at(0).low.tensor_core.target == Target::cuda_sm90) {  // (not forced sm80)
+      // decode calls run the one kernel where it reads fewer K and V elements a key
+      const bool one = decode_runs_one_kernel(planned.lowered.cluster_split, m);
+      if (!f32) EXPECT_EQ(one, m <= 16);
+      EXPECT_EQ(L->one_kernel, one);
+      ASSERT_EQ(L->kernels.size(), one ? 1u : kernels);
+      for (const CudaLoadedKernel& k : L->kernels)
+        EXPECT_EQ(k.low.path, LoweredKernel::Path::tensor_core) << k.low.why;
     }
+    check_example(p, ext, 97 + m);
   }
-  // a bf16 cut (its rounded value through the f32 intermediate), one over [b, h, e, m], a
-  // per-row output of the first group (its logsumexp, stored by the first kernel), three softmaxes (one kernel of them
-  // would take the element path; here three kernels, decode calls too), and a bool cut at its
-  // float argument
-  std::vector<Program> cuts;
-  for (const char* f : {"bench/programs/three_softmax.attn", "bench/programs/diff_lse.attn",
-                        "bench/programs/bf16_cut.attn", "bench/programs/cut_e_first.attn",
-                        "bench/programs/bool_cut.attn"})
-    cuts.push_back(testing::source_program(f));
-  for (const Program& p : cuts)
-    for (const auto& [m, n] :
-         std::vector<std::pair<int64_t, int64_t>>{{333, 700}, {200, 150}, {1, 3001}}) {
-      SCOPED_TRACE(p.name + " m=" + std::to_string(m) + " n=" + std::to_string(n));
-      check_example(p, testing::example_extents(p, m, n, 128, 256, 2), 131 + m);
-    }
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Programs, CudaClusters,
+    ::testing::Values(ClusterCase{"diff_attn_d128", "examples/diff_attn.attn", 128, 128, 1, false},
+                      ClusterCase{"diff_attn_d128_f32", "examples/diff_attn.attn", 128, 128, 1, true},
+                      ClusterCase{"diff_attn_e256", "examples/diff_attn.attn", 64, 256, 1, false},
+                      ClusterCase{"diff_attn_e256_f32", "examples/diff_attn.attn", 64, 256, 1, true},
+                      ClusterCase{"four_acc", "bench/programs/four_acc.attn", 64, 256, 0, false},
+                      ClusterCase{"four_acc_f32", "bench/programs/four_acc.attn", 64, 256, 0, true}),
+    [](const ::testing::TestParamInfo<ClusterCase>& i) { return std::string(i.param.name); });
+
+// Cuts between softmax clusters: a bf16 cut (its rounded value through the f32 intermediate),
+// one over [b, h, e, m], a per-row output of the first group (its logsumexp, stored by the first
+// kernel), three softmaxes (one kernel of them would take the element path; here three kernels,
+// decode calls too), and a bool cut at its float argument. A test per program.
+class CudaClusterCuts : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaClusterCuts, CutsBetweenSoftmaxClustersMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const Program p = testing::source_program(std::string("bench/programs/") + GetParam() + ".attn");
+  for (const auto& [m, n] :
+       std::vector<std::pair<int64_t, int64_t>>{{333, 700}, {200, 150}, {1, 3001}}) {
+    SCOPED_TRACE(p.name + " m=" + std::to_string(m) + " n=" + std::to_string(n));
+    check_example(p, testing::example_extents(p, m, n, 128, 256, 2), 131 + m);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Programs, CudaClusterCuts,
+                         ::testing::Values("three_softmax", "diff_lse", "bf16_cut", "cut_e_first",
+                                           "bool_cut"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
 
 // The calls the tests of a kind of program run it at, d = e = 64 and 128: decode calls (the
 // few-rows kernel), split key loops, walking blocks and long loops; `salt` varies the inputs'
@@ -1113,29 +1137,41 @@ void for_each_call_shape(const Program& p,
 // kernels of their own compute the norms (lower/cut_head_reductions.cpp) and the attention
 // kernel runs on the tensor cores, reading them (the key norm staged with its K/V tile) --
 // decode calls (the few-rows kernel), split key loops, walking blocks and long loops, at
-// d = 64 and 128, against the reference.
-TEST(CudaBackend, NormsOverTheHeadDimRunInKernelsOfTheirOwn) {
+// d = 64 and 128, against the reference. A test per program, so that shards share them (the four
+// in one test took 176 s of one shard on an H100).
+class CudaNorms : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaNorms, NormsOverTheHeadDimRunInKernelsOfTheirOwn) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/norms.attn"));
-  for (const Program& p : ps)
-    for_each_call_shape(p, [&](const Extents& ext, int64_t salt) {
-      // (weighted: one kernel on the element path; the others: the norms' kernels, then the
-      // attention on the tensor cores)
-      std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
-      ASSERT_EQ(L->kernels.size() == 1, p.name == "weighted");
-      EXPECT_EQ(L->kernels.back().low.path, p.name == "weighted"
-                                                ? LoweredKernel::Path::element
-                                                : LoweredKernel::Path::tensor_core)
-          << L->kernels.back().low.why;
-      TensorMap in = random_inputs(p, ext, 151 + salt);
-      if (in.count("tau")) {  // temperatures as cosine attention learns them
-        Tensor tau(DType::f32, {ext.at("h")});
-        for (int64_t i = 0; i < ext.at("h"); ++i) tau.set(i, 0.05 + 0.03 * i);
-        in["tau"] = tau;
-      }
-      check_inputs(p, in, ext);
-    });
+  auto it = std::find_if(ps.begin(), ps.end(),
+                         [&](const Program& p) { return p.name == GetParam(); });
+  ASSERT_NE(it, ps.end()) << GetParam();
+  const Program& p = *it;
+  for_each_call_shape(p, [&](const Extents& ext, int64_t salt) {
+    // (weighted: one kernel on the element path; the others: the norms' kernels, then the
+    // attention on the tensor cores)
+    std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
+    ASSERT_EQ(L->kernels.size() == 1, p.name == "weighted");
+    EXPECT_EQ(L->kernels.back().low.path, p.name == "weighted"
+                                              ? LoweredKernel::Path::element
+                                              : LoweredKernel::Path::tensor_core)
+        << L->kernels.back().low.why;
+    TensorMap in = random_inputs(p, ext, 151 + salt);
+    if (in.count("tau")) {  // temperatures as cosine attention learns them
+      Tensor tau(DType::f32, {ext.at("h")});
+      for (int64_t i = 0; i < ext.at("h"); ++i) tau.set(i, 0.05 + 0.03 * i);
+      in["tau"] = tau;
+    }
+    check_inputs(p, in, ext);
+  });
 }
+
+INSTANTIATE_TEST_SUITE_P(Programs, CudaNorms,
+                         ::testing::Values("cosine", "out_scale", "weighted", "causal_knorm"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
 
 // One program of a tests/programs file at every call shape of for_each_call_shape: one kernel
 // on the tensor cores against the reference. A test per program, so that shards share them.
