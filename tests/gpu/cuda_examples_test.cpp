@@ -1217,7 +1217,9 @@ INSTANTIATE_TEST_SUITE_P(
                       ProgramCase{"key_values.attn", "key_tanh"},
                       ProgramCase{"key_values.attn", "key_bucket"},
                       ProgramCase{"key_values.attn", "alibi_gate"},
-                      ProgramCase{"key_values.attn", "gqa_key_exp"}),
+                      ProgramCase{"key_values.attn", "gqa_key_exp"},
+                      ProgramCase{"key_values.attn", "temp_gate"},
+                      ProgramCase{"key_values.attn", "cross_bias"}),
     [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
 
 // Weights that are not finite (tests/programs/gates.attn) against the reference:
