@@ -8,6 +8,7 @@
 //                                                    in one process (one compile); a failing
 //                                                    SPEC prints BENCHFAIL SIZES why
 // SIZES like b=4,h=16,m=n=4096,d=e=128. Last line of `bench`: BENCH name sizes ms tflops frac.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -45,9 +46,14 @@ int main(int argc, char** argv) {
     // FILE's first program, or the one FG_PROGRAM names.
     std::vector<Program> all = parse_file(argv[2]);
     Program p = all.at(0);
-    if (const char* want = std::getenv("FG_PROGRAM"))
-      for (const Program& q : all)
-        if (q.name == want) p = q;
+    if (const char* want = std::getenv("FG_PROGRAM"); want && *want) {
+      auto it = std::find_if(all.begin(), all.end(), [&](const Program& q) { return q.name == want; });
+      if (it == all.end()) {
+        std::fprintf(stderr, "fg_bench: %s holds no program '%s'\n", argv[2], want);
+        return 2;
+      }
+      p = *it;
+    }
     if (mode == "sweep") {
       for (int i = 3; i < argc; ++i) {
         std::stringstream spec(argv[i]);

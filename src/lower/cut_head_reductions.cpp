@@ -18,7 +18,7 @@
 // write a score matrix.
 // Preconditions: a lowered plan (lower_cuda). Test: tests/lower/lower_test.cpp
 // (Lower.HeadDimReductionsPerRowOrKeyRunInKernelsOfTheirOwn); on the GPU
-// tests/gpu/cuda_examples_test.cpp (CudaBackend.NormsOverTheHeadDimRunInKernelsOfTheirOwn).
+// tests/gpu/cuda_examples_test.cpp (Programs/CudaNorms.NormsOverTheHeadDimRunInKernelsOfTheirOwn/*).
 #include <algorithm>
 #include <functional>
 #include <map>
