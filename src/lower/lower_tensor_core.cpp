@@ -682,20 +682,21 @@ class Lowering : public TensorCoreView {
   std::set<int> per_element_code() const {
     std::set<int> line(diagonal_.begin(), diagonal_.end());
     line.insert(key_values_.begin(), key_values_.end());
+    // (as ancestors(): a value the kernel loads is read, not computed)
+    auto stop = [&](int n) {
+      const PlanValue* v = k_.value(n);
+      return line.count(n) > 0 || (v && v->load_buffer >= 0);
+    };
     std::set<int> code;
-    std::vector<int> stack;
     for (const Group& g : groups_) {
-      stack.push_back(g.arg);
-      stack.insert(stack.end(), g.pv_weight.begin(), g.pv_weight.end());
+      std::vector<int> roots = g.pv_weight;
+      roots.push_back(g.arg);
+      for (int root : roots) {
+        const std::set<int> c = closure_of(p_, root, stop);
+        code.insert(c.begin(), c.end());
+      }
     }
-    while (!stack.empty()) {
-      const int a = stack.back();
-      stack.pop_back();
-      if (line.count(a) || !code.insert(a).second) continue;
-      const PlanValue* v = k_.value(a);
-      if (v && v->load_buffer >= 0) continue;  // read, not computed (as ancestors())
-      for (int arg : N(a).args) stack.push_back(arg);
-    }
+    for (int id : line) code.erase(id);
     return code;
   }
 
