@@ -95,6 +95,11 @@ struct Sm80Launch {
   bool warp_specialized = false;
   int producer_warps = 0;
   int stages = 2;
+  // Copies of the values per diagonal and per key (fg::AttnSm80::kDiagCopies) where the kernel
+  // is warp-specialized and has some: one per stage where shared memory holds them (the
+  // producer fills a tile's values as far ahead as its K/V), else two (the producer waits until
+  // the compute warps are done with tile i - 2 before filling tile i's). 1 elsewhere.
+  int diag_copies = 1;
   // Warp-specialized kernels whose work items (row tile, parallel index x key chunk) all
   // compute the same key tiles (no tile mask), or whose key tiles are classified by data, may
   // run a persistent grid (kPersistent): as many

@@ -271,6 +271,9 @@ std::string LoweredCuda::str(const Plan& plan) const {
       if (la.warp_specialized)
         os << "  warp specialized: " << la.warps - la.producer_warps << " compute warps, a producer warpgroup, "
            << la.stages << " stages"
+           << (la.diag_copies > 1 && (!la.diagonal.empty() || !la.key_values.empty())
+                   ? ", " + std::to_string(la.diag_copies) + " copies of the values per tile line"
+                   : "")
            << (la.pipelined ? la.ping_pong ? "; pipelined, ping-pong" : "; pipelined" : "")
            << (la.scan_by_warps ? "; tile scan by warps, a span each" : "")
            << (la.producer_regs != Sm80Launch::kProducerRegsDefault

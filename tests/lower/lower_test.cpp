@@ -978,15 +978,23 @@ program raw(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table
 
 // The shared memory of `values` values per diagonal or per key that launch `with` has and
 // `without`, of the same kernel shape, has not: block_m + block_n - 1 floats each (rounded up to
-// 4) after the stages (two copies when warp-specialized), in the full and the few-rows kernels.
-void expect_tile_values_smem(const Sm80Launch& with, const Sm80Launch& without, int values) {
+// 4) after the stages, in the full and the few-rows kernels. Warp-specialized, a copy per stage
+// where the target's block holds them (`per_block` bytes), else two.
+void expect_tile_values_smem(const Sm80Launch& with, const Sm80Launch& without, int values,
+                             int per_block) {
   ASSERT_EQ(without.block_m, with.block_m);
   ASSERT_EQ(without.block_n, with.block_n);
   ASSERT_EQ(without.stages, with.stages);
   ASSERT_EQ(without.warp_specialized, with.warp_specialized);
-  const int copies = with.warp_specialized ? 2 : 1;
   const int pitch = (with.block_m + with.block_n - 1 + 3) / 4 * 4;
   const int few_pitch = (16 + with.few_block_n - 1 + 3) / 4 * 4;
+  int copies = 1;
+  if (with.warp_specialized) {
+    const int two = without.smem_bytes + 2 * values * pitch * 4;
+    const int all = two + (with.stages - 2) * values * pitch * 4;
+    copies = all <= per_block ? with.stages : 2;
+  }
+  EXPECT_EQ(with.diag_copies, copies);
   EXPECT_EQ(with.smem_bytes - without.smem_bytes, copies * values * pitch * 4);
   EXPECT_EQ(with.few_smem_bytes - without.few_smem_bytes, values * few_pitch * 4);
 }
@@ -1044,7 +1052,8 @@ program many(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], a: f
     // m alone (no diagonals)
     Compiled rows = lowered(ps[3], t, {{"d", 64}, {"e", 64}});
     EXPECT_TRUE(rows.lowered.kernels.at(0).tensor_core.diagonal.empty());
-    expect_tile_values_smem(tc.launch, rows.lowered.kernels.at(0).tensor_core.launch, 2);
+    expect_tile_values_smem(tc.launch, rows.lowered.kernels.at(0).tensor_core.launch, 2,
+                            smem_budget(t).per_block);
     Compiled alibi = lowered(ps[1], t, {{"d", 64}, {"e", 64}});
     const TensorCoreKernel& at = alibi.lowered.kernels.at(0).tensor_core;
     ASSERT_EQ(at.diagonal.size(), 1u);  // slope * (n - m), not the mask n <= m
@@ -1142,7 +1151,21 @@ program with_score(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]
     EXPECT_EQ(tk.launch.key_values.size(), 1u);
     // the shared memory of one value, against the same kernel shape without it (causal)
     Compiled causal = lowered(testing::example_program("causal"), t, heads);
-    expect_tile_values_smem(tk.launch, causal.lowered.kernels.at(0).tensor_core.launch, 1);
+    expect_tile_values_smem(tk.launch, causal.lowered.kernels.at(0).tensor_core.launch, 1,
+                            smem_budget(t).per_block);
+    // at d = 128 the ring's stages leave no room for a copy per stage on sm90 (two copies)
+    const Extents wide = {{"d", 128}, {"e", 128}};
+    const Compiled kt128 = lowered(find("key_tanh"), t, wide);
+    const Compiled causal128 = lowered(testing::example_program("causal"), t, wide);
+    const Sm80Launch& tk128 = kt128.lowered.kernels.at(0).tensor_core.launch;
+    expect_tile_values_smem(tk128, causal128.lowered.kernels.at(0).tensor_core.launch, 1,
+                            smem_budget(t).per_block);
+    if (t == Target::cuda_sm90) {
+      EXPECT_EQ(tk.launch.diag_copies, tk.launch.stages);  // d = 64: one per stage
+      EXPECT_GT(tk.launch.stages, 2);
+      EXPECT_EQ(tk128.diag_copies, 2);
+      EXPECT_GT(tk128.stages, 2);
+    }
 
     Compiled kb = lowered(find("key_bucket"), t, heads);
     const TensorCoreKernel& tb = kb.lowered.kernels.at(0).tensor_core;

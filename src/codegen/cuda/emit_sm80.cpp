@@ -403,6 +403,9 @@ class Printer : public TensorCoreView {
     if (launch_.warp_specialized)
       os << "  static constexpr bool kWarpSpecialized = true;\n  static constexpr int kStages = "
          << launch_.stages << ";\n";
+    if (launch_.warp_specialized && launch_.diag_copies != 2)
+      os << "  static constexpr int kDiagCopies = " << launch_.diag_copies
+         << ";  // copies of the values per tile line\n";
     if (launch_.persistent && launch_.walk_entry.empty())
       os << "  static constexpr bool kPersistent = true;\n";
     if (launch_.scan_by_warps)

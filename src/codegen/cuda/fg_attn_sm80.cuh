@@ -327,6 +327,11 @@ FG_OPTIONAL(DiagOf, kNumDiag, int, 0)
 // Spec::key_values(ctx, n, float* d, pitch) (value t to d[t * pitch]) into the diagonal values'
 // area after them; the score code reads value t at tv.dg[(kNumDiag + t) * dpitch + n - n0].
 FG_OPTIONAL(KeyValsOf, kNumKeyVals, int, 0)
+// Optional Spec member kDiagCopies (default 2): copies of the values per diagonal and per key in
+// a warp-specialized kernel, from 2 to kStages (tile i's values go to copy i % kDiagCopies; with
+// fewer copies than stages, the producer waits until the compute warps are done with tile
+// i - kDiagCopies before filling tile i's).
+FG_OPTIONAL(DiagCopiesOf, kDiagCopies, int, 2)
 
 // Optional Spec member kPlainGroups (default 0): bit g set makes group g plain: score<g> gives
 // weights as they are (no running max, no exp), summed into the row sums and multiplied into
@@ -478,13 +483,14 @@ struct AttnSm80 {
   static constexpr int kVStride = NP * kVBytes;   // from V_i's tiles to V_{i+1}'s
   static constexpr int kStageBytes = kKAll + V * kVStride;  // a stage's K and V tiles
   // The diagonal values follow the stages: one copy, whose writes and reads the loop's barriers
-  // order, or, warp-specialized, two (the producer fills tile i's copy i % 2 once the compute
-  // warps are done with tile i - 2: a third stage costs no more than two copies).
+  // order, or, warp-specialized, the Spec's kDiagCopies (the producer fills tile i's copy
+  // i % kDiagCopies once the compute warps are done with tile i - kDiagCopies).
   // (the values per key after them, BN of kDiagPitch floats each)
   static constexpr int ND = DiagOf<Spec>::value, NK = KeyValsOf<Spec>::value;
   static constexpr int kDiagPitch = (BM + BN - 1 + 3) / 4 * 4;
   static constexpr int kDiagBytes = (ND + NK) * kDiagPitch * 4;
-  static constexpr int kDiagCopies = kWs && kStages > 1 ? 2 : 1;
+  static constexpr int kDiagCopies = kWs && kStages > 1 ? DiagCopiesOf<Spec>::value : 1;
+  static_assert(kDiagCopies == 1 || (kDiagCopies >= 2 && kDiagCopies <= kStages), "copies");
   static constexpr int kQAll = NP * S * kQBytes;  // the Q tiles, before the stages
   static constexpr int kStagedOff = kQAll + kStages * kStageBytes;  // the staged areas
   static constexpr int kDiagOff = kStagedOff + kStages * kStagedBytes;
@@ -1122,11 +1128,12 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           }
           if constexpr (K::ND + K::NK > 0) {
             if (!done) {
-              // the diagonal copy of tile it - 2: free once the compute warps are done with it
-              // (with two stages, the wait for this stage above was that wait)
-              if (K::kDiagCopies < K::kStages && it >= 2)
-                mbar_wait(ring + 8 * (K::kStages + (it - 2) % K::kStages),
-                          ((it - 2) / K::kStages) & 1);
+              // the diagonal copy of tile it - kDiagCopies: free once the compute warps are
+              // done with it (with a copy per stage, the wait for this stage above was that wait)
+              constexpr int C = K::kDiagCopies;
+              if (C < K::kStages && it >= C)
+                mbar_wait(ring + 8 * (K::kStages + (it - C) % K::kStages),
+                          ((it - C) / K::kStages) & 1);
               fill_diagonals(jp, it % K::kDiagCopies);
             }
           }
