@@ -241,6 +241,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["warps"] = l.warps;
   j["warp_specialized"] = l.warp_specialized;
   j["stages"] = l.stages;
+  if (!l.diagonal.empty() || !l.key_values.empty()) j["diag_copies"] = l.diag_copies;
   j["tma"] = !l.tma.empty();
   j["pieces"] = l.pieces;
   nlohmann::json split = nlohmann::json::array();

@@ -337,6 +337,14 @@ TEST(Explain, HopperKernelsNameTheirProducerWarpgroupAndStages) {
     EXPECT_EQ(cuda["warps"], 12);
     EXPECT_EQ(cuda["stages"], d == 128 ? 3 : 4) << "d=" << d;
     EXPECT_EQ(cuda["tma"], true);
+    EXPECT_FALSE(cuda.contains("diag_copies"));  // no values per tile line
+    // ALiBi's slope * (n - m), a value per diagonal: a copy per stage at d = 64 (shared memory
+    // holds them), at least two
+    auto a = nlohmann::json::parse(explain_json(example("alibi"), opt))["kernels"][0]["cuda"];
+    ASSERT_TRUE(a.contains("diag_copies"));
+    if (d == 64) EXPECT_EQ(a["diag_copies"], a["stages"]);
+    EXPECT_GE(a["diag_copies"].get<int>(), 2);
+    EXPECT_LE(a["diag_copies"].get<int>(), a["stages"].get<int>());
   }
   opt.target = Target::cuda_sm80;
   auto j = nlohmann::json::parse(explain_json(example("causal"), opt));
