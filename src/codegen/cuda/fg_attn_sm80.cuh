@@ -490,7 +490,11 @@ struct AttnSm80 {
   static constexpr int kDiagPitch = (BM + BN - 1 + 3) / 4 * 4;
   static constexpr int kDiagBytes = (ND + NK) * kDiagPitch * 4;
   static constexpr int kDiagCopies = kWs && kStages > 1 ? DiagCopiesOf<Spec>::value : 1;
-  static_assert(kDiagCopies == 1 || (kDiagCopies >= 2 && kDiagCopies <= kStages), "copies");
+  // (a warp-specialized kernel needs two at least: with one, the producer would wait for the
+  // release of tile i - 1 before filling tile i, which a pipelined loop releases after it)
+  static_assert(!(kWs && kStages > 1) || (DiagCopiesOf<Spec>::value >= 2 &&
+                                          DiagCopiesOf<Spec>::value <= kStages),
+                "copies");
   static constexpr int kQAll = NP * S * kQBytes;  // the Q tiles, before the stages
   static constexpr int kStagedOff = kQAll + kStages * kStageBytes;  // the staged areas
   static constexpr int kDiagOff = kStagedOff + kStages * kStagedBytes;
