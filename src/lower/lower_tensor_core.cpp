@@ -751,12 +751,12 @@ class Lowering : public TensorCoreView {
   // Shared memory of the launch with staged tiles `st` (the layout of fg::AttnSm80: Q tiles,
   // then `stages` stages of K and V, as many staged areas (a stage's staged tiles rounded up to
   // 128 bytes), the values per diagonal and per key (one copy, or when warp-specialized
-  // diag_copies, 0 meaning two: fg::AttnSm80::kDiagCopies), and the warp-specialized ring's 256
+  // diag_copies: fg::AttnSm80::kDiagCopies), and the warp-specialized ring's 256
   // bytes of mbarriers, tile indices and range slots; the generated source static_asserts that
   // both agree).
   int smem_bytes(const std::vector<Staged>& staged, int block_m = 0, int block_n = 0,
                  int stages = 2, bool ws = false, int64_t value_cols = 0,
-                 int diag_copies = 0) const {
+                 int diag_copies = 2) const {
     const int BM = block_m ? block_m : launch_.block_m, BN = block_n ? block_n : launch_.block_n;
     const int64_t DVc = value_cols ? value_cols : DVc_;
     const int Sn = static_cast<int>(scores_.size());
@@ -769,7 +769,7 @@ class Lowering : public TensorCoreView {
     return static_cast<int>(
         np * Sn * BM * Dt_ * 2 +
         stages * (np * (Sn * BN * Dt_ * 2 + vbufs_.size() * BN * DVc * 2) + st) +
-        (ws && stages > 1 ? diag_copies ? diag_copies : 2 : 1) * diag + (ws ? 256 : 0));
+        (ws && stages > 1 ? diag_copies : 1) * diag + (ws ? 256 : 0));
   }
   // The bf16 pieces a value of type t needs to be held exactly (0: not a float operand): 8
   // significant bits each, so f8 and bf16 1, f16 (11 bits) 2, f32 (24) 3.
