@@ -98,10 +98,13 @@ using DeviceTensorMap = std::map<std::string, DeviceTensor>;
 // Launches the program on GPU memory in place, on `stream` (a CUstream; 0 is the legacy
 // default stream), and returns without synchronizing: a CUDA graph capture records it. Inputs
 // and outputs have their declared dtype and shape, packed in declared dim order and 16-byte
-// aligned (CallError naming the tensor otherwise). `err` is 8 zeroed int64 of device memory
-// where the kernel reports an out-of-range gather or x % 0 (err[0..3], decoded by
-// cuda_raise_error_word) and a non-finite accumulator (err[7]: the plain build does not follow
-// the strong zero of masked keys whose V is inf or NaN; the careful build does, slower).
+// aligned (CallError naming the tensor otherwise). `err` is kCudaErrorWords zeroed int64 of
+// device memory, one per call in flight (a call's kernels count on it), where the kernel
+// reports an out-of-range gather or x % 0 (err[0..3], decoded by cuda_raise_error_word) and a
+// non-finite accumulator (err[7]: the plain build does not follow the strong zero of masked
+// keys whose V is inf or NaN; the careful build does, slower); err[8..9] are the counter a
+// walking kernel hands out its work items by, which it leaves 0 again when it ends.
+constexpr int kCudaErrorWords = 16;
 // Shape-only host views of device tensors (dtype and shape; their memory is never read), for
 // the calls that take a TensorMap only to bind extents: output_shapes, cuda_raise_error_word.
 // CallError for a negative extent or more than 2^60 elements.

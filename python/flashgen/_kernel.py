@@ -349,7 +349,7 @@ class Kernel:
             t = torch.empty(out_shapes[name], dtype=torch_dtype(dt), device=dev)
             outs.append(t)
             out_args[name] = (dt, list(t.shape), list(t.stride()), t.data_ptr())
-        err = torch.zeros(8, dtype=torch.int64, device=dev)
+        err = torch.zeros(_core.CUDA_ERROR_WORDS, dtype=torch.int64, device=dev)
         stream = torch.cuda.current_stream(dev)
         self._prog.launch_cuda(args, out_args, err.data_ptr(), stream.cuda_stream, self.careful)
         del keep  # freed memory is reused in stream order, after the kernel
@@ -357,7 +357,7 @@ class Kernel:
             if capturing:
                 self._captured.append((err, shapes))
             else:
-                host = torch.empty(8, dtype=torch.int64, pin_memory=True)
+                host = torch.empty(_core.CUDA_ERROR_WORDS, dtype=torch.int64, pin_memory=True)
                 host.copy_(err, non_blocking=True)
                 ev = torch.cuda.Event()
                 ev.record(stream)
@@ -411,7 +411,7 @@ class Kernel:
                 outs.append(t)
                 out_args[name] = (dt, list(t.shape), [s // t.itemsize for s in t.strides],
                                   t.data.ptr)
-            err = cupy.zeros(8, dtype=np.int64)
+            err = cupy.zeros(_core.CUDA_ERROR_WORDS, dtype=np.int64)
         self._prog.launch_cuda(args, out_args, err.data.ptr, stream.ptr, self.careful)
         with self._lock:
             if capturing:
@@ -421,7 +421,7 @@ class Kernel:
             else:
                 import cupyx
 
-                host = cupyx.empty_pinned((8,), dtype=np.int64)
+                host = cupyx.empty_pinned((_core.CUDA_ERROR_WORDS,), dtype=np.int64)
                 with cupy.cuda.Device(0):  # works on every CuPy (get(blocking=False): 13 on)
                     cupy.cuda.runtime.memcpyAsync(host.ctypes.data, err.data.ptr, host.nbytes,
                                                   cupy.cuda.runtime.memcpyDeviceToHost,

@@ -7,6 +7,7 @@
 //   Program.launch_cuda(inputs, outputs, err, stream, careful)
 //                                                   GPU memory, in place, no synchronization
 //   Program.raise_error_word(shapes, err)           a GPU call's error word as its CallError
+//   CUDA_ERROR_WORDS                                int64 words of launch_cuda's `err`
 //   Program.output_shapes / explain / emit / kernel_count / params / outputs
 // Errors arrive as flashgen.ProgramError / CallError / BackendError (subclasses of
 // flashgen.Error), with what() intact: a ProgramError's `file:line:col`, source line and caret.
@@ -153,6 +154,8 @@ NB_MODULE(_core, m) {
   m.attr("Error") = nb::handle(g_error);
   m.attr("ProgramError") = nb::handle(g_program_error);
   m.attr("CallError") = nb::handle(g_call_error);
+  // int64 words of a GPU call's error words (launch_cuda's `err`: zeroed, one per call in flight)
+  m.attr("CUDA_ERROR_WORDS") = kCudaErrorWords;
   m.attr("BackendError") = nb::handle(g_backend_error);
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
@@ -221,7 +224,8 @@ NB_MODULE(_core, m) {
       .def("raise_error_word",
            [](const PyProgram& pp, const std::map<std::string, DeviceArg>& shapes,
               const std::vector<int64_t>& err) {
-             if (err.size() < 4) throw CallError("an error word has 8 int64");
+             if (err.size() < 4)
+               throw CallError("error words: " + std::to_string(kCudaErrorWords) + " int64");
              cuda_raise_error_word(pp.program, device_shape_views(device_views(shapes, "input")),
                                    err.data());
            },

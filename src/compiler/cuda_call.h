@@ -192,8 +192,9 @@ std::vector<TmaMapShape> tma_map_shapes(const Sm80Launch& la, const std::vector<
 // Device state of one call: buffers, kernels' launches.
 struct CudaBound {
   std::vector<DeviceBuffer> bufs;
-  // i64[8]: [0] error kind, [1..3] what; [4..6] tile counts (FG_COUNT_TILES); [7] a block's
-  // accumulators ended non-finite (the plain build; run the careful one)
+  // i64[kCudaErrorWords]: [0] error kind, [1..3] what; [4..6] tile counts (FG_COUNT_TILES); [7]
+  // a block's accumulators ended non-finite (the plain build; run the careful one); [8..9] a
+  // walking kernel's item counter (0 again after each launch)
   DeviceBuffer err;
   DeviceBuffer scratch;  // the element kernels' device workspaces (one at a time: in order)
   std::vector<CudaBoundKernel> kernels;

@@ -724,7 +724,7 @@ CudaBound cuda_bind(const CudaLoaded& L, const Program& p, const TensorMap& inpu
     }
     ptrs.push_back(b.bufs.back().ptr());
   }
-  b.err = DeviceBuffer(8 * sizeof(int64_t));
+  b.err = DeviceBuffer(kCudaErrorWords * sizeof(int64_t));
   b.err.memset(0);
   bind_launch(L, p, ptrs, std::vector<std::vector<int64_t>>(ptrs.size()), b.err.ptr(),
               [&](int64_t bytes) {
@@ -1012,7 +1012,8 @@ void cuda_launch_device(const Program& p, const DeviceTensorMap& inputs,
     for (const Sm80Launch::SplitOperand& o : k.low.tensor_core.launch.split) vector[o.buffer] = false;
   }
   if (err % 8 != 0 || err == 0)
-    throw CallError("the error word must be 8 zeroed, 8-byte aligned int64 in device memory");
+    throw CallError("the error words must be " + std::to_string(kCudaErrorWords) +
+                    " zeroed, 8-byte aligned int64 in device memory");
   CudaBound b;
   b.extv = cuda_extents(*L, p, ext);
   const CudaStreamHandle s = reinterpret_cast<CudaStreamHandle>(static_cast<uintptr_t>(stream));

@@ -4,8 +4,11 @@
 // example on ref, cpu and cuda within the dtype tolerance. SKIPs without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
+#include "compiler/cuda_call.h"
 #include "flashgen/compile.h"
 #include "flashgen/flashgen.h"
 #include "flashgen/frontend.h"
@@ -137,6 +140,74 @@ program lens(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], len:
 
 INSTANTIATE_TEST_SUITE_P(Masks, CudaProfileTiles, ::testing::ValuesIn(testing::example_masks()),
                          [](const auto& info) { return info.param.example; });
+
+// Walking blocks (Hopper) take every item after their first from a counter in the error words:
+// with many more items than blocks, each item is computed once (the profile build's tile counts
+// are the host's: an item taken twice or never would change them), launches that reuse the
+// error words without zeroing them compute the same outputs bit for bit, and each leaves the
+// counter 0. Document ids (items of unequal work: blocks take different numbers of them) at
+// d = 64 and vanilla at a short key loop (the walking build) at d = 128.
+TEST(CudaProfile, WalkingBlocksTakeEveryItemOnceFromTheCounter) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const int sms = cuda_device_info().sm_count;
+  for (const char* name : {"document", "vanilla"}) {
+    SCOPED_TRACE(name);
+    Program p = testing::example_program(name);
+    const bool doc = p.find_param("doc") >= 0;
+    const int64_t m = 1000, n = doc ? 1000 : 300, d = doc ? 64 : 128;
+    // b = h, for about 8 items an SM
+    int64_t batch = 1;
+    while (batch * batch * ((m + 127) / 128) < 8 * int64_t(sms)) ++batch;
+    Extents sizes = testing::example_extents(p, m, n, d, d, batch);
+    TensorMap in = random_inputs(p, sizes, 21);
+    Tensor ids;
+    if (doc) in["doc"] = ids = testing::document_ids(sizes.at("t"), 3);
+    std::shared_ptr<const CudaLoaded> L = cuda_load(p, sizes);
+    if (L->kernels.at(0).low.tensor_core.target != Target::cuda_sm90)
+      GTEST_SKIP() << "blocks walk on Hopper GPUs only";
+    CudaBound b = cuda_bind(*L, p, in, sizes);
+    ASSERT_TRUE(b.kernels.at(0).walk);
+    const Sm80Launch& la = L->kernels.at(0).low.tensor_core.launch;
+    const int64_t items = (m + la.block_m - 1) / la.block_m * batch * batch * la.value_split;
+    ASSERT_GT(items, 4 * int64_t(b.kernels.at(0).grid.x));
+
+    ProfileOptions o = on_gpu(2);
+    if (doc) o.given["doc"] = ids;
+    ProfileReport r = profile(p, sizes, o);
+    ASSERT_EQ(r.kernels.size(), 1u);
+    const KernelProfile& k = r.kernels[0];
+    const testing::ExampleMask* mask = nullptr;
+    for (const testing::ExampleMask& c : testing::example_masks())
+      if (c.example == name) mask = &c;
+    const testing::HostTileCounts want = testing::host_tile_counts(
+        [&](int64_t a, int64_t c) { return mask ? mask->kept(a, c, ids) : true; },
+        batch * batch * k.value_split, m, n, k.row_tile, k.key_tile,
+        /*full_needs_whole_tile=*/true);
+    EXPECT_EQ(k.tiles.computed, want.computed);
+    EXPECT_EQ(k.tiles.skipped, want.skipped);
+
+    TensorMap first;
+    for (int run = 0; run < 3; ++run) {
+      cuda_launch(*L, b, nullptr);
+      cuda_synchronize();
+      cuda_check_errors(p, L->plan, b);
+      std::vector<int64_t> err = b.err.download_as<int64_t>();
+      ASSERT_EQ(err.size(), size_t(kCudaErrorWords));
+      EXPECT_EQ(err[8], 0) << "run " << run;
+      EXPECT_EQ(err[9], 0) << "run " << run;
+      TensorMap got = cuda_download_outputs(*L, b);
+      if (run == 0) {
+        first = got;
+        continue;
+      }
+      for (const auto& [out, t] : first) {
+        ASSERT_EQ(t.nbytes(), got.at(out).nbytes());
+        EXPECT_EQ(std::memcmp(t.data(), got.at(out).data(), t.nbytes()), 0)
+            << out << ", run " << run;
+      }
+    }
+  }
+}
 
 TEST(CudaProfile, TimesTheKernelAndReadsItsLaunchFromTheModule) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";

@@ -24,11 +24,13 @@
 //   strong zero of the language).
 //   Gathers the score code reads per (row, key) or per key (a pair bias, a key mask) can be
 //   staged: their tiles ride along with K/V into shared memory a tile ahead.
-// Error words: Ctx::err (optional, int64_t*, 8 words) receives the flag of a non-finite
-//   accumulator (err[7]) and, in the profile build, the tile counts.
+// Error words: Ctx::err (optional, int64_t*, 16 words, zeroed before the call) receives the
+//   flag of a non-finite accumulator (err[7]) and, in the profile build, the tile counts; a
+//   walking grid (kPersistent) hands out its work items through err[8] and err[9] (Params::err)
+//   and leaves them 0 again when its last block is done taking.
 // Profile build: compiled with -DFG_COUNT_TILES, thread 0 of each block adds the key tiles it
 //   computed, skipped as empty and computed without mask code to ctx.err[4..6] (Ctx then needs
-//   `int64_t* err` pointing at 8 words); `flashgen profile` reads them.
+//   `int64_t* err` pointing at the error words); `flashgen profile` reads them.
 // Preconditions: sm_80+; q/k/v innermost stride 1, row strides multiples of 8 elements, base
 //   pointers 16-byte aligned; the Spec as documented below.
 // Test: tests/gpu/cuda_examples_test.cpp (generated Specs of every example and of random
@@ -269,9 +271,15 @@ FG_OPTIONAL_FLAG(WarpSpecializedOf, kWarpSpecialized)
 
 // Optional Spec member kPersistent (default false; warp-specialized Specs only): a call whose
 // Params' `int64_t m_tiles` is above 0 launches a grid of at most as many blocks as are resident
-// at once, each computing work items (row tile, parallel index x key chunk) blockIdx.x,
-// + gridDim.x, ... of m_tiles row tiles times P'; the producer fills the next item's stages
-// while the compute warps finish the last one. With m_tiles 0, the grid of one block per item.
+// at once, which walk the work items (row tile, parallel index x key chunk) of m_tiles row tiles
+// times P': block b's first item is b, and every later one is taken from a counter in the
+// error words (items gridDim.x, gridDim.x + 1, ... in order), so a block whose items compute
+// fewer key tiles takes more of them (items' work differs with a tile mask; a fixed
+// assignment b, b + gridDim.x, ... gave each block the same row tile whenever gridDim.x was a
+// multiple of m_tiles). The producer takes the next item when it reaches the end of this one
+// and passes it to the compute warps with the stage of no tile, then fills the next item's
+// stages while the compute warps finish this one. With m_tiles 0, the grid of one block per
+// item.
 FG_OPTIONAL_FLAG(PersistentOf, kPersistent)
 
 // Optional Spec member kValueSplit (default 1): blocks take value-column chunks of kValueDim
@@ -499,8 +507,8 @@ struct AttnSm80 {
   static constexpr int kStagedOff = kQAll + kStages * kStageBytes;  // the staged areas
   static constexpr int kDiagOff = kStagedOff + kStages * kStagedBytes;
   // Warp-specialized: the ring's mbarriers (full[kStages], empty[kStages]) and each stage's tile
-  // index and class (two ints) at the end, then from kRingOff + 128 the producer's RangeGroup
-  // slots (2 x 4 warps x 16 bytes).
+  // index and class (two ints; the stage of no tile: -1 and the next item), then from
+  // kRingOff + 128 the producer's RangeGroup slots (2 x 4 warps x 16 bytes).
   static constexpr int kRingOff = kDiagOff + kDiagCopies * kDiagBytes;
   static constexpr int kRingSlotsOff = 128, kRingBytes = kRingSlotsOff + 2 * 4 * 16;
   static constexpr int kSmemBytes = kRingOff + (kWs ? kRingBytes : 0);
@@ -804,13 +812,13 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 
   typename Spec::Ctx ctx;
   // Work items: (row tile, parallel index x key chunk). A block computes the item of its grid
-  // coordinates, or, walking (kPersistent and a call with Params::m_tiles > 0), items
-  // blockIdx.x, + gridDim.x, ... of m_tiles * P', row tiles innermost (the items of one parallel
-  // index, which share K/V, run side by side).
+  // coordinates, or, walking (kPersistent and a call with Params::m_tiles > 0), item blockIdx.x
+  // and then the items it takes in order from a counter (kPersistent above), of m_tiles * P',
+  // row tiles innermost (the items of one parallel index, which share K/V, run side by side).
   // (the host keeps m_tiles * P' + gridDim.x below 2^31)
   int ksplit = 1;
   bool walk = false;
-  int n_items = 1, w_step = 1, m_tiles = 1;
+  int n_items = 1, m_tiles = 1;
   // The key split and the walk's bookkeeping, from the parameters. A warp-specialized kernel's
   // roles read them each on its own after the role split (as they find their first item), so
   // that nothing of the walk is live across setmaxnreg: a value live in both roles must fit
@@ -822,15 +830,16 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       if (walk) {
         m_tiles = (int)params.m_tiles;
         n_items = m_tiles * K::parallel(params) * ksplit;
-        w_step = (int)gridDim.x;
       }
     }
   };
   // The current item: its context, extents, rows [m0, m1) and key tiles [j_begin, j_end).
   int pidx = 0, chunk = 0, M = 0, N = 0, m0 = 0, m1 = 0, j_begin = 0, j_end = 0;
   // Makes item w current (a pure function of w); false if it has no rows (grid blocks past the
-  // parallel indices, row tiles past M).
+  // parallel indices, row tiles past M), and then no key tiles either (a walking block runs such
+  // an item as one of no tiles and no stores: the producer's take decides the next item alone).
   auto begin_item = [&](int w) {
+    j_begin = j_end = 0;
     int mt_i, mts;
     if (walk) {
       pidx = (unsigned)w / (unsigned)m_tiles;
@@ -860,17 +869,36 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     j_end = min(n_tiles, j_begin + per_chunk);
     return true;
   };
-  // The first item from w on (in steps of w_step) that has rows, made current; n_items if none.
-  auto next_item = [&](int w) {
-    while (w < n_items && !begin_item(w)) w += w_step;
-    return w;
+  // A walking block's items after its first come from the counter err[8]: item gridDim.x plus
+  // the count before the take (by one thread). err[9] counts the blocks done taking; the last of
+  // them returns both to 0, for the next launch (which the kernel boundary orders after it).
+  auto take_item = [&]() -> int {
+    if constexpr (K::kPersistent) {
+      return (int)gridDim.x +
+             (int)atomicAdd(reinterpret_cast<unsigned long long*>(params.err + 8), 1ull);
+    } else {
+      return n_items;
+    }
   };
-  // The block's first item (each role of a warp-specialized kernel finds it on its own, above).
+  auto done_taking = [&] {  // one thread a block, after the block's last take
+    if constexpr (K::kPersistent) {
+      unsigned long long* const c = reinterpret_cast<unsigned long long*>(params.err + 8);
+      __threadfence();
+      if (atomicAdd(c + 1, 1ull) == gridDim.x - 1) {
+        atomicExch(c, 0ull);
+        atomicExch(c + 1, 0ull);
+      }
+    }
+  };
+  // The block's first item, made current: the item of its grid coordinates, or, walking, item
+  // blockIdx.x; false if the block has none (no rows, outside a walk). `rows`: it has rows.
   int w = 0;
+  bool rows = false;
   auto first_item = [&] {
     read_walk();
-    w = next_item(walk ? (int)blockIdx.x : 0);
-    return w < n_items;
+    w = walk ? (int)blockIdx.x : 0;
+    rows = w < n_items && begin_item(w);
+    return walk ? w < n_items : rows;
   };
 
   // Q tiles of the current item -> shared (one cp.async group; by the compute threads)
@@ -1009,7 +1037,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // The ring of the warp-specialized kernel, after the diagonal values: mbarriers full[s] (the
   // stage's tile index and class are written, its copies have landed: every producer thread
   // arrived) and empty[s] (every compute thread is done with it), then each stage's tile index
-  // (-1: no more tiles) and class.
+  // (-1: no more tiles) and class (with -1: the next item).
   const u32 ring = s_base + K::kRingOff;
   int* const ring_tile = reinterpret_cast<int*>(fg_smem + K::kRingOff + 16 * K::kStages);
   int j = j_begin, cls = kTileEmpty;
@@ -1026,7 +1054,10 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       // copy its K/V and staged tiles, fill its diagonal values and write its index and class;
       // publish a stage once its copies have landed (one tile later) ----
       regs_release<K::kProducerRegs>();
-      if (!first_item()) return;
+      if (!first_item()) {
+        if (walk && lt == 0) done_taking();  // (a block past the items: takes none)
+        return;
+      }
       // the data ranges of the tile scan by the four producer warps together (named barrier 4;
       // with kScanByWarps the key ranges by one warp each, scan_tiles)
       ctx.rg.warps = 4;
@@ -1098,8 +1129,25 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           return next_tile(j);
         }
       };
-      // stages filled (the last one of each item says: no more tiles); whether the previous
-      // stage holds a tile not yet published
+      // The next item, taken at the end of this one and made current (the producer needs
+      // nothing more of this one; an item without rows has no tiles): lane 0 of the first
+      // producer warp takes it, the four warps exchange it; n_items when none is left.
+      auto take_next = [&] {
+        int wn = n_items;
+        if (walk) {
+          int all[4];
+          group_exchange(lt == 0 ? take_item() : 0, ctx.rg, all);
+          wn = all[0];
+          if (wn < n_items) {
+            begin_item(wn);
+          } else if (lt == 0) {
+            done_taking();
+          }
+        }
+        return wn;
+      };
+      // stages filled (the last one of each item says: no more tiles, and which item is next);
+      // whether the previous stage holds a tile not yet published
       int it = 0;
       bool pending = false;
       for (;;) {  // the block's items
@@ -1141,26 +1189,32 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
               fill_diagonals(jp, it % K::kDiagCopies);
             }
           }
+          if (done) break;
           if (lt == 0) {
-            ring_tile[2 * stg] = done ? -1 : jp;
+            ring_tile[2 * stg] = jp;
             ring_tile[2 * stg + 1] = cls_next;
           }
-          if (done) break;
           pending = true;
           jp = scan_tiles(jp + 1);
         }
+        // the stage of no tile, published at once: -1 and the next item
+        const int w_next = take_next();
+        if (lt == 0) {
+          ring_tile[2 * (it % K::kStages)] = -1;
+          ring_tile[2 * (it % K::kStages) + 1] = w_next;
+        }
         cp_async_wait<0>();
-        mbar_arrive(ring + 8 * (it % K::kStages));  // published at once
+        mbar_arrive(ring + 8 * (it % K::kStages));
         ++it;
         // the next item's tiles fill the stages the compute warps free during this one's
         // epilogue
-        w = next_item(w + w_step);
+        w = w_next;
         if (w >= n_items) return;
       }
     }
     regs_take<K::kComputeRegs>();
     if (!first_item()) return;
-    issue_q();
+    if (rows) issue_q();
 #endif
   }
   const int wrow0 = warp * 16 * MW;  // first row of this warp inside the block
@@ -1565,6 +1619,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #endif
   for (;;) {  // the block's items (one unless it walks)
     start_item();
+    int w_after = n_items;  // warp-specialized: the next item, from the stage of no tile
     if constexpr (K::kPipe) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
       // ---- the compute warpgroups, pipelined: the scores of the next stage's tile and P.V of
@@ -1590,6 +1645,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       if (K::kPingPong && wg == 1) bar_arrive<2, K::NTC>();
       int jt, clst;
       stage_tile(it_c, jt, clst);
+      if (jt < 0) w_after = clst;
       // The scores c and the weights x share registers (softmax_tile reads an element's scores
       // before it writes its weights), fresh each tile: the previous scores are not live into
       // the next wgmma, whose accumulator operands are read-write.
@@ -1614,6 +1670,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         auto& x = *reinterpret_cast<float (*)[G][MW][NT8][4]>(&cx);
         int jn, cls_n;
         stage_tile(it_c + 1, jn, cls_n);
+        if (jn < 0) w_after = cls_n;
         const int sn = (it_c + 1) % K::kStages;
         turn_take();
         issue_scores(c, sn);
@@ -1651,6 +1708,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         }
         release(it_c);  // (the last one too: reused)
         if (jt < 0) {
+          w_after = clst;
           ++it_c;
           break;
         }
@@ -1684,12 +1742,12 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     counted = counted_full = 0;
 #endif
     // Persistent: the next item's Q tiles load under this item's epilogue, once every product
-    // that read this item's Q is complete.
+    // that read this item's Q is complete (the producer took the next item).
     int w_next = n_items;
     if (walk) {
       K::sync_compute();
-      w_next = next_item(w + w_step);
-      if (w_next < n_items) issue_q();
+      w_next = w_after;
+      if (w_next < n_items && begin_item(w_next)) issue_q();
       begin_item(w);  // this item again
     }
 
