@@ -141,69 +141,72 @@ program lens(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], len:
 INSTANTIATE_TEST_SUITE_P(Masks, CudaProfileTiles, ::testing::ValuesIn(testing::example_masks()),
                          [](const auto& info) { return info.param.example; });
 
-// Walking blocks (Hopper) take every item after their first from a counter in the error words:
-// with many more items than blocks, each item is computed once (the profile build's tile counts
-// are the host's: an item taken twice or never would change them), launches that reuse the
-// error words without zeroing them compute the same outputs bit for bit, and each leaves the
-// counter 0. Document ids (items of unequal work: blocks take different numbers of them) at
-// d = 64 and vanilla at a short key loop (the walking build) at d = 128.
+// Walking blocks (Hopper) take every item after their first from a counter in the error words.
+// With many more items than blocks, three launches that reuse the error words without zeroing
+// them: the tile-counting build counts three times the host's tiles (an item taken twice or
+// never would change them), each launch of the plain build, into outputs poisoned first,
+// writes the same bits as a fresh call, and each leaves the counter 0. Document ids (items of
+// unequal work: blocks take different numbers of them) at d = 64 (pipelined walking loop) and
+// d = 128 (not pipelined), and vanilla at a short key loop (its walking build) at d = 128.
 TEST(CudaProfile, WalkingBlocksTakeEveryItemOnceFromTheCounter) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   const int sms = cuda_device_info().sm_count;
-  for (const char* name : {"document", "vanilla"}) {
-    SCOPED_TRACE(name);
-    Program p = testing::example_program(name);
+  struct Case { const char* name; int64_t n, d; };
+  for (const Case& c : {Case{"document", 1000, 64}, Case{"document", 1000, 128},
+                        Case{"vanilla", 300, 128}}) {
+    SCOPED_TRACE(std::string(c.name) + " d=" + std::to_string(c.d));
+    Program p = testing::example_program(c.name);
     const bool doc = p.find_param("doc") >= 0;
-    const int64_t m = 1000, n = doc ? 1000 : 300, d = doc ? 64 : 128;
-    // b = h, for about 8 items an SM
-    int64_t batch = 1;
+    const int64_t m = 1000;
+    int64_t batch = 1;  // b = h, for about 8 items an SM
     while (batch * batch * ((m + 127) / 128) < 8 * int64_t(sms)) ++batch;
-    Extents sizes = testing::example_extents(p, m, n, d, d, batch);
+    Extents sizes = testing::example_extents(p, m, c.n, c.d, c.d, batch);
     TensorMap in = random_inputs(p, sizes, 21);
     Tensor ids;
     if (doc) in["doc"] = ids = testing::document_ids(sizes.at("t"), 3);
+    const TensorMap fresh = run_cuda(p, in);
     std::shared_ptr<const CudaLoaded> L = cuda_load(p, sizes);
     if (L->kernels.at(0).low.tensor_core.target != Target::cuda_sm90)
       GTEST_SKIP() << "blocks walk on Hopper GPUs only";
-    CudaBound b = cuda_bind(*L, p, in, sizes);
-    ASSERT_TRUE(b.kernels.at(0).walk);
     const Sm80Launch& la = L->kernels.at(0).low.tensor_core.launch;
-    const int64_t items = (m + la.block_m - 1) / la.block_m * batch * batch * la.value_split;
-    ASSERT_GT(items, 4 * int64_t(b.kernels.at(0).grid.x));
-
-    ProfileOptions o = on_gpu(2);
-    if (doc) o.given["doc"] = ids;
-    ProfileReport r = profile(p, sizes, o);
-    ASSERT_EQ(r.kernels.size(), 1u);
-    const KernelProfile& k = r.kernels[0];
-    const testing::ExampleMask* mask = nullptr;
-    for (const testing::ExampleMask& c : testing::example_masks())
-      if (c.example == name) mask = &c;
-    const testing::HostTileCounts want = testing::host_tile_counts(
-        [&](int64_t a, int64_t c) { return mask ? mask->kept(a, c, ids) : true; },
-        batch * batch * k.value_split, m, n, k.row_tile, k.key_tile,
-        /*full_needs_whole_tile=*/true);
-    EXPECT_EQ(k.tiles.computed, want.computed);
-    EXPECT_EQ(k.tiles.skipped, want.skipped);
-
-    TensorMap first;
-    for (int run = 0; run < 3; ++run) {
-      cuda_launch(*L, b, nullptr);
-      cuda_synchronize();
-      cuda_check_errors(p, L->plan, b);
-      std::vector<int64_t> err = b.err.download_as<int64_t>();
-      ASSERT_EQ(err.size(), size_t(kCudaErrorWords));
-      EXPECT_EQ(err[8], 0) << "run " << run;
-      EXPECT_EQ(err[9], 0) << "run " << run;
-      TensorMap got = cuda_download_outputs(*L, b);
-      if (run == 0) {
-        first = got;
-        continue;
+    std::shared_ptr<const CudaLoaded> counting = cuda_load(p, sizes, CudaBuild::count_tiles);
+    for (const CudaLoaded* build : {counting.get(), L.get()}) {
+      CudaBound b = cuda_bind(*build, p, in, sizes);
+      cuda_prepare(*build, b);
+      ASSERT_TRUE(b.kernels.at(0).walk);
+      const int64_t items = (m + la.block_m - 1) / la.block_m * batch * batch * la.value_split;
+      ASSERT_GT(items, 4 * int64_t(b.kernels.at(0).grid.x));
+      for (int run = 0; run < 3; ++run) {
+        for (size_t i = 0; i < build->plan.buffers.size(); ++i)
+          if (build->plan.buffers[i].kind == PlanBuffer::Output) b.bufs[i].fill_u32(0xffffffffu);
+        cuda_launch(*build, b, nullptr);
+        cuda_synchronize();
+        cuda_check_errors(p, build->plan, b);
+        const std::vector<int64_t> err = b.err.download_as<int64_t>();
+        ASSERT_EQ(err.size(), size_t(kCudaErrorWords));
+        EXPECT_EQ(err[8], 0) << "run " << run;
+        EXPECT_EQ(err[9], 0) << "run " << run;
+        if (build == L.get()) {
+          const TensorMap got = cuda_download_outputs(*build, b);
+          for (const auto& [out, t] : fresh) {
+            ASSERT_EQ(t.nbytes(), got.at(out).nbytes());
+            EXPECT_EQ(std::memcmp(t.data(), got.at(out).data(), t.nbytes()), 0)
+                << out << ", run " << run;
+          }
+        }
       }
-      for (const auto& [out, t] : first) {
-        ASSERT_EQ(t.nbytes(), got.at(out).nbytes());
-        EXPECT_EQ(std::memcmp(t.data(), got.at(out).data(), t.nbytes()), 0)
-            << out << ", run " << run;
+      if (build == counting.get()) {
+        const testing::ExampleMask* mask = nullptr;
+        for (const testing::ExampleMask& e : testing::example_masks())
+          if (e.example == c.name) mask = &e;
+        const testing::HostTileCounts want = testing::host_tile_counts(
+            [&](int64_t a, int64_t k) { return mask ? mask->kept(a, k, ids) : true; },
+            batch * batch * la.value_split, m, c.n, la.block_m, la.block_n,
+            /*full_needs_whole_tile=*/true);
+        const TileCounts got = cuda_tile_counts(b);
+        EXPECT_EQ(got.computed, 3 * want.computed);
+        EXPECT_EQ(got.skipped, 3 * want.skipped);
+        EXPECT_EQ(got.full, 3 * want.full);
       }
     }
   }

@@ -83,7 +83,9 @@
 //     static constexpr int kStages;      // optional (default 2): K/V stages in shared memory
 //     static constexpr bool kPersistent; // optional (default false; with kWarpSpecialized): the
 //                                        // blocks may loop over work items (Launch, below);
-//                                        // Params then has `int64_t m_tiles`
+//                                        // Params then has `int64_t m_tiles`, and a walking
+//                                        // call's `int64_t* err` holds the item counter
+//                                        // (err[8], err[9]: zero before the call, zero after)
 //     static constexpr bool kTma;        // optional (default false; with kWarpSpecialized):
 //                                        // the producer copies K/V tiles by TMA. Params then
 //                                        // has `fg::TmaDesc tma[S + V]` (5-dim maps of K_s,
@@ -174,7 +176,7 @@
 // Launch: grid = (ceil(max M / kBlockM), min(P', 65535), ceil(P' / 65535)) with P' = P times
 //   kValueSplit times the key split (1 without kKeySplit); with kPersistent and Params::m_tiles = ceil(max M /
 //   kBlockM) (0: the grid above), grid = (min(m_tiles * P', the blocks resident at once), 1,
-//   1); block = 32 * kWarps,
+//   1) and Params::err[8..9] zero (the kernel leaves them zero); block = 32 * kWarps,
 //   dynamic shared memory =
 //   fg::AttnSm80<Spec>::kSmemBytes (raise the limit above 48 KiB with cuFuncSetAttribute). With a
 //   key split above 1, `part` holds P' * M * kPartRow floats, and attn_combine_sm80 runs after
@@ -885,6 +887,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       unsigned long long* const c = reinterpret_cast<unsigned long long*>(params.err + 8);
       __threadfence();
       if (atomicAdd(c + 1, 1ull) == gridDim.x - 1) {
+        __threadfence();  // (every block's takes came before its count)
         atomicExch(c, 0ull);
         atomicExch(c + 1, 0ull);
       }
@@ -1137,7 +1140,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         if (walk) {
           int all[4];
           group_exchange(lt == 0 ? take_item() : 0, ctx.rg, all);
-          wn = all[0];
+          // (an unsigned bound: a counter that was not zero before the call could wrap)
+          wn = (unsigned)all[0] < (unsigned)n_items ? all[0] : n_items;
           if (wn < n_items) {
             begin_item(wn);
           } else if (lt == 0) {
@@ -1598,7 +1602,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   int it_c = 0;  // warp-specialized: stages consumed, the last one of each item included
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // Warp-specialized: waits until stage `it` (counted) is published and reads its tile index and
-  // class (lane 0 reads them for its warp). `release`: this thread is done with the stage. Every
+  // class, or, for the stage of no tile, -1 and the next item (lane 0 reads them for its warp). `release`: this thread is done with the stage. Every
   // compute thread arrives, after its own reads of the stage (staged tiles, diagonal values,
   // the tile index), so each read is ordered before the producer's next copy by that thread's
   // own arrival. (With one arrival a warp after __syncwarp, the order rested on the warp
