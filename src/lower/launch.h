@@ -100,15 +100,13 @@ struct Sm80Launch {
   // producer fills a tile's values as far ahead as its K/V), else two (the producer waits until
   // the compute warps are done with tile i - 2 before filling tile i's). 1 elsewhere.
   int diag_copies = 1;
-  // Warp-specialized kernels whose work items (row tile, parallel index x key chunk) all
-  // compute the same key tiles (no tile mask), or whose key tiles are classified by data, may
-  // run a persistent grid (kPersistent): as many
-  // blocks as are resident at once (sm count x min_blocks), each walking the items blockIdx.x,
-  // + gridDim.x, ...; the producer fills the next item's stages under the last one's epilogue.
-  // A per-call choice (choose_key_split: short key loops without a mask). With a mask of index
-  // arithmetic (causal) the items' work differs, and the hardware's block scheduler balances
-  // it; a mask whose tiles are classified by data (document) is persistent too and walks at
-  // every length: its items' work is unknown to the host and short where the data is sparse.
+  // Warp-specialized kernels run a persistent grid (kPersistent): as many blocks as are
+  // resident at once (sm count x min_blocks), block b computing work item (row tile, parallel
+  // index x key chunk) b and then the items it takes in order from a counter in the error
+  // words; the producer fills the next item's stages under the last one's epilogue. A per-call
+  // choice (choose_key_split): without a tile mask, short key loops; with one (causal, a
+  // window, document's ids) at every length, since its items' work differs (a block whose
+  // items are short takes more of them) and is short where the mask is sparse.
   // Warp-specialized: each compute warpgroup issues the next tile's scores with this tile's
   // P.V and runs the next softmax while P.V is on the tensor cores (kPipelined); with
   // ping_pong the two warpgroups also take turns at issuing their products (kPingPong), so

@@ -1027,12 +1027,12 @@ class Lowering : public TensorCoreView {
         launch_.producer_warps = 4;
         launch_.warps = 8 + launch_.producer_warps;
         launch_.warp_specialized = true;
-        // Persistent (walking the items) without a tile mask, or where the keys' tiles are
-        // classified by data (an item's count of computed tiles is known only on the device;
-        // document's items compute a few tiles each, and walking loads the next item under
-        // this one's epilogue). Index masks (causal) keep one item a block: the hardware's
-        // block scheduler balances their unequal items (walking causal measured 0.95x).
-        launch_.persistent = k_.tiles.mask < 0 || keys_classified_by_data();
+        // Persistent (walking the items), masked or not: the blocks take the items in order
+        // from a counter (the longest row tile of a parallel index first where rows are
+        // reversed: causal), so unequal items balance as under the hardware's block scheduler,
+        // and the next item's K/V and Q load under this one's epilogue (causal on the H100
+        // 1.01-1.09x over one item a block, bench/NOTES.md session 36).
+        launch_.persistent = true;
         launch_.producer_regs = keys_classified_by_data() ? 88 : Sm80Launch::kProducerRegsDefault;
         launch_.stages = 2;
         while (launch_.stages < 4 &&

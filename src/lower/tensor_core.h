@@ -88,8 +88,8 @@ TensorCoreKernel lower_tensor_core(const Plan& plan, int kernel, Target target,
 // And whether the blocks walk the work items (a persistent kernel, Sm80Launch::persistent, not
 // the few-rows one): when an item's key loop is short, at most kWalkTiles tiles, so that the
 // block's start and its epilogue are a large part of its time (the A/B by key-loop length:
-// bench/NOTES.md, session 14); a persistent kernel with a tile mask (tiles classified by data)
-// at every length.
+// bench/NOTES.md, session 14); a persistent kernel with a tile mask at every length (its
+// items' work differs: the blocks take them from a counter, bench/NOTES.md session 36).
 struct KeySplit {
   static constexpr int64_t kFewRows = 16;  // calls of at most this many rows: few-rows kernel
   bool few = false;

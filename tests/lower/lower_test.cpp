@@ -753,12 +753,12 @@ program four(q: bf16[a, b, c, h, m, d], k: bf16[a, b, c, h, n, d], v: bf16[b, h,
   EXPECT_TRUE(l3.tma[2].value_chunk);
 }
 
-// Warp-specialized kernels without a tile mask may run a persistent grid (every work item
-// computes the same key tiles), a build of its own; kernels with a mask of index arithmetic and
-// the sm80 path never. Per call (choose_key_split): the blocks walk the items when an item's key
-// loop is at most kWalkTiles tiles (after a key split), never in the few-rows kernel. A mask
-// whose key tiles are classified by data (document's ids, a per-key flag) is persistent in its
-// main build and walks at every length. The grid (sm80_grid): as many blocks as are resident at
+// Warp-specialized kernels run a persistent grid, the sm80 path never. Without a tile mask
+// (every work item computes the same key tiles) the walking calls have a build of their own
+// where its loop differs; per call (choose_key_split) the blocks walk the items when an item's
+// key loop is at most kWalkTiles tiles (after a key split), never in the few-rows kernel. A
+// masked kernel (index arithmetic: causal, windows; or key tiles classified by data: document's
+// ids, a per-key flag) walks in its main build at every length. The grid (sm80_grid): as many blocks as are resident at
 // once, fewer when there are fewer items; else (row tiles, parallel indices over y and z).
 // GPU test: the document examples and CudaBackend's data-mask tests walk on the sm90 path.
 TEST(Lower, PersistentGridsForShortKeyLoopsOfKernelsWhoseItemsComputeTheSameTiles) {
@@ -786,11 +786,16 @@ TEST(Lower, PersistentGridsForShortKeyLoopsOfKernelsWhoseItemsComputeTheSameTile
   for (const char* name : {"causal", "gqa", "alibi", "lse", "sliding_window", "prefix_lm"}) {
     const Compiled c = lowered(testing::example_program(name), Target::cuda_sm90, hd);
     const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
-    EXPECT_TRUE(la.warp_specialized) << name;
-    EXPECT_FALSE(la.persistent) << name;
+    EXPECT_TRUE(la.warp_specialized && la.persistent) << name;
     EXPECT_EQ(la.producer_regs, 56) << name;
-    EXPECT_EQ(la.walk_entry, "") << name;
-    EXPECT_FALSE(choose_key_split(la, 512, 512, 512, 132).walk) << name;
+    EXPECT_EQ(la.walk_entry, "") << name;  // (the main build walks)
+    EXPECT_EQ(la.walk_pipelined, la.pipelined) << name;
+    EXPECT_TRUE(choose_key_split(la, 512, 512, 512, 132).walk) << name;
+    EXPECT_TRUE(choose_key_split(la, 4096, 64, 4096, 132).walk) << name;
+    EXPECT_FALSE(choose_key_split(la, 1, 512, 4096, 132).walk) << name;
+    EXPECT_FALSE(lowered(testing::example_program(name), Target::cuda_sm80, hd)
+                     .lowered.kernels.at(0).tensor_core.launch.persistent)
+        << name;
   }
   // tiles classified by data: document's ids, and a flag per key and per row (a program no
   // example has); both head sizes; the main build walks (no entry of its own), at any length
@@ -1342,7 +1347,7 @@ program ints(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
   ASSERT_GE(k.tiles.mask, 0);
   EXPECT_EQ(p.nodes[k.tiles.mask].op, Op::Le);
   EXPECT_TRUE(k.tiles.skip_empty);
-  EXPECT_FALSE(c.lowered.kernels[0].tensor_core.launch.persistent);  // masked: one block per item
+  EXPECT_TRUE(c.lowered.kernels[0].tensor_core.launch.persistent);  // masked: walks at any length
 
   c = lowered(ps[1], Target::cuda_sm90, {{"d", 64}, {"e", 64}});
   ASSERT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::tensor_core) << c.lowered.kernels[0].why;
