@@ -163,13 +163,13 @@ std::string cuda_text(const CudaShape& s) {
        << (l.ping_pong ? "; the two warpgroups take turns at the tensor cores" : "") << "\n";
   if (l.persistent)
     os << "             persistent grid "
-       << (l.mask_node >= 0 ? std::string("(tiles classified by data: every call of more than ") +
+       << (l.mask_node >= 0 ? std::string("(a tile mask: every call of more than ") +
                                   std::to_string(KeySplit::kFewRows) + " rows)"
                             : "for short key loops (at most " +
                                   std::to_string(KeySplit::kWalkTiles * l.block_n) +
                                   " keys a block)")
-       << ": the blocks resident at once walk the row tiles x parallel indices, "
-          "the next item's K/V loading under the last one's epilogue"
+       << ": the blocks resident at once take the work items (row tiles x parallel indices) "
+          "in order from a counter, the next item's K/V loading under the last one's epilogue"
        << (l.walk_entry.empty() ? std::string()
                                 : " (a build of its own, " + l.walk_entry +
                                       (l.walk_pipelined ? ", pipelined with ping-pong" : "") + ")")

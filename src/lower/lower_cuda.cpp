@@ -258,7 +258,7 @@ std::string LoweredCuda::str(const Plan& plan) const {
                                                          : "the main build"
                : la.walk_entry + (la.walk_pipelined ? ", pipelined, ping-pong" : ""))
            << ", min(that, SMs * " << la.min_blocks
-           << ") blocks, each walking the items x + y*z in steps of the grid";
+           << ") blocks, block b computing item b and then those it takes in order from a counter";
       os << "\n  products: "
          << (la.wgmma ? "wgmma (sm_90a), Q.K^T m64n" + std::to_string(la.wgmma_n) +
                             "k16, P.V " + pv_shapes(la) +
