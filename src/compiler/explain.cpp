@@ -163,7 +163,7 @@ std::string cuda_text(const CudaShape& s) {
        << (l.ping_pong ? "; the two warpgroups take turns at the tensor cores" : "") << "\n";
   if (l.persistent)
     os << "             persistent grid "
-       << (l.mask_node >= 0 ? std::string("(a tile mask: every call of more than ") +
+       << (l.items_differ ? std::string("(items of unequal work: every call of more than ") +
                                   std::to_string(KeySplit::kFewRows) + " rows)"
                             : "for short key loops (at most " +
                                   std::to_string(KeySplit::kWalkTiles * l.block_n) +
@@ -248,6 +248,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   for (const Sm80Launch::SplitOperand& o : l.split) split.push_back(o.name);
   j["split_operands"] = split;
   j["persistent"] = l.persistent;
+  j["items_differ"] = l.items_differ;
   j["walk_entry"] = l.walk_entry;
   j["walk_pipelined"] = l.walk_pipelined;
   j["pipelined"] = l.pipelined;

@@ -118,6 +118,9 @@ struct Sm80Launch {
   // and the main entry has no walking code: it ignores Params::m_tiles, so a grid launched
   // to walk must launch `walk_entry`. Otherwise (walk_entry empty) the main entry walks too.
   bool persistent = false;
+  // The items' work differs (a tile mask the interval rules decide for some tile: causal,
+  // windows, documents), so a persistent kernel walks at every length (choose_key_split).
+  bool items_differ = false;
   // Warp-specialized kernels whose classify reads data (doc[n]: a data range a tile): the
   // producer's four warps classify four spans of tiles at once, each warp its own, instead of
   // all four together one span after another (kScanByWarps; fg_attn_sm80.cuh's scan_tiles).

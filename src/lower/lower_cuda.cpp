@@ -251,7 +251,7 @@ std::string LoweredCuda::str(const Plan& plan) const {
       if (la.value_split > 1)
         os << " * " << la.value_split << " value-column chunks (" << la.value_split_why << ")";
       if (la.persistent)
-        os << (la.mask_node >= 0
+        os << (la.items_differ
                    ? "; calls of more than " + std::to_string(KeySplit::kFewRows) + " rows: "
                    : std::string("; calls of short key loops: "))
            << (la.walk_entry.empty() ? la.walk_pipelined ? "the main build, pipelined, ping-pong"

@@ -497,6 +497,11 @@ class Lowering : public TensorCoreView {
       }
     }
     launch_.scan_by_warps = launch_.warp_specialized && keys_classified_by_data();
+    // Whether the work items' work differs: a tile mask the interval rules decide for some tile
+    // (by index arithmetic or the data a tile reads), so that items skip or unmask different
+    // tiles (a per-pair mask tensor keep[m, n] decides none: every item computes every tile).
+    launch_.items_differ = k_.tiles.mask >= 0 && (k_.tiles.skip_empty || k_.tiles.unmasked_full) &&
+                           interval_undecided(p_, k_.tiles.mask, ranged_).empty();
     // Dims the device indexes with 32-bit ints: rows, keys, the grid, and every dim whose index
     // or size the element code reads (the emitter's int_range assumes them below 2^31).
     std::set<int> narrow = {k_.row_dim, k_.red_dim};
@@ -1085,9 +1090,9 @@ class Lowering : public TensorCoreView {
     launch_.pipelined = live <= kPipelinedLiveRegs;
     launch_.ping_pong = launch_.pipelined;
     if (!launch_.persistent) return;
-    // A masked kernel walks at every key-loop length (choose_key_split), so its walking loop
-    // is its main loop: one build (document's pipelined walking build spilled 312 bytes at
-    // d = 128).
+    // A masked kernel walks in its main build (one build): where its items' work differs it
+    // walks at every key-loop length (choose_key_split), so its walking loop is its main loop
+    // (document's pipelined walking build spilled 312 bytes at d = 128).
     launch_.walk_pipelined = k_.tiles.mask < 0 ? live <= kWalkPipelinedLiveRegs : launch_.pipelined;
     if (launch_.walk_pipelined != launch_.pipelined) launch_.walk_entry = k_.name + "_walk";
   }
@@ -1221,10 +1226,10 @@ KeySplit choose_key_split(const Sm80Launch& la, int64_t rows, int64_t par, int64
       k.split = static_cast<int>(std::min<int64_t>({(want + blocks - 1) / blocks, tiles / 4, 64}));
   }
   if (k.split < 1) k.split = 1;
-  // (a persistent kernel with a tile mask classifies its tiles by data: Sm80Launch::persistent;
-  // its items' lengths are unknown here, and it walks at every length)
+  // (a persistent kernel whose items' work differs walks at every length: Sm80Launch::
+  // items_differ; their lengths are unknown here)
   k.walk = la.persistent && !k.few &&
-           (la.mask_node >= 0 || (tiles + k.split - 1) / k.split <= KeySplit::kWalkTiles);
+           (la.items_differ || (tiles + k.split - 1) / k.split <= KeySplit::kWalkTiles);
   return k;
 }
 

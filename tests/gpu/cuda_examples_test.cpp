@@ -579,7 +579,7 @@ program tma_three(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e],
   }
 }
 
-// A persistent grid (Hopper, kernels without a tile mask): blocks walk several work items, the
+// A persistent grid (Hopper) of kernels without a tile mask: blocks walk several work items, the
 // last row tile ragged, with [b, n, h, d] keys, three accumulators (value chunks), a per-row
 // output, GQA, the cp.async build (d = 100) and a split key loop; every call matches the
 // reference.

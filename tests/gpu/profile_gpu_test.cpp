@@ -147,13 +147,15 @@ INSTANTIATE_TEST_SUITE_P(Masks, CudaProfileTiles, ::testing::ValuesIn(testing::e
 // never would change them), each launch of the plain build, into outputs poisoned first,
 // writes the same bits as a fresh call, and each leaves the counter 0. Document ids (items of
 // unequal work: blocks take different numbers of them) at d = 64 (pipelined walking loop) and
-// d = 128 (not pipelined), and vanilla at a short key loop (its walking build) at d = 128.
+// d = 128 (not pipelined), vanilla at a short key loop (its walking build) at d = 128, and the
+// index masks causal (d = 128) and a sliding window (d = 64), reversed row tiles.
 TEST(CudaProfile, WalkingBlocksTakeEveryItemOnceFromTheCounter) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   const int sms = cuda_device_info().sm_count;
   struct Case { const char* name; int64_t n, d; };
   for (const Case& c : {Case{"document", 1000, 64}, Case{"document", 1000, 128},
-                        Case{"vanilla", 300, 128}}) {
+                        Case{"vanilla", 300, 128}, Case{"causal", 1000, 128},
+                        Case{"sliding_window", 1000, 64}}) {
     SCOPED_TRACE(std::string(c.name) + " d=" + std::to_string(c.d));
     Program p = testing::example_program(c.name);
     const bool doc = p.find_param("doc") >= 0;

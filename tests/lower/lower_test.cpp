@@ -757,16 +757,18 @@ program four(q: bf16[a, b, c, h, m, d], k: bf16[a, b, c, h, n, d], v: bf16[b, h,
 // (every work item computes the same key tiles) the walking calls have a build of their own
 // where its loop differs; per call (choose_key_split) the blocks walk the items when an item's
 // key loop is at most kWalkTiles tiles (after a key split), never in the few-rows kernel. A
-// masked kernel (index arithmetic: causal, windows; or key tiles classified by data: document's
-// ids, a per-key flag) walks in its main build at every length. The grid (sm80_grid): as many blocks as are resident at
-// once, fewer when there are fewer items; else (row tiles, parallel indices over y and z).
-// GPU test: the document examples and CudaBackend's data-mask tests walk on the sm90 path.
-TEST(Lower, PersistentGridsForShortKeyLoopsOfKernelsWhoseItemsComputeTheSameTiles) {
+// kernel whose items' work differs (a mask the interval rules decide: index arithmetic, causal
+// and windows; key tiles classified by data, document's ids, a per-key flag) walks in its main
+// build at every length; a mask they never decide (keep[b, h, m, n]) walks as the unmasked do,
+// in its main build. The grid (sm80_grid): as many blocks as are resident at once, fewer when
+// there are fewer items; else (row tiles, parallel indices over y and z).
+// GPU test: the examples, CudaBackend's data-mask tests and CudaProfile's walking test.
+TEST(Lower, PersistentGridsWalkShortKeyLoopsOrItemsOfUnequalWork) {
   const Extents hd = {{"d", 128}, {"e", 128}};
   for (const char* name : {"vanilla", "softcap", "cross"}) {
     const Compiled c = lowered(testing::example_program(name), Target::cuda_sm90, hd);
     const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
-    EXPECT_TRUE(la.warp_specialized && la.persistent) << name;
+    EXPECT_TRUE(la.warp_specialized && la.persistent && !la.items_differ) << name;
     // the walking calls' own build (its entry), pipelined with ping-pong at d = e = 128,
     // where the main build (long key loops) is not
     EXPECT_EQ(la.walk_entry, name + std::string("_k0_walk")) << name;
@@ -786,7 +788,7 @@ TEST(Lower, PersistentGridsForShortKeyLoopsOfKernelsWhoseItemsComputeTheSameTile
   for (const char* name : {"causal", "gqa", "alibi", "lse", "sliding_window", "prefix_lm"}) {
     const Compiled c = lowered(testing::example_program(name), Target::cuda_sm90, hd);
     const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
-    EXPECT_TRUE(la.warp_specialized && la.persistent) << name;
+    EXPECT_TRUE(la.warp_specialized && la.persistent && la.items_differ) << name;
     EXPECT_EQ(la.producer_regs, 56) << name;
     EXPECT_EQ(la.walk_entry, "") << name;  // (the main build walks)
     EXPECT_EQ(la.walk_pipelined, la.pipelined) << name;
@@ -809,7 +811,8 @@ program flags(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], kee
     for (int64_t d : {64, 128}) {
       const Compiled c = lowered(p, Target::cuda_sm90, {{"d", d}, {"e", d}});
       const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
-      EXPECT_TRUE(la.warp_specialized && la.persistent && la.scan_by_warps) << p.name << " " << d;
+      EXPECT_TRUE(la.warp_specialized && la.persistent && la.scan_by_warps && la.items_differ)
+          << p.name << " " << d;
       EXPECT_EQ(la.producer_regs, 88) << p.name << " " << d;  // (no spills: NvrtcExamples)
       EXPECT_NE(c.lowered.str(c.plan).find("producer 88 registers"), std::string::npos) << p.name;
       EXPECT_EQ(la.walk_entry, "") << p.name << " " << d;
@@ -821,6 +824,21 @@ program flags(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], kee
                        .lowered.kernels.at(0).tensor_core.launch.persistent)
           << p.name << " " << d;
     }
+  {  // a per-pair mask tensor: no tile is ever decided, every item computes every tile
+    const Program keep = parse_source(R"(
+program keep(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], keep: bool[b, h, m, n]) {
+  s = where(keep, sum(q * k, d) / sqrt(size(d)), -inf)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+)", "t.attn").at(0);
+    const Compiled ck = lowered(keep, Target::cuda_sm90, hd);
+    const Sm80Launch& lk = ck.lowered.kernels.at(0).tensor_core.launch;
+    EXPECT_GE(lk.mask_node, 0);
+    EXPECT_TRUE(lk.persistent && !lk.items_differ);
+    EXPECT_EQ(lk.walk_entry, "");  // (masked: the main build walks)
+    EXPECT_TRUE(choose_key_split(lk, 512, 512, 512, 132).walk);
+    EXPECT_FALSE(choose_key_split(lk, 4096, 64, 4096, 132).walk);
+  }
   const Compiled c = lowered(testing::example_program("vanilla"), Target::cuda_sm90, hd);
   const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
   ASSERT_EQ(la.min_blocks, 1);

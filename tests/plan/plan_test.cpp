@@ -306,7 +306,13 @@ TEST(Explain, FlashDecodingAtTheGivenSizes) {
   EXPECT_EQ(j["kernels"][0]["cuda"]["key_split"], 1);
   EXPECT_EQ(j["kernels"][0]["cuda"]["walk"], false);  // a long key loop: a block per item
   EXPECT_EQ(j["kernels"][0]["cuda"]["persistent"], true);
+  EXPECT_EQ(j["kernels"][0]["cuda"]["items_differ"], false);
   EXPECT_EQ(j["kernels"][0]["cuda"]["walk_entry"], "vanilla_k0_walk");
+  {  // causal: items of unequal work walk at a long key loop too
+    const nlohmann::json jc = nlohmann::json::parse(explain_json(example("causal"), opt));
+    EXPECT_EQ(jc["kernels"][0]["cuda"]["items_differ"], true);
+    EXPECT_EQ(jc["kernels"][0]["cuda"]["walk"], true);
+  }
   EXPECT_EQ(j["kernels"][0]["cuda"]["walk_pipelined"], true);
   EXPECT_EQ(j["kernels"][0]["cuda"]["pipelined"], false);
   // a short one: the blocks walk the work items
