@@ -1602,12 +1602,13 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   int it_c = 0;  // warp-specialized: stages consumed, the last one of each item included
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // Warp-specialized: waits until stage `it` (counted) is published and reads its tile index and
-  // class, or, for the stage of no tile, -1 and the next item (lane 0 reads them for its warp). `release`: this thread is done with the stage. Every
-  // compute thread arrives, after its own reads of the stage (staged tiles, diagonal values,
-  // the tile index), so each read is ordered before the producer's next copy by that thread's
-  // own arrival. (With one arrival a warp after __syncwarp, the order rested on the warp
-  // barrier, which ptxas compiles to nothing in converged code, and compute-sanitizer's
-  // racecheck, which sees the compiled code, reported the next copy into the stage.)
+  // class, or, for the stage of no tile, -1 and the next item (lane 0 reads them for its warp).
+  // `release`: this thread is done with the stage. Every compute thread arrives, after its own
+  // reads of the stage (staged tiles, diagonal values, the tile index), so each read is ordered
+  // before the producer's next copy by that thread's own arrival. (With one arrival a warp after
+  // __syncwarp, the order rested on the warp barrier, which ptxas compiles to nothing in converged
+  // code, and compute-sanitizer's racecheck, which sees the compiled code, reported the next copy
+  // into the stage.)
   auto stage_tile = [&](int it, int& jt, int& clst) {
     const int stg = it % K::kStages;
     mbar_wait(ring + 8 * stg, (it / K::kStages) & 1);
