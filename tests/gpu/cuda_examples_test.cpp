@@ -264,8 +264,9 @@ TEST(CudaBackend, DataMasksMatchTheReference) {
 
 // Masks over data walk (a persistent grid at every length on Hopper): with many more items
 // than resident blocks each block runs several, so the producer's tile scan, the row data's
-// ranges, the staged tiles and the next item's Q (issued under the last item's epilogue) carry
-// from item to item. At d = 64 (pipelined, 4 stages) and 128 (3 stages), sorted and unsorted
+// ranges, the staged tiles and the next item's Q (the producer's, once the last scores of the
+// item before have landed) carry from item to item. At d = 64 (pipelined, 4 stages) and 128
+// (3 stages), sorted and unsorted
 // ids; each role of the block finds its items itself (fg_attn_sm80.cuh's first_item). (The
 // references run on five of the heads: all of them took minutes.)
 TEST(CudaBackend, DataMaskedBlocksWalkSeveralItems) {
@@ -644,6 +645,34 @@ program walk_gqa(q: bf16[b, g, r, m, d], k: bf16[b, g, n, d], v: bf16[b, g, n, e
     EXPECT_EQ(K.walking != nullptr, !la.walk_entry.empty());
     if (bk.walk && K.walking)
       EXPECT_TRUE((K.walking_cp_async && !bk.tma ? K.walking_cp_async : K.walking)->compiled());
+  }
+}
+
+// Walking items of rows but no key tiles (the sliding window's rows past n + 256 see no key)
+// still pass Q on: the compute warps free it at the item's stage of no tile, and the producer
+// loads the next item's Q after that (fg_attn_sm80.cuh: q_full, q_empty; an item's last tile
+// frees it otherwise). Three of the eight row tiles have no tiles; many more items than blocks;
+// d = 64 (the pipelined loop) and 128; against the reference.
+TEST(CudaBackend, WalkingItemsOfNoKeyTilesPassQOn) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const Program p = example("sliding_window");
+  const int sms = cuda_device_info().sm_count;
+  for (int64_t d : {64, 128}) {
+    SCOPED_TRACE("d " + std::to_string(d));
+    Extents ext = {{"b", 1}, {"h", int64_t(sms) / 4 + 1}, {"m", 1000}, {"n", 300},
+                   {"d", d}, {"e", d}};
+    const TensorMap in = random_inputs(p, ext, 41 + d);
+    std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
+    if (L->kernels.at(0).low.tensor_core.target != Target::cuda_sm90)
+      GTEST_SKIP() << "blocks walk on Hopper GPUs only";
+    const Sm80Launch& la = L->kernels.at(0).low.tensor_core.launch;
+    const CudaBound b = cuda_bind(*L, p, in, ext);
+    const CudaBoundKernel& bk = b.kernels.at(0);
+    ASSERT_TRUE(bk.walk);
+    const int64_t items = (1000 + la.block_m - 1) / la.block_m * ext.at("h") * la.value_split;
+    EXPECT_GT(items, 2 * int64_t(bk.grid.x));
+    EXPECT_GT(1000 - (300 + 256), 2 * la.block_m);  // (items of no tiles)
+    check_inputs(p, in, ext);
   }
 }
 

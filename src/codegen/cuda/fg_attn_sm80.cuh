@@ -196,6 +196,9 @@
 namespace fg {
 
 enum { kTileEmpty = 0, kTileFull = 1, kTilePartial = 2 };
+// In a warp-specialized ring stage's class word: the tile is its item's last (Q is free once
+// its scores have landed).
+constexpr int kLastTile = 1 << 8;
 
 template <int G>
 struct RowStats {
@@ -508,9 +511,10 @@ struct AttnSm80 {
   static constexpr int kQAll = NP * S * kQBytes;  // the Q tiles, before the stages
   static constexpr int kStagedOff = kQAll + kStages * kStageBytes;  // the staged areas
   static constexpr int kDiagOff = kStagedOff + kStages * kStagedBytes;
-  // Warp-specialized: the ring's mbarriers (full[kStages], empty[kStages]) and each stage's tile
-  // index and class (two ints; the stage of no tile: -1 and the next item), then from
-  // kRingOff + 128 the producer's RangeGroup slots (2 x 4 warps x 16 bytes).
+  // Warp-specialized: the ring's mbarriers (full[kStages], empty[kStages]), each stage's tile
+  // index and class (two ints; the stage of no tile: -1 and the next item), Q's mbarriers
+  // (q_full, q_empty), then from kRingOff + 128 the producer's RangeGroup slots (2 x 4 warps x
+  // 16 bytes).
   static constexpr int kRingOff = kDiagOff + kDiagCopies * kDiagBytes;
   static constexpr int kRingSlotsOff = 128, kRingBytes = kRingSlotsOff + 2 * 4 * 16;
   static constexpr int kSmemBytes = kRingOff + (kWs ? kRingBytes : 0);
@@ -536,7 +540,7 @@ struct AttnSm80 {
   static_assert(!kWs || (WgmmaOf<Spec>::value && NW == 12), "warp specialization: two compute "
                 "warpgroups of wgmma and a producer warpgroup");
   static_assert(kWgmmaN == 64 || kWgmmaN == 128, "wgmma instructions of 64 or 128 columns");
-  static_assert(!kWs || (24 * kStages <= kRingSlotsOff && kRingOff % 16 == 0 && NL == 128),
+  static_assert(!kWs || (24 * kStages + 16 <= kRingSlotsOff && kRingOff % 16 == 0 && NL == 128),
                 "the ring area: mbarriers and tile indices, then the producer's range slots");
   static_assert(kStages >= 2 && kStages <= 4 && (kWs || kStages == 2), "stages");
   static_assert(NP >= 1 && NP <= 3 && (NP == 1 || (!WgmmaOf<Spec>::value && Elem::kBF16 &&
@@ -904,15 +908,16 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     return walk ? w < n_items : rows;
   };
 
-  // Q tiles of the current item -> shared (one cp.async group; by the compute threads)
-  // (A walking block issues the next item's Q under this one's epilogue. The shared-memory
-  // addresses come from an opaque copy of the base and the thread index, so the compiler
-  // recomputes them there instead of holding them across the key loop: it had spilled them at
-  // d = 192 with compute warps of 208 registers.)
-  auto issue_q = [&] {
-    if (!K::kWs || tid < K::NTC) {
+  // Q tiles of the current item -> shared by cp.async, issued by the whole block (one cp.async
+  // group), or, warp-specialized, by the producer warpgroup (each thread's arrival on q_full is
+  // triggered once its copies have landed; an item without rows copies nothing). q_tid: the
+  // thread's index among them. (The shared-memory addresses come from an opaque copy of the base
+  // and the thread index, so the compiler recomputes them here instead of holding them across
+  // the key loop.)
+  auto load_q = [&](int q_tid) {
+    constexpr int NQ = K::kWs ? K::NL : K::NT;
+    if (rows) {
       u32 q_base = s_base;
-      int q_tid = tid;
       asm volatile("mov.b32 %0, %0;" : "+r"(q_base));
       asm volatile("mov.b32 %0, %0;" : "+r"(q_tid));
 #pragma unroll
@@ -921,15 +926,18 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         for (int p = 0; p < K::NP; ++p)
           // (where checks read the scores, rows past M copy row M - 1: the score code of a
           // padded row then computes row M - 1's elements, and reports only what they report)
-          load_tile_async<BM, D, K::NTC, K::DIN, ChecksReadScoresOf<Spec>::value>(
+          load_tile_async<BM, D, NQ, K::DIN, ChecksReadScoresOf<Spec>::value>(
               q_base + (s * K::NP + p) * K::kQBytes, ctx.q[s] + p * K::kPitchQK, ctx.q_ld[s], m0,
               M, q_tid);
     }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (K::kWs) cp_async_mbar_arrive(s_base + K::kRingOff + 24 * K::kStages);
+#endif
     cp_async_commit();
   };
   if constexpr (!K::kWs) {
     if (!first_item()) return;
-    issue_q();
+    load_q(tid);
   }
   // the loading threads: the producer warpgroup, or the whole block
   const int lt = K::kWs ? tid - K::NTC : tid;
@@ -1040,27 +1048,35 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // The ring of the warp-specialized kernel, after the diagonal values: mbarriers full[s] (the
   // stage's tile index and class are written, its copies have landed: every producer thread
   // arrived) and empty[s] (every compute thread is done with it), then each stage's tile index
-  // (-1: no more tiles) and class (with -1: the next item).
+  // (-1: no more tiles) and class (with kLastTile on the item's last tile; with -1: the next
+  // item). Q has two more: q_full (the item's Q landed: the producer's copies of it, item k
+  // completing phase k) and q_empty (every compute thread's last read of Q's tiles is done: the
+  // scores of the item's last tile, or of its stage of no tile).
   const u32 ring = s_base + K::kRingOff;
   int* const ring_tile = reinterpret_cast<int*>(fg_smem + K::kRingOff + 16 * K::kStages);
+  const u32 q_full = ring + 24 * K::kStages, q_empty = q_full + 8;
   int j = j_begin, cls = kTileEmpty;
   if constexpr (K::kWs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if (tid == 0)
+    if (tid == 0) {
       for (int s = 0; s < K::kStages; ++s) {
         mbar_init(ring + 8 * s, K::NL);
         mbar_init(ring + 8 * (K::kStages + s), K::NTC);
       }
+      mbar_init(q_full, K::NL);
+      mbar_init(q_empty, K::NTC);
+    }
     __syncthreads();
     if (warp >= K::NWC) {
-      // ---- the producer warpgroup: for each non-empty tile, wait until its stage is empty,
-      // copy its K/V and staged tiles, fill its diagonal values and write its index and class;
-      // publish a stage once its copies have landed (one tile later) ----
+      // ---- the producer warpgroup: each item's Q, then for each non-empty tile, wait until
+      // its stage is empty, copy its K/V and staged tiles, fill its diagonal values and write
+      // its index and class; publish a stage once its copies have landed (one tile later) ----
       regs_release<K::kProducerRegs>();
       if (!first_item()) {
         if (walk && lt == 0) done_taking();  // (a block past the items: takes none)
         return;
       }
+      load_q(lt);
       // the data ranges of the tile scan by the four producer warps together (named barrier 4;
       // with kScanByWarps the key ranges by one warp each, scan_tiles)
       ctx.rg.warps = 4;
@@ -1143,7 +1159,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           // (an unsigned bound: a counter that was not zero before the call could wrap)
           wn = (unsigned)all[0] < (unsigned)n_items ? all[0] : n_items;
           if (wn < n_items) {
-            begin_item(wn);
+            rows = begin_item(wn);
           } else if (lt == 0) {
             done_taking();
           }
@@ -1151,8 +1167,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         return wn;
       };
       // stages filled (the last one of each item says: no more tiles, and which item is next);
-      // whether the previous stage holds a tile not yet published
-      int it = 0;
+      // whether the previous stage holds a tile not yet published; items begun
+      int it = 0, items = 0;
       bool pending = false;
       for (;;) {  // the block's items
         int jp = scan_tiles(j_begin);
@@ -1194,12 +1210,13 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             }
           }
           if (done) break;
+          const int cls_p = cls_next, jn = scan_tiles(jp + 1);
           if (lt == 0) {
             ring_tile[2 * stg] = jp;
-            ring_tile[2 * stg + 1] = cls_next;
+            ring_tile[2 * stg + 1] = cls_p | (jn >= j_end ? kLastTile : 0);
           }
           pending = true;
-          jp = scan_tiles(jp + 1);
+          jp = jn;
         }
         // the stage of no tile, published at once: -1 and the next item
         const int w_next = take_next();
@@ -1210,15 +1227,17 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         cp_async_wait<0>();
         mbar_arrive(ring + 8 * (it % K::kStages));
         ++it;
-        // the next item's tiles fill the stages the compute warps free during this one's
-        // epilogue
+        // the next item's Q, once the compute warps are done reading this one's (their last
+        // scores), and its tiles into the stages they free during this one's epilogue
         w = w_next;
         if (w >= n_items) return;
+        mbar_wait(q_empty, items & 1);
+        ++items;
+        load_q(lt);
       }
     }
     regs_take<K::kComputeRegs>();
     if (!first_item()) return;
-    if (rows) issue_q();
 #endif
   }
   const int wrow0 = warp * 16 * MW;  // first row of this warp inside the block
@@ -1233,13 +1252,16 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   float o[A][MW][ET8][4];
   float mrun[G][MW][2], lsum[G][MW][2];
   float sc[G];  // score units -> base-2 logits (positive)
-  // The current item's start: its Q landed (warp-specialized: the compute warps' own copies) and
-  // in registers when it fits, the row clamps, the accumulators, maxima and sums reset.
+  // The current item's start: its Q landed (warp-specialized: the producer's copies, item k
+  // completing q_full's phase k) and in registers when it fits, the row clamps, the
+  // accumulators, maxima and sums reset.
+  int q_items = 0;  // warp-specialized: items begun
   auto start_item = [&] {
     if constexpr (K::kWs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-      cp_async_wait<0>();  // Q
-      fence_proxy_async();
+      mbar_wait(q_full, q_items & 1);
+      ++q_items;
+      fence_proxy_async();  // (the copies came through the generic proxy, wgmma reads async)
       K::sync_compute();
 #endif
     } else {
@@ -1509,8 +1531,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   };
 #endif
   // One key tile jt (class clst) from stage `stage`: scores, element code and online softmax,
-  // the rescale, P.V.
-  auto compute_tile = [&](int jt, int clst, int stage, int dcopy) {
+  // the rescale, P.V. q_last: the item's last tile (warp-specialized: the thread is done with Q
+  // once its scores are, and says so on q_empty).
+  auto compute_tile = [&](int jt, int clst, int stage, int dcopy, bool q_last) {
     const u32 st = s_kv + stage * K::kStageBytes;
     // ---- scores ----
     float c[S][MW][NT8][4];
@@ -1536,6 +1559,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         }
       }
     }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (K::kWs)
+      if (q_last) mbar_arrive(q_empty);
+#endif
+    (void)q_last;
     // ---- element code (score expressions, masks), online softmax per group and m-block ----
     {
       float x[G][MW][NT8][4];
@@ -1602,14 +1630,15 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   int it_c = 0;  // warp-specialized: stages consumed, the last one of each item included
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // Warp-specialized: waits until stage `it` (counted) is published and reads its tile index and
-  // class, or, for the stage of no tile, -1 and the next item (lane 0 reads them for its warp).
+  // class, and whether the tile is its item's last (`last`), or, for the stage of no tile, -1
+  // and the next item (lane 0 reads them for its warp).
   // `release`: this thread is done with the stage. Every compute thread arrives, after its own
   // reads of the stage (staged tiles, diagonal values, the tile index), so each read is ordered
   // before the producer's next copy by that thread's own arrival. (With one arrival a warp after
   // __syncwarp, the order rested on the warp barrier, which ptxas compiles to nothing in converged
   // code, and compute-sanitizer's racecheck, which sees the compiled code, reported the next copy
   // into the stage.)
-  auto stage_tile = [&](int it, int& jt, int& clst) {
+  auto stage_tile = [&](int it, int& jt, int& clst, bool& last) {
     const int stg = it % K::kStages;
     mbar_wait(ring + 8 * stg, (it / K::kStages) & 1);
     jt = clst = 0;
@@ -1619,6 +1648,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     }
     jt = __shfl_sync(0xffffffffu, jt, 0);
     clst = __shfl_sync(0xffffffffu, clst, 0);
+    last = false;
+    if (jt >= 0) {
+      last = (clst & kLastTile) != 0;
+      clst &= ~kLastTile;
+    }
   };
   auto release = [&](int it) { mbar_arrive(ring + 8 * (K::kStages + it % K::kStages)); };
 #endif
@@ -1649,7 +1683,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       };
       if (K::kPingPong && wg == 1) bar_arrive<2, K::NTC>();
       int jt, clst;
-      stage_tile(it_c, jt, clst);
+      bool last;  // (not read: the scores of the stage of no tile are Q's last reads here)
+      stage_tile(it_c, jt, clst, last);
       if (jt < 0) w_after = clst;
       // The scores c and the weights x share registers (softmax_tile reads an element's scores
       // before it writes its weights), fresh each tile: the previous scores are not live into
@@ -1664,6 +1699,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         turn_give();
         wg_wait<0>();
         scores_landed(c);
+        if (jt < 0) mbar_arrive(q_empty);  // (an item of no tiles)
         if (jt >= 0) {
           softmax_tile(c, jt, clst, it_c % K::kStages, it_c % K::kDiagCopies, x, alpha, grew);
           to_operands(x, pa);
@@ -1674,7 +1710,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         auto& c = *reinterpret_cast<float (*)[S][MW][NT8][4]>(&cx);
         auto& x = *reinterpret_cast<float (*)[G][MW][NT8][4]>(&cx);
         int jn, cls_n;
-        stage_tile(it_c + 1, jn, cls_n);
+        stage_tile(it_c + 1, jn, cls_n, last);
         if (jn < 0) w_after = cls_n;
         const int sn = (it_c + 1) % K::kStages;
         turn_take();
@@ -1683,6 +1719,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         turn_give();
         wg_wait<1>();  // the scores (P.V still running)
         scores_landed(c);
+        if (jn < 0) mbar_arrive(q_empty);  // (Q's last reads: the scores of the stage of no tile)
         if (jn >= 0) softmax_tile(c, jn, cls_n, sn, (it_c + 1) % K::kDiagCopies, x, alpha, grew);
         wg_wait<0>();
         pv_fence();
@@ -1702,11 +1739,14 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
       // ---- the compute warps: each stage as the producer publishes it, until the one of no
       // tile; a thread done with a stage releases it ----
-      for (;; ++it_c) {
+      for (bool any = false;; ++it_c) {
         int jt, clst;
-        stage_tile(it_c, jt, clst);
+        bool last;
+        stage_tile(it_c, jt, clst, last);
+        if (jt < 0 && !any) mbar_arrive(q_empty);  // (an item of no tiles: Q not read)
         if (jt >= 0) {
-          compute_tile(jt, clst, it_c % K::kStages, it_c % K::kDiagCopies);
+          any = true;
+          compute_tile(jt, clst, it_c % K::kStages, it_c % K::kDiagCopies, last);
           // (careful: the zeros add_nonfinite_values stored come before the stage's next TMA
           // copy)
           if constexpr (kCareful && K::kTma) fence_proxy_async();
@@ -1729,7 +1769,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         cp_async_commit();
         fill_diagonals(j, 0);
         landed();
-        compute_tile(j, cls, stage, 0);
+        compute_tile(j, cls, stage, 0, false);
         __syncthreads();  // the stage is refilled by the next iteration's prefetch
         j = jn;
         cls = cls_n;
@@ -1746,15 +1786,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     }
     counted = counted_full = 0;
 #endif
-    // Persistent: the next item's Q tiles load under this item's epilogue, once every product
-    // that read this item's Q is complete (the producer took the next item).
-    int w_next = n_items;
-    if (walk) {
-      K::sync_compute();
-      w_next = w_after;
-      if (w_next < n_items && begin_item(w_next)) issue_q();
-      begin_item(w);  // this item again
-    }
+    // Persistent: the next item (the producer took it and is loading its Q since this item's
+    // last scores).
+    const int w_next = walk ? w_after : n_items;
 
     // ---- epilogue ----
     bool nonfinite = false;  // an accumulator of a stored row is inf or NaN

@@ -197,6 +197,11 @@ FG_DEV void mbar_expect_tx_only(u32 bar, u32 bytes) {
   asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes)
                : "memory");
 }
+// An arrival on `bar`, triggered once every cp.async this thread issued before has landed (the
+// barrier's count includes it: .noinc).
+FG_DEV void cp_async_mbar_arrive(u32 bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
 FG_DEV bool mbar_try_wait(u32 bar, u32 parity) {
   u32 ok;
   asm volatile(
