@@ -147,8 +147,8 @@ std::string cuda_text(const CudaShape& s) {
      << (l.wgmma ? "sm90 kernel (wgmma, two warpgroups of 64 rows)" : "sm80 template (mma.sync)")
      << ": blocks of " << l.block_m << " query rows ("
      << l.warps - l.producer_warps << " warps x " << l.rows_per_warp
-     << (l.warp_specialized ? ", a producer warpgroup filling " + std::to_string(l.stages) +
-                                  " stages of key tiles" +
+     << (l.warp_specialized ? ", a producer warpgroup loading each item's Q and filling " +
+                                  std::to_string(l.stages) + " stages of key tiles" +
                                   (l.tma.empty() ? "" : " (K/V by TMA where the tensors allow)")
                             : std::string())
      << "), key tiles of " << l.block_n << ", "

@@ -269,7 +269,8 @@ std::string LoweredCuda::str(const Plan& plan) const {
          << la.block_n << " keys per tile, " << la.smem_bytes << " bytes of shared memory, "
          << la.min_blocks << " blocks per SM at least\n";
       if (la.warp_specialized)
-        os << "  warp specialized: " << la.warps - la.producer_warps << " compute warps, a producer warpgroup, "
+        os << "  warp specialized: " << la.warps - la.producer_warps
+           << " compute warps, a producer warpgroup (each item's Q, then the key tiles), "
            << la.stages << " stages"
            << (la.diag_copies > 1 && (!la.diagonal.empty() || !la.key_values.empty())
                    ? ", " + std::to_string(la.diag_copies) + " copies of the values per tile line"
