@@ -931,7 +931,14 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
               M, q_tid);
     }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if constexpr (K::kWs) cp_async_mbar_arrive(s_base + K::kRingOff + 24 * K::kStages);
+    // (columns held not a multiple of 8: load_tile_async gathers by plain loads and shared
+    // stores, which only a release arrival orders before the waiters' reads)
+    if constexpr (K::kWs) {
+      if constexpr (K::DIN % 8 != 0)
+        mbar_arrive(s_base + K::kRingOff + 24 * K::kStages);
+      else
+        cp_async_mbar_arrive(s_base + K::kRingOff + 24 * K::kStages);
+    }
 #endif
     cp_async_commit();
   };
