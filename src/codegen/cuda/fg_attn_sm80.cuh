@@ -914,6 +914,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // thread's index among them. (The shared-memory addresses come from an opaque copy of the base
   // and the thread index, so the compiler recomputes them here instead of holding them across
   // the key loop.)
+  // (warp-specialized: Q's mbarriers, in the ring area below)
+  const u32 q_full = s_base + K::kRingOff + 24 * K::kStages, q_empty = q_full + 8;
   auto load_q = [&](int q_tid) {
     constexpr int NQ = K::kWs ? K::NL : K::NT;
     if (rows) {
@@ -935,9 +937,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     // stores, which only a release arrival orders before the waiters' reads)
     if constexpr (K::kWs) {
       if constexpr (K::DIN % 8 != 0)
-        mbar_arrive(s_base + K::kRingOff + 24 * K::kStages);
+        mbar_arrive(q_full);
       else
-        cp_async_mbar_arrive(s_base + K::kRingOff + 24 * K::kStages);
+        cp_async_mbar_arrive(q_full);
     }
 #endif
     cp_async_commit();
@@ -1061,7 +1063,6 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // scores of the item's last tile, or of its stage of no tile).
   const u32 ring = s_base + K::kRingOff;
   int* const ring_tile = reinterpret_cast<int*>(fg_smem + K::kRingOff + 16 * K::kStages);
-  const u32 q_full = ring + 24 * K::kStages, q_empty = q_full + 8;
   int j = j_begin, cls = kTileEmpty;
   if constexpr (K::kWs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
