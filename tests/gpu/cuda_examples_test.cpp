@@ -1209,7 +1209,9 @@ INSTANTIATE_TEST_SUITE_P(Programs, CudaNorms,
 // two value tensors with a per-row and a per-key factor, one softmax read plain and gated, a mask
 // written as a factor, the entropy's row sum weighed by the scores: the group's P.V weights);
 // value_sums.attn: values computed per key (sums the online rewrite distributes into plain P.V
-// and row sums); key_values.attn: score values computed once per key of a tile.
+// and row sums); key_values.attn: score values computed once per key of a tile; mixed_kinds.attn:
+// variants written to check the path's generality (a symmetric ALiBi under a softcap and a key
+// mask, a gated output beside a hand-written log-sum-exp, chunked local attention).
 struct ProgramCase {
   const char* file;
   const char* program;
@@ -1248,7 +1250,10 @@ INSTANTIATE_TEST_SUITE_P(
                       ProgramCase{"key_values.attn", "alibi_gate"},
                       ProgramCase{"key_values.attn", "gqa_key_exp"},
                       ProgramCase{"key_values.attn", "temp_gate"},
-                      ProgramCase{"key_values.attn", "cross_bias"}),
+                      ProgramCase{"key_values.attn", "cross_bias"},
+                      ProgramCase{"mixed_kinds.attn", "sym_alibi"},
+                      ProgramCase{"mixed_kinds.attn", "two_out"},
+                      ProgramCase{"mixed_kinds.attn", "chunked"}),
     [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
 
 // Weights that are not finite (tests/programs/gates.attn) against the reference:
