@@ -1270,7 +1270,6 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       mbar_wait(q_full, q_items & 1);
       ++q_items;
       fence_proxy_async();  // (the copies came through the generic proxy, wgmma reads async)
-      K::sync_compute();
 #endif
     } else {
       j = next_tile(j_begin);
@@ -1674,10 +1673,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       // rescale and the new operands wait for it). The scores of the stage of no tile are
       // computed and not read (a branch around wgmma would make ptxas serialize them all). A
       // thread releases a stage once its P.V is done. Ping-pong: warpgroup wg issues at named
-      // barrier 2 + wg, and hands the turn to the other (one hand-off per tile; warpgroup 1
-      // gives warpgroup 0 the first turn of each item, warpgroup 0 takes the last hand-off;
-      // start_item's barrier of all compute warps keeps warpgroup 1's first hand-off of the
-      // next item after that). --
+      // barrier 2 + wg, and hands the turn to the other (one hand-off per tile). The turns run
+      // on from item to item (both warpgroups take as many in each: one more than its tiles),
+      // so warpgroup 0 issues the next item's first scores while warpgroup 1 stores this one's
+      // rows: warpgroup 1 gives warpgroup 0 the block's first turn, warpgroup 0 takes the
+      // block's last hand-off. --
       const int wg = warp / 4;
       auto turn_take = [&] {
         if constexpr (K::kPingPong) {
@@ -1689,7 +1689,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           if (wg == 0) bar_arrive<3, K::NTC>(); else bar_arrive<2, K::NTC>();
         }
       };
-      if (K::kPingPong && wg == 1) bar_arrive<2, K::NTC>();
+      if (K::kPingPong && wg == 1 && q_items == 1) bar_arrive<2, K::NTC>();
       int jt, clst;
       bool last;  // (not read: the scores of the stage of no tile are Q's last reads here)
       stage_tile(it_c, jt, clst, last);
@@ -1741,7 +1741,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       }
       release(it_c);  // the stage of no tile (reused)
       ++it_c;
-      if (K::kPingPong && wg == 0) bar_sync<2, K::NTC>();
+      if (K::kPingPong && wg == 0 && w_after >= n_items) bar_sync<2, K::NTC>();
 #endif
     } else if constexpr (K::kWs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
