@@ -349,7 +349,8 @@ FG_DEV void load_a_frags(u32 (&a)[K / 16][4], u32 stile, int row0, int lane) {
 // several warps (the producer warpgroup, whose warps all call it together), by all of them,
 // each reading every (32 * warps)th element, the warps' bounds met through shared memory. For
 // tile classifiers over data (doc[n] over a key tile). T is the data's own type (int, float or double: min and max are
-// exact in it, and 32-bit types take one shuffle per step); a NaN anywhere gives NaN bounds
+// exact in it; an int's bounds over the warp take one redux.sync each, a float's one shuffle
+// per step); a NaN anywhere gives NaN bounds
 // ("unknown, maybe NaN": codegen/interval_code.h).
 FG_DEV int range_min(int a, int b) { return min(a, b); }
 FG_DEV int range_max(int a, int b) { return max(a, b); }
@@ -357,6 +358,19 @@ FG_DEV float range_min(float a, float b) { return fminf(a, b); }
 FG_DEV float range_max(float a, float b) { return fmaxf(a, b); }
 FG_DEV double range_min(double a, double b) { return fmin(a, b); }
 FG_DEV double range_max(double a, double b) { return fmax(a, b); }
+// The bounds over a warp's lanes: shuffles, or for 32-bit integers one redux.sync each.
+template <class T>
+FG_DEV void warp_bounds(T& l, T& h) {
+#pragma unroll
+  for (int s = 16; s > 0; s >>= 1) {
+    l = range_min(l, __shfl_xor_sync(0xffffffffu, l, s));
+    h = range_max(h, __shfl_xor_sync(0xffffffffu, h, s));
+  }
+}
+FG_DEV void warp_bounds(int& l, int& h) {
+  l = __reduce_min_sync(0xffffffffu, l);
+  h = __reduce_max_sync(0xffffffffu, h);
+}
 //
 // RangeGroup: `warps` warps from `first_warp` on, which meet at named barrier `bar`; `slots`: 2 x
 // warps x 16 bytes of shared memory (two copies, alternate calls: a warp writes a copy again
@@ -379,11 +393,7 @@ FG_DEV void warp_range(F value, int i0, int i1, double& lo, double& hi,
     l = range_min(l, v);
     h = range_max(h, v);
   }
-#pragma unroll
-  for (int s = 16; s > 0; s >>= 1) {
-    l = range_min(l, __shfl_xor_sync(0xffffffffu, l, s));
-    h = range_max(h, __shfl_xor_sync(0xffffffffu, h, s));
-  }
+  warp_bounds(l, h);
   nan = __any_sync(0xffffffffu, nan);
   const double unknown = __longlong_as_double(0x7ff8000000000000LL);  // NaN
   lo = nan ? unknown : (double)l;
