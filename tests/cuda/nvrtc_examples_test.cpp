@@ -476,7 +476,7 @@ program causal32(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
 // unbounded) in the careful build; a weight read from the score through a checked gather; the
 // programs of values computed per key (tests/programs/value_sums.attn) and of score values
 // computed once per key of a tile (tests/programs/key_values.attn); the variants of
-// tests/programs/mixed_kinds.attn.
+// tests/programs/mixed_kinds.attn and masks_and_outputs.attn.
 TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
@@ -503,10 +503,11 @@ TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
       compiles(p, Target::cuda_sm90, "sm_90a", b);
     compiles(p, Target::cuda_sm80, "sm_80", CudaBuild::plain);
   }
-  // variants written to check the path's generality (mixed_kinds.attn)
-  for (const Program& p : parse_file(testing::source_path("tests/programs/mixed_kinds.attn")))
-    for (CudaBuild b : {CudaBuild::plain, CudaBuild::careful})
-      compiles(p, Target::cuda_sm90, "sm_90a", b);
+  // variants written to check the path's generality (mixed_kinds.attn, masks_and_outputs.attn)
+  for (const char* file : {"tests/programs/mixed_kinds.attn", "tests/programs/masks_and_outputs.attn"})
+    for (const Program& p : parse_file(testing::source_path(file)))
+      for (CudaBuild b : {CudaBuild::plain, CudaBuild::careful})
+        compiles(p, Target::cuda_sm90, "sm_90a", b);
   const Program f16 = parse_source(R"(
 program gate16(q: f16[h, m, d], k: f16[h, n, d], v: f16[h, n, e], g: f32[n]) {
   out o: f16[h, m, e] = sum(softmax(sum(q * k, d), n) * g * v, n)

@@ -1211,7 +1211,10 @@ INSTANTIATE_TEST_SUITE_P(Programs, CudaNorms,
 // value_sums.attn: values computed per key (sums the online rewrite distributes into plain P.V
 // and row sums); key_values.attn: score values computed once per key of a tile; mixed_kinds.attn:
 // variants written to check the path's generality (a symmetric ALiBi under a softcap and a key
-// mask, a gated output beside a hand-written log-sum-exp, chunked local attention).
+// mask, a gated output beside a hand-written log-sum-exp, chunked local attention);
+// masks_and_outputs.attn: more of them (a causal mask offset by the key count, a dilated
+// window, block-causal chunks beside a key length, a clipped score with a per-query
+// temperature, multi-query K/V beside the log-sum-exp, a gated output plus a residual).
 struct ProgramCase {
   const char* file;
   const char* program;
@@ -1253,7 +1256,13 @@ INSTANTIATE_TEST_SUITE_P(
                       ProgramCase{"key_values.attn", "cross_bias"},
                       ProgramCase{"mixed_kinds.attn", "sym_alibi"},
                       ProgramCase{"mixed_kinds.attn", "two_out"},
-                      ProgramCase{"mixed_kinds.attn", "chunked"}),
+                      ProgramCase{"mixed_kinds.attn", "chunked"},
+                      ProgramCase{"masks_and_outputs.attn", "cache_causal"},
+                      ProgramCase{"masks_and_outputs.attn", "dilated"},
+                      ProgramCase{"masks_and_outputs.attn", "block_causal"},
+                      ProgramCase{"masks_and_outputs.attn", "clip_temp"},
+                      ProgramCase{"masks_and_outputs.attn", "mqa_lse"},
+                      ProgramCase{"masks_and_outputs.attn", "gated_residual"}),
     [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
 
 // Weights that are not finite (tests/programs/gates.attn) against the reference:
