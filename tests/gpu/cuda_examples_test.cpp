@@ -1213,8 +1213,8 @@ INSTANTIATE_TEST_SUITE_P(Programs, CudaNorms,
 // variants written to check the path's generality (a symmetric ALiBi under a softcap and a key
 // mask, a gated output beside a hand-written log-sum-exp, chunked local attention);
 // masks_and_outputs.attn: more of them (a causal mask offset by the key count, a dilated
-// window, block-causal chunks beside a key length, a clipped score with a per-query
-// temperature, multi-query K/V beside the log-sum-exp, a gated output plus a residual).
+// window, block-causal chunks of 12, a clipped score with a per-query temperature,
+// multi-query K/V beside the log-sum-exp, a gated output plus a residual).
 struct ProgramCase {
   const char* file;
   const char* program;
