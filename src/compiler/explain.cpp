@@ -149,6 +149,8 @@ std::string cuda_text(const CudaShape& s) {
      << l.warps - l.producer_warps << " warps x " << l.rows_per_warp
      << (l.warp_specialized ? ", a producer warpgroup loading each item's Q and filling " +
                                   std::to_string(l.stages) + " stages of key tiles" +
+                                  (l.q_buffers > 1 ? ", the next item's Q during this one"
+                                                   : "") +
                                   (l.tma.empty() ? "" : " (K/V by TMA where the tensors allow)")
                             : std::string())
      << "), key tiles of " << l.block_n << ", "
@@ -241,6 +243,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["warps"] = l.warps;
   j["warp_specialized"] = l.warp_specialized;
   j["stages"] = l.stages;
+  if (l.warp_specialized) j["q_buffers"] = l.q_buffers;
   if (!l.diagonal.empty() || !l.key_values.empty()) j["diag_copies"] = l.diag_copies;
   j["tma"] = !l.tma.empty();
   j["pieces"] = l.pieces;

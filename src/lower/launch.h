@@ -100,6 +100,11 @@ struct Sm80Launch {
   // producer fills a tile's values as far ahead as its K/V), else two (the producer waits until
   // the compute warps are done with tile i - 2 before filling tile i's). 1 elsewhere.
   int diag_copies = 1;
+  // Warp-specialized: Q's tiles in `q_buffers` buffers (1 or 2), item k's in buffer k % 2, so
+  // the producer loads the next item's Q as soon as it knows the item (when it has issued this
+  // one's last key tile) instead of once the compute warps are done reading this one's: 2
+  // where shared memory holds it beside the stages (choose_wgmma).
+  int q_buffers = 1;
   // Warp-specialized kernels run a persistent grid (kPersistent): as many blocks as are
   // resident at once (sm count x min_blocks), block b computing work item (row tile, parallel
   // index x key chunk) b and then the items it takes in order from a counter in the error

@@ -272,6 +272,9 @@ std::string LoweredCuda::str(const Plan& plan) const {
         os << "  warp specialized: " << la.warps - la.producer_warps
            << " compute warps, a producer warpgroup (each item's Q, then the key tiles), "
            << la.stages << " stages"
+           << (la.q_buffers > 1 ? ", Q in " + std::to_string(la.q_buffers) +
+                                      " buffers (the next item's loads during this one)"
+                                : "")
            << (la.diag_copies > 1 && (!la.diagonal.empty() || !la.key_values.empty())
                    ? ", " + std::to_string(la.diag_copies) + " copies of the values per tile line"
                    : "")

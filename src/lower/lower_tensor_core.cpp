@@ -451,7 +451,7 @@ class Lowering : public TensorCoreView {
     }
     choose_wgmma(Sn, A);
     launch_.smem_bytes = smem_bytes(staged_, 0, 0, launch_.stages, launch_.warp_specialized, 0,
-                                    launch_.diag_copies);
+                                    launch_.diag_copies, launch_.q_buffers);
     // Flash-decoding: the few-rows variant (one warp of 16 rows per block, the same staged
     // tiles, keys in tiles of 64) and the combine kernel of split key loops; the host picks
     // both per call (choose_key_split).
@@ -757,11 +757,12 @@ class Lowering : public TensorCoreView {
   // then `stages` stages of K and V, as many staged areas (a stage's staged tiles rounded up to
   // 128 bytes), the values per diagonal and per key (one copy, or when warp-specialized
   // diag_copies: fg::AttnSm80::kDiagCopies), and the warp-specialized ring's 256
-  // bytes of mbarriers, tile indices and range slots; the generated source static_asserts that
+  // bytes of mbarriers, tile indices and range slots (32 more with a second Q buffer: Q's four
+  // more mbarriers); Q's tiles `q_buffers` times; the generated source static_asserts that
   // both agree).
   int smem_bytes(const std::vector<Staged>& staged, int block_m = 0, int block_n = 0,
                  int stages = 2, bool ws = false, int64_t value_cols = 0,
-                 int diag_copies = 2) const {
+                 int diag_copies = 2, int q_buffers = 1) const {
     const int BM = block_m ? block_m : launch_.block_m, BN = block_n ? block_n : launch_.block_n;
     const int64_t DVc = value_cols ? value_cols : DVc_;
     const int Sn = static_cast<int>(scores_.size());
@@ -772,9 +773,9 @@ class Lowering : public TensorCoreView {
                      ((BM + BN - 1 + 3) / 4 * 4) * 4;
     const int np = launch_.pieces;
     return static_cast<int>(
-        np * Sn * BM * Dt_ * 2 +
+        q_buffers * np * Sn * BM * Dt_ * 2 +
         stages * (np * (Sn * BN * Dt_ * 2 + vbufs_.size() * BN * DVc * 2) + st) +
-        (ws && stages > 1 ? diag_copies : 1) * diag + (ws ? 256 : 0));
+        (ws && stages > 1 ? diag_copies : 1) * diag + (ws ? 256 + 32 * (q_buffers - 1) : 0));
   }
   // The bf16 pieces a value of type t needs to be held exactly (0: not a float operand): 8
   // significant bits each, so f8 and bf16 1, f16 (11 bits) 2, f32 (24) 3.
@@ -1051,6 +1052,12 @@ class Lowering : public TensorCoreView {
           if (smem_bytes(staged_, 0, 0, launch_.stages, true, 0, launch_.stages) <=
               budget_.per_block)
             launch_.diag_copies = launch_.stages;
+        // A second Q buffer where it fits beside them (after the stages: a stage holds a key
+        // tile of every item, the second buffer only hides Q's load at an item's start).
+        launch_.q_buffers = 1;
+        if (smem_bytes(staged_, 0, 0, launch_.stages, true, 0, launch_.diag_copies, 2) <=
+            budget_.per_block)
+          launch_.q_buffers = 2;
         choose_tma();
         choose_wgmma_n();
         choose_pipelining(Sn, A);

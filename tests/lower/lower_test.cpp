@@ -199,16 +199,21 @@ TEST(Lower, HopperTakesWgmmaWhereItsTilesLineUp) {
       EXPECT_EQ(la.rows_per_warp, 16);
       EXPECT_EQ(la.min_blocks, 1);
       EXPECT_EQ(k.tensor_core.DVc % 64, 0);
-      // Q, then as many stages of K and V as fit (at most 4; nothing staged here), then the
-      // ring's 256 bytes of mbarriers, tile indices and range slots
+      // Q (in one or two buffers), then as many stages of K and V as fit (at most 4; nothing
+      // staged here), then the ring's 256 bytes of mbarriers, tile indices and range slots (32
+      // more for a second Q buffer's mbarriers). The stages come first: a second Q buffer only
+      // where it fits beside them.
       const int64_t D = k.tensor_core.Dt, DV = k.tensor_core.DVc, BN = la.block_n;
-      const int64_t stage = BN * D * 2 + BN * DV * 2;
-      EXPECT_EQ(la.smem_bytes, 128 * D * 2 + la.stages * stage + 256);
-      EXPECT_LE(la.smem_bytes, smem_budget(Target::cuda_sm90).per_block);
+      const int64_t stage = BN * D * 2 + BN * DV * 2, q = 128 * D * 2;
+      const int64_t budget = smem_budget(Target::cuda_sm90).per_block;
+      ASSERT_TRUE(la.q_buffers == 1 || la.q_buffers == 2);
+      EXPECT_EQ(la.smem_bytes, la.q_buffers * q + la.stages * stage + 256 + 32 * (la.q_buffers - 1));
+      EXPECT_LE(la.smem_bytes, budget);
       EXPECT_GE(la.stages, 2);
-      EXPECT_TRUE(la.stages == 4 ||
-                  la.smem_bytes + stage > smem_budget(Target::cuda_sm90).per_block)
+      const int64_t one_q = q + la.stages * stage + 256;  // the launch with one Q buffer
+      EXPECT_TRUE(la.stages == 4 || one_q + stage > budget)
           << t.name << " d=" << t.d << ": a stage more would fit";
+      EXPECT_EQ(la.q_buffers, one_q + q + 32 <= budget ? 2 : 1) << t.name << " d=" << t.d;
     } else {
       EXPECT_FALSE(la.warp_specialized);
       EXPECT_EQ(la.stages, 2);

@@ -329,8 +329,8 @@ TEST(Explain, FlashDecodingAtTheGivenSizes) {
 }
 
 // explain's JSON carries the Hopper kernel's warp specialization: 12 warps, the ring's stages
-// (3 at d = 128, 4 at d = 64: as many as shared memory holds) and K/V by TMA; cuda-sm80 has
-// none of them.
+// (3 at d = 128, 4 at d = 64: as many as shared memory holds), Q's buffers and K/V by TMA;
+// cuda-sm80 has none of them.
 TEST(Explain, HopperKernelsNameTheirProducerWarpgroupAndStages) {
   CompileOptions opt;
   opt.target = Target::cuda_sm90;
@@ -342,6 +342,9 @@ TEST(Explain, HopperKernelsNameTheirProducerWarpgroupAndStages) {
     EXPECT_EQ(cuda["warp_specialized"], true);
     EXPECT_EQ(cuda["warps"], 12);
     EXPECT_EQ(cuda["stages"], d == 128 ? 3 : 4) << "d=" << d;
+    // a second Q buffer beside the stages at d = 64 (16 KiB); at d = 128 the three stages and
+    // Q leave no 32 KiB
+    EXPECT_EQ(cuda["q_buffers"], d == 128 ? 1 : 2) << "d=" << d;
     EXPECT_EQ(cuda["tma"], true);
     EXPECT_FALSE(cuda.contains("diag_copies"));  // no values per tile line
     // ALiBi's slope * (n - m), a value per diagonal: a copy per stage at d = 64 (shared memory
@@ -356,6 +359,7 @@ TEST(Explain, HopperKernelsNameTheirProducerWarpgroupAndStages) {
   auto j = nlohmann::json::parse(explain_json(example("causal"), opt));
   EXPECT_EQ(j["kernels"][0]["cuda"]["warp_specialized"], false);
   EXPECT_EQ(j["kernels"][0]["cuda"]["stages"], 2);
+  EXPECT_FALSE(j["kernels"][0]["cuda"].contains("q_buffers"));
   EXPECT_EQ(j["kernels"][0]["cuda"]["tma"], false);
   EXPECT_EQ(j["kernels"][0]["cuda"]["pieces"], 1);
   EXPECT_TRUE(j["kernels"][0]["cuda"]["split_operands"].empty());

@@ -403,6 +403,9 @@ class Printer : public TensorCoreView {
     if (launch_.warp_specialized)
       os << "  static constexpr bool kWarpSpecialized = true;\n  static constexpr int kStages = "
          << launch_.stages << ";\n";
+    if (launch_.warp_specialized && launch_.q_buffers != 1)
+      os << "  static constexpr int kQBuffers = " << launch_.q_buffers
+         << ";  // Q of item k in buffer k % kQBuffers\n";
     if (launch_.warp_specialized && launch_.diag_copies != 2)
       os << "  static constexpr int kDiagCopies = " << launch_.diag_copies
          << ";  // copies of the values per tile line\n";

@@ -345,6 +345,11 @@ FG_OPTIONAL(KeyValsOf, kNumKeyVals, int, 0)
 // fewer copies than stages, the producer waits until the compute warps are done with tile
 // i - kDiagCopies before filling tile i's).
 FG_OPTIONAL(DiagCopiesOf, kDiagCopies, int, 2)
+// Optional Spec member kQBuffers (default 1, at most 2): a warp-specialized kernel holds Q's
+// tiles in that many buffers, item k's in buffer k % kQBuffers, so with 2 the producer loads
+// the next item's Q once it has issued this item's last key tile, not once the compute warps
+// are done reading this item's Q.
+FG_OPTIONAL(QBuffersOf, kQBuffers, int, 1)
 
 // Optional Spec member kPlainGroups (default 0): bit g set makes group g plain: score<g> gives
 // weights as they are (no running max, no exp), summed into the row sums and multiplied into
@@ -508,15 +513,17 @@ struct AttnSm80 {
   static_assert(!(kWs && kStages > 1) || (DiagCopiesOf<Spec>::value >= 2 &&
                                           DiagCopiesOf<Spec>::value <= kStages),
                 "copies");
-  static constexpr int kQAll = NP * S * kQBytes;  // the Q tiles, before the stages
-  static constexpr int kStagedOff = kQAll + kStages * kStageBytes;  // the staged areas
+  static constexpr int kQAll = NP * S * kQBytes;  // the Q tiles of an item
+  static constexpr int kQB = kWs ? QBuffersOf<Spec>::value : 1;  // Q's buffers
+  static constexpr int kQArea = kQB * kQAll;  // every Q buffer, before the stages
+  static constexpr int kStagedOff = kQArea + kStages * kStageBytes;  // the staged areas
   static constexpr int kDiagOff = kStagedOff + kStages * kStagedBytes;
   // Warp-specialized: the ring's mbarriers (full[kStages], empty[kStages]), each stage's tile
   // index and class (two ints; the stage of no tile: -1 and the next item), Q's mbarriers
-  // (q_full, q_empty), then from kRingOff + 128 the producer's RangeGroup slots (2 x 4 warps x
-  // 16 bytes).
+  // (q_full and q_empty of each compute warpgroup and Q buffer), then from kRingOff + 128
+  // (160 with two Q buffers) the producer's RangeGroup slots (2 x 4 warps x 16 bytes).
   static constexpr int kRingOff = kDiagOff + kDiagCopies * kDiagBytes;
-  static constexpr int kRingSlotsOff = 128, kRingBytes = kRingSlotsOff + 2 * 4 * 16;
+  static constexpr int kRingSlotsOff = kQB == 1 ? 128 : 160, kRingBytes = kRingSlotsOff + 2 * 4 * 16;
   static constexpr int kSmemBytes = kRingOff + (kWs ? kRingBytes : 0);
   // floats per row of a split block's partial state: G running maxima, G row sums, A x DV
   static constexpr int kPartRow = 2 * G + A * DV;
@@ -540,7 +547,8 @@ struct AttnSm80 {
   static_assert(!kWs || (WgmmaOf<Spec>::value && NW == 12), "warp specialization: two compute "
                 "warpgroups of wgmma and a producer warpgroup");
   static_assert(kWgmmaN == 64 || kWgmmaN == 128, "wgmma instructions of 64 or 128 columns");
-  static_assert(!kWs || (24 * kStages + 16 <= kRingSlotsOff && kRingOff % 16 == 0 && NL == 128),
+  static_assert(kQB >= 1 && kQB <= 2, "Q buffers");
+  static_assert(!kWs || (24 * kStages + 32 * kQB <= kRingSlotsOff && kRingOff % 16 == 0 && NL == 128),
                 "the ring area: mbarriers and tile indices, then the producer's range slots");
   static_assert(kStages >= 2 && kStages <= 4 && (kWs || kStages == 2), "stages");
   static_assert(NP >= 1 && NP <= 3 && (NP == 1 || (!WgmmaOf<Spec>::value && Elem::kBF16 &&
@@ -566,25 +574,30 @@ struct AttnSm80 {
 // One k16 step of S (64 x BN per warpgroup) = Q K^T by wgmma, key columns 64n on: Q (the
 // warpgroup's 64 rows, descriptor dq) and K (the step's column of its panel at kt) from their
 // swizzled shared tiles (64-column panels: the 128-byte swizzle of wgmma's descriptors).
-template <class K, int n>
-FG_DEV void qk_step(float (&c)[K::BN / 8][4], u64 dq, u32 kt, int scale_d) {
+template <class K, int n, bool kIf>
+FG_DEV void qk_step(float (&c)[K::BN / 8][4], u64 dq, u32 kt, int scale_d, int on) {
   if constexpr (K::kWgmmaN == 128 && 64 * (n + 2) <= K::BN) {
-    mma_64x128x16_ss<typename K::Elem, 8 * n>(c, dq, desc_sw128(kt + n * 64 * 128), scale_d);
-    if constexpr (64 * (n + 2) < K::BN) qk_step<K, n + 2>(c, dq, kt, scale_d);
+    mma_64x128x16_ss<typename K::Elem, 8 * n, K::BN / 8, kIf>(c, dq, desc_sw128(kt + n * 64 * 128),
+                                                              scale_d, on);
+    if constexpr (64 * (n + 2) < K::BN) qk_step<K, n + 2, kIf>(c, dq, kt, scale_d, on);
   } else {
-    mma_64x64x16_ss<typename K::Elem, 8 * n>(c, dq, desc_sw128(kt + n * 64 * 128), scale_d);
-    if constexpr (64 * (n + 1) < K::BN) qk_step<K, n + 1>(c, dq, kt, scale_d);
+    mma_64x64x16_ss<typename K::Elem, 8 * n, K::BN / 8, kIf>(c, dq, desc_sw128(kt + n * 64 * 128),
+                                                             scale_d, on);
+    if constexpr (64 * (n + 1) < K::BN) qk_step<K, n + 1, kIf>(c, dq, kt, scale_d, on);
   }
 }
-template <class K>
-FG_DEV void scores_wgmma(float (&c)[K::BN / 8][4], u32 q_tile, u32 k_tile, int wg) {
+// kIf: issued only where `on` is not 0 (each wgmma under a guard predicate: a branch around
+// them would make ptxas serialize the loop's wgmma)
+template <class K, bool kIf = false>
+FG_DEV void scores_wgmma(float (&c)[K::BN / 8][4], u32 q_tile, u32 k_tile, int wg, int on = 1) {
   constexpr int D = K::D, BN = K::BN;
   const u32 q0 = q_tile + wg * 64 * 128;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const u32 off = (kk % 4) * 32;
-    qk_step<K, 0>(c, desc_sw128(q0 + (kk / 4) * SmemTile<K::BM, D>::kPanelBytes + off),
-                  k_tile + (kk / 4) * SmemTile<BN, D>::kPanelBytes + off, kk > 0);
+    qk_step<K, 0, kIf>(c, desc_sw128(q0 + (kk / 4) * SmemTile<K::BM, D>::kPanelBytes + off),
+                       k_tile + (kk / 4) * SmemTile<BN, D>::kPanelBytes + off, kk > 0,
+                       kk == 0 ? 1 : on);
   }
 }
 
@@ -909,44 +922,61 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   };
 
   // Q tiles of the current item -> shared by cp.async, issued by the whole block (one cp.async
-  // group), or, warp-specialized, by the producer warpgroup (each thread's arrival on q_full is
-  // triggered once its copies have landed; an item without rows copies nothing). q_tid: the
-  // thread's index among them. (The shared-memory addresses come from an opaque copy of the base
-  // and the thread index, so the compiler recomputes them here instead of holding them across
-  // the key loop.)
-  // (warp-specialized: Q's mbarriers, in the ring area below)
-  const u32 q_full = s_base + K::kRingOff + 24 * K::kStages, q_empty = q_full + 8;
-  auto load_q = [&](int q_tid) {
+  // group), or, warp-specialized, by the producer warpgroup, the rows of each compute
+  // warpgroup on their own (`half` = the warpgroup: its 64 rows, each thread's arrival on that
+  // warpgroup's q_full triggered once its copies have landed; an item without rows copies
+  // nothing). q_tid: the thread's index among them. (The shared-memory addresses come from an
+  // opaque copy of the base and the thread index, so the compiler recomputes them here instead
+  // of holding them across the key loop.)
+  // (warp-specialized: Q's mbarriers, in the ring area below: q_full of warpgroup h and Q
+  // buffer b, then q_empty of each; `buf`: the buffer, item k's is k % kQB)
+  const u32 q_bars = s_base + K::kRingOff + 24 * K::kStages;
+  auto q_full = [&](int h, int b) { return q_bars + 8 * (h + 2 * b); };
+  auto q_empty = [&](int h, int b) { return q_bars + 16 * K::kQB + 8 * (h + 2 * b); };
+  auto load_q = [&](int q_tid, int half, int buf) {
     constexpr int NQ = K::kWs ? K::NL : K::NT;
     if (rows) {
-      u32 q_base = s_base;
-      asm volatile("mov.b32 %0, %0;" : "+r"(q_base));
+      u32 q0 = s_base;
+      asm volatile("mov.b32 %0, %0;" : "+r"(q0));
       asm volatile("mov.b32 %0, %0;" : "+r"(q_tid));
 #pragma unroll
       for (int s = 0; s < S; ++s)
 #pragma unroll
-        for (int p = 0; p < K::NP; ++p)
+        for (int p = 0; p < K::NP; ++p) {
           // (where checks read the scores, rows past M copy row M - 1: the score code of a
           // padded row then computes row M - 1's elements, and reports only what they report)
-          load_tile_async<BM, D, NQ, K::DIN, ChecksReadScoresOf<Spec>::value>(
-              q_base + (s * K::NP + p) * K::kQBytes, ctx.q[s] + p * K::kPitchQK, ctx.q_ld[s], m0,
-              M, q_tid);
+          const u32 dst = q0 + buf * K::kQAll + (s * K::NP + p) * K::kQBytes;
+          const bf16raw* src = ctx.q[s] + p * K::kPitchQK;
+          constexpr bool kClamp = ChecksReadScoresOf<Spec>::value;
+          if constexpr (K::kWs) {
+            if (half == 0)
+              load_tile_async<BM / 2, D, NQ, K::DIN, kClamp, BM, 0>(dst, src, ctx.q_ld[s], m0, M,
+                                                                   q_tid);
+            else
+              load_tile_async<BM / 2, D, NQ, K::DIN, kClamp, BM, BM / 2>(
+                  dst, src, ctx.q_ld[s], m0 + BM / 2, M, q_tid);
+          } else {
+            load_tile_async<BM, D, NQ, K::DIN, kClamp>(dst, src, ctx.q_ld[s], m0, M, q_tid);
+          }
+        }
     }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     // (columns held not a multiple of 8: load_tile_async gathers by plain loads and shared
     // stores, which only a release arrival orders before the waiters' reads)
     if constexpr (K::kWs) {
       if constexpr (K::DIN % 8 != 0)
-        mbar_arrive(q_full);
+        mbar_arrive(q_full(half, buf));
       else
-        cp_async_mbar_arrive(q_full);
+        cp_async_mbar_arrive(q_full(half, buf));
     }
 #endif
+    (void)half;
+    (void)buf;
     cp_async_commit();
   };
   if constexpr (!K::kWs) {
     if (!first_item()) return;
-    load_q(tid);
+    load_q(tid, -1, 0);
   }
   // the loading threads: the producer warpgroup, or the whole block
   const int lt = K::kWs ? tid - K::NTC : tid;
@@ -976,7 +1006,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     }
     return j;
   };
-  const u32 s_kv = s_base + K::kQAll;
+  const u32 s_kv = s_base + K::kQArea;
   // generic pointer to a stage's staged tiles (the score code reads them as plain loads)
   auto staged_area = [&](int stg) {
     return fg_smem + K::kStagedOff + stg * K::kStagedBytes;
@@ -1058,9 +1088,13 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // stage's tile index and class are written, its copies have landed: every producer thread
   // arrived) and empty[s] (every compute thread is done with it), then each stage's tile index
   // (-1: no more tiles) and class (with kLastTile on the item's last tile; with -1: the next
-  // item). Q has two more: q_full (the item's Q landed: the producer's copies of it, item k
-  // completing phase k) and q_empty (every compute thread's last read of Q's tiles is done: the
-  // scores of the item's last tile, or of its stage of no tile).
+  // item). Q has two more per compute warpgroup and Q buffer, for the warpgroup's 64 rows:
+  // q_full(h, b) (the item's rows landed: the producer's copies of them, the buffer's k-th item
+  // completing phase k) and q_empty(h, b) (every thread of warpgroup h is done reading them:
+  // the scores of the item's last tile, or of its stage of no tile). So the producer reloads
+  // one warpgroup's rows while the other still computes its last scores (in ping-pong,
+  // warpgroup 1 runs half a turn behind), and with two buffers (kQB) it loads the next item's
+  // rows before this item's are read.
   const u32 ring = s_base + K::kRingOff;
   int* const ring_tile = reinterpret_cast<int*>(fg_smem + K::kRingOff + 16 * K::kStages);
   int j = j_begin, cls = kTileEmpty;
@@ -1071,8 +1105,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         mbar_init(ring + 8 * s, K::NL);
         mbar_init(ring + 8 * (K::kStages + s), K::NTC);
       }
-      mbar_init(q_full, K::NL);
-      mbar_init(q_empty, K::NTC);
+      for (int b = 0; b < K::kQB; ++b)
+        for (int h = 0; h < 2; ++h) {
+          mbar_init(q_full(h, b), K::NL);
+          mbar_init(q_empty(h, b), K::NTC / 2);
+        }
     }
     __syncthreads();
     if (warp >= K::NWC) {
@@ -1084,7 +1121,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         if (walk && lt == 0) done_taking();  // (a block past the items: takes none)
         return;
       }
-      load_q(lt);
+      load_q(lt, 0, 0);
+      load_q(lt, 1, 0);
       // the data ranges of the tile scan by the four producer warps together (named barrier 4;
       // with kScanByWarps the key ranges by one warp each, scan_tiles)
       ctx.rg.warps = 4;
@@ -1239,9 +1277,15 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         // scores), and its tiles into the stages they free during this one's epilogue
         w = w_next;
         if (w >= n_items) return;
-        mbar_wait(q_empty, items & 1);
+        // (item `items` of the block, into buffer qb: each warpgroup's rows once it is done
+        // with those of item items - kQB, the buffer's last)
         ++items;
-        load_q(lt);
+        const int qb = items % K::kQB;
+        for (int h = 0; h < 2; ++h) {
+          if (K::kQB == 1 || items >= K::kQB)
+            mbar_wait(q_empty(h, qb), ((items - K::kQB) / K::kQB) & 1);
+          load_q(lt, h, qb);
+        }
       }
     }
     regs_take<K::kComputeRegs>();
@@ -1264,12 +1308,21 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // completing q_full's phase k) and in registers when it fits, the row clamps, the
   // accumulators, maxima and sums reset.
   int q_items = 0;  // warp-specialized: items begun
+  int q_buf = 0;    // the current item's Q buffer (q_base: its address)
+  u32 q_base = s_base;
   auto start_item = [&] {
     if constexpr (K::kWs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-      mbar_wait(q_full, q_items & 1);
+      q_buf = q_items % K::kQB;
+      mbar_wait(q_full(warp / 4, q_buf), (q_items / K::kQB) & 1);
       ++q_items;
       fence_proxy_async();  // (the copies came through the generic proxy, wgmma reads async)
+      if constexpr (K::kQB > 1) {
+        q_base = s_base + q_buf * K::kQAll;
+#pragma unroll
+        for (int s = 0; s < SQ; ++s)
+          aq_lane[s] = LdmAddr<BM, D>(q_base + s * K::kQBytes, lane_row_a(lane), lane_col_a(lane));
+      }
 #endif
     } else {
       j = next_tile(j_begin);
@@ -1283,7 +1336,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       for (int s = 0; s < SQ; ++s)
 #pragma unroll
         for (int b = 0; b < MW; ++b)
-          load_a_frags<BM, D>(qa[s][b], s_base + s * K::kQBytes, wrow0 + b * 16, lane);
+          load_a_frags<BM, D>(qa[s][b], q_base + s * K::kQBytes, wrow0 + b * 16, lane);
     }
 #pragma unroll
     for (int b = 0; b < MW; ++b)
@@ -1503,13 +1556,19 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // wgmma, asynchronous until wg_wait: the scores of the tile in `stage` into c (one commit
   // group), O_a += P_g(a) . V_v(a) of the tile in `stage` (another); fences for the compiler.
-  auto issue_scores = [&](float (&c)[S][MW][NT8][4], int stage) {
+  // (on = 0: nothing issued, the group committed empty; the scores of a stage of no tile)
+  auto issue_scores = [&](float (&c)[S][MW][NT8][4], int stage, int on = -1) {
     if constexpr (K::kWgmma) {
       wg_fence();  // (c is written by wgmma only: no fence of it before)
 #pragma unroll
-      for (int s = 0; s < S; ++s)
-        scores_wgmma<K>(c[s][0], s_base + s * K::kQBytes,
-                        s_kv + stage * K::kStageBytes + s * K::kKBytes, warp / 4);
+      for (int s = 0; s < S; ++s) {
+        if (on < 0)
+          scores_wgmma<K>(c[s][0], q_base + s * K::kQBytes,
+                          s_kv + stage * K::kStageBytes + s * K::kKBytes, warp / 4);
+        else
+          scores_wgmma<K, true>(c[s][0], q_base + s * K::kQBytes,
+                                s_kv + stage * K::kStageBytes + s * K::kKBytes, warp / 4, on);
+      }
       wg_commit();
     } else {
       (void)c;
@@ -1568,7 +1627,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if constexpr (K::kWs)
-      if (q_last) mbar_arrive(q_empty);
+      if (q_last) mbar_arrive(q_empty(warp / 4, q_buf));
 #endif
     (void)q_last;
     // ---- element code (score expressions, masks), online softmax per group and m-block ----
@@ -1707,7 +1766,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         turn_give();
         wg_wait<0>();
         scores_landed(c);
-        if (jt < 0) mbar_arrive(q_empty);  // (an item of no tiles)
+        if (jt < 0) mbar_arrive(q_empty(wg, q_buf));  // (an item of no tiles)
         if (jt >= 0) {
           softmax_tile(c, jt, clst, it_c % K::kStages, it_c % K::kDiagCopies, x, alpha, grew);
           to_operands(x, pa);
@@ -1722,12 +1781,12 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         if (jn < 0) w_after = cls_n;
         const int sn = (it_c + 1) % K::kStages;
         turn_take();
-        issue_scores(c, sn);
+        issue_scores(c, sn, jn >= 0);
         issue_pv(it_c % K::kStages);
         turn_give();
         wg_wait<1>();  // the scores (P.V still running)
         scores_landed(c);
-        if (jn < 0) mbar_arrive(q_empty);  // (Q's last reads: the scores of the stage of no tile)
+        if (jn < 0) mbar_arrive(q_empty(wg, q_buf));  // (Q's last reads: the scores of the stage of no tile)
         if (jn >= 0) softmax_tile(c, jn, cls_n, sn, (it_c + 1) % K::kDiagCopies, x, alpha, grew);
         wg_wait<0>();
         pv_fence();
@@ -1751,7 +1810,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         int jt, clst;
         bool last;
         stage_tile(it_c, jt, clst, last);
-        if (jt < 0 && !any) mbar_arrive(q_empty);  // (an item of no tiles: Q not read)
+        if (jt < 0 && !any) mbar_arrive(q_empty(warp / 4, q_buf));  // (an item of no tiles: Q not read)
         if (jt >= 0) {
           any = true;
           compute_tile(jt, clst, it_c % K::kStages, it_c % K::kDiagCopies, last);

@@ -96,6 +96,13 @@ FG_DEV void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n
                ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                                \
                : FG_WG_ACC                                                                    \
                : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+// (the same, issued only where `on` is not 0: a guard predicate, no branch)
+#define FG_WG_SS_IF(T)                                                                        \
+  asm volatile("{\n.reg .pred p, q;\nsetp.ne.b32 p, %34, 0;\nsetp.ne.b32 q, %35, 0;\n"          \
+               "@q wgmma.mma_async.sync.aligned.m64n64k16.f32." T "." T " " FG_WG_D32          \
+               ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                                \
+               : FG_WG_ACC                                                                    \
+               : "l"(desc_a), "l"(desc_b), "r"(scale_d), "r"(on))
 #define FG_WG_RS(T, TB)                                                                       \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                   \
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." T "." T " " FG_WG_D32             \
@@ -118,6 +125,12 @@ FG_DEV void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n
                ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                \
                : FG_WG_ACC128                                                                 \
                : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+#define FG_WG_SS128_IF(T)                                                                     \
+  asm volatile("{\n.reg .pred p, q;\nsetp.ne.b32 p, %66, 0;\nsetp.ne.b32 q, %67, 0;\n"          \
+               "@q wgmma.mma_async.sync.aligned.m64n128k16.f32." T "." T " " FG_WG_D64         \
+               ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                \
+               : FG_WG_ACC128                                                                 \
+               : "l"(desc_a), "l"(desc_b), "r"(scale_d), "r"(on))
 #define FG_WG_RS128(T, TB)                                                                    \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                   \
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." T "." T " " FG_WG_D64            \
@@ -127,17 +140,27 @@ FG_DEV void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n
 
 // D (+)= A . B^T over one k16 step: D the 64 x 64 slice of n8 tiles OFF .. OFF + 7 of d, A and
 // B K-major 16-bit panels (E: fg::BF16 or fg::F16) in shared memory; scale_d = 0 overwrites D.
-template <class E, int OFF, int NT8>
-FG_DEV void mma_64x64x16_ss(float (&d)[NT8][4], u64 desc_a, u64 desc_b, int scale_d) {
+template <class E, int OFF, int NT8, bool kIf = false>
+FG_DEV void mma_64x64x16_ss(float (&d)[NT8][4], u64 desc_a, u64 desc_b, int scale_d, int on = 1) {
   static_assert(OFF % 8 == 0 && OFF + 8 <= NT8, "a whole 64-column slice");
-  if constexpr (E::kBF16) FG_WG_SS("bf16"); else FG_WG_SS("f16");
+  if constexpr (kIf) {
+    if constexpr (E::kBF16) FG_WG_SS_IF("bf16"); else FG_WG_SS_IF("f16");
+  } else {
+    (void)on;
+    if constexpr (E::kBF16) FG_WG_SS("bf16"); else FG_WG_SS("f16");
+  }
 }
 // m64n128k16 (the 16 n8 tiles OFF .. OFF + 15; B's 128 columns: K-major rows contiguous in
 // one panel, or MN-major over two panels LBO apart).
-template <class E, int OFF, int NT8>
-FG_DEV void mma_64x128x16_ss(float (&d)[NT8][4], u64 desc_a, u64 desc_b, int scale_d) {
+template <class E, int OFF, int NT8, bool kIf = false>
+FG_DEV void mma_64x128x16_ss(float (&d)[NT8][4], u64 desc_a, u64 desc_b, int scale_d, int on = 1) {
   static_assert(OFF % 8 == 0 && OFF + 16 <= NT8, "a whole 128-column slice");
-  if constexpr (E::kBF16) FG_WG_SS128("bf16"); else FG_WG_SS128("f16");
+  if constexpr (kIf) {
+    if constexpr (E::kBF16) FG_WG_SS128_IF("bf16"); else FG_WG_SS128_IF("f16");
+  } else {
+    (void)on;
+    if constexpr (E::kBF16) FG_WG_SS128("bf16"); else FG_WG_SS128("f16");
+  }
 }
 template <class E, bool kMnB, int OFF, int NT8>
 FG_DEV void mma_64x128x16_rs(float (&d)[NT8][4], const u32 (&a)[4], u64 desc_b, int scale_d) {
@@ -162,6 +185,8 @@ FG_DEV void mma_64x64x16_rs(float (&d)[NT8][4], const u32 (&a)[4], u64 desc_b, i
   }
 }
 #undef FG_WG_SS
+#undef FG_WG_SS_IF
+#undef FG_WG_SS128_IF
 #undef FG_WG_RS
 #undef FG_WG_SS128
 #undef FG_WG_RS128

@@ -183,10 +183,15 @@ struct SmemTile {
 // tid / CPR + i * (NT / CPR), so the shared offsets are one base plus immediates and the global
 // address is one multiply-add per copy. When CIN is not a multiple of 8, rows of g need not be
 // 16-byte aligned: the chunks are gathered element by element (plain loads, stored at once).
-template <int ROWS, int COLS, int NT, int CIN = COLS, bool kClampRows = false>
+// With TROWS > ROWS the rows are rows TR0 .. TR0 + ROWS - 1 of a SmemTile<TROWS, COLS> at sdst
+// (a part of a taller tile; TR0 a multiple of 8, so the swizzle is the tile's).
+template <int ROWS, int COLS, int NT, int CIN = COLS, bool kClampRows = false, int TROWS = ROWS,
+          int TR0 = 0>
 FG_DEV void load_tile_async(u32 sdst, const bf16raw* g, i64 ld, int row0, int rows_total,
                             int tid) {
-  using T = SmemTile<ROWS, COLS>;
+  static_assert(TR0 % 8 == 0 && TR0 + ROWS <= TROWS, "rows of the tile");
+  using T = SmemTile<TROWS, COLS>;
+  auto off = [](int r, int c) { return T::off(r + TR0, c); };  // (the part's rows)
   constexpr int CPR = COLS / 8;  // 16-byte chunks per row
   static_assert((ROWS * CPR) % NT == 0, "tile chunks must divide evenly among threads");
   static_assert(CIN > 0 && CIN <= COLS, "columns held");
@@ -203,21 +208,21 @@ FG_DEV void load_tile_async(u32 sdst, const bf16raw* g, i64 ld, int row0, int ro
         for (int e = 0; e < 8; ++e)
           if (c + e < CIN) w[e / 2] |= (u32)src[e] << (16 * (e % 2));
       }
-      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(sdst + T::off(rr, c)),
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(sdst + off(rr, c)),
                    "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]));
     }
   } else if constexpr (NT % CPR == 0) {
     constexpr int RS = NT / CPR;  // rows covered by one sweep of the block
     constexpr bool kImm = RS % 16 == 0 || (T::kPW == 64 && RS % 8 == 0);
     const int r = tid / CPR, c = (tid % CPR) * 8;
-    const u32 d0 = sdst + T::off(r, c);
+    const u32 d0 = sdst + off(r, c);
 #pragma unroll
     for (int i = 0; i < ROWS / RS; ++i) {
       const int rr = r + i * RS;
       const int grow = kClampRows ? min(row0 + rr, rows_total - 1) : row0 + rr;
       const bool ok = grow < rows_total && c < CIN;
       const bf16raw* src = g + (ok ? (i64)grow * ld + c : 0);
-      const u32 dst = kImm ? d0 + i * RS * (T::kPW * 2) : sdst + T::off(rr, c);
+      const u32 dst = kImm ? d0 + i * RS * (T::kPW * 2) : sdst + off(rr, c);
       cp_async16(dst, src, ok ? 16 : 0);
     }
   } else {  // widths such as 96: general index arithmetic
@@ -228,7 +233,7 @@ FG_DEV void load_tile_async(u32 sdst, const bf16raw* g, i64 ld, int row0, int ro
       const int grow = kClampRows ? min(row0 + rr, rows_total - 1) : row0 + rr;
       const bool ok = grow < rows_total && c < CIN;
       const bf16raw* src = g + (ok ? (i64)grow * ld + c : 0);
-      cp_async16(sdst + T::off(rr, c), src, ok ? 16 : 0);
+      cp_async16(sdst + off(rr, c), src, ok ? 16 : 0);
     }
   }
 }
