@@ -100,7 +100,7 @@ struct StdSpec {
   static __device__ float score_scale(const Ctx& x) {
     return SOFTCAP ? fg::kLog2e : x.scale_log2;
   }
-  template <int g, bool kMasked>
+  template <int g>
   static __device__ float score(const float (&c)[1], int m, int n, const Ctx& x,
                                  const fg::TileView&) {
     float s;
@@ -111,9 +111,11 @@ struct StdSpec {
       s = c[0];
       if (ALIBI) s += x.slope_over_scale * (float)(n - m);  // (c*scale + slope*(n-m)) / scale
     }
-    if (kMasked && CAUSAL && n > m) s = fg::neg_inf();
     return s;
   }
+  // the causal mask, on a partial tile's elements after score
+  static constexpr bool kKeep = CAUSAL;
+  static __device__ bool keep(int m, int n, const Ctx&, const fg::TileView&) { return n <= m; }
   static __device__ void store(const Ctx& x, int m, int e, const float (&o)[1][2],
                                const fg::RowStats<1>& st) {
     fg::store_bf16x2(x.o + (i64)m * DV_ + e, o[0][0] * st.inv_l[0], o[0][1] * st.inv_l[0]);
@@ -171,7 +173,7 @@ struct DiffSpec {
   static __device__ float score_scale(const Ctx& x) {
     return x.scale_log2;
   }
-  template <int g, bool kMasked>
+  template <int g>
   static __device__ float score(const float (&c)[2], int, int, const Ctx&, const fg::TileView&) {
     return c[g];
   }
@@ -191,12 +193,11 @@ struct RowMaskSpec : Base {
   static __device__ int classify(const typename Base::Ctx&, int, int, int, int) {
     return fg::kTilePartial;
   }
-  template <int g, bool kMasked>
-  static __device__ float score(const float (&c)[1], int m, int n, const typename Base::Ctx& x,
-                                 const fg::TileView& tv) {
-    float s = Base::template score<g, kMasked>(c, m, n, x, tv);
-    if (kMasked && (m % 7 == 3 || n % 5 == 1)) s = fg::neg_inf();
-    return s;
+  static constexpr bool kKeep = true;
+  static __device__ bool keep(int m, int n, const typename Base::Ctx& x, const fg::TileView& tv) {
+    if (m % 7 == 3 || n % 5 == 1) return false;
+    if constexpr (fg::KeepOf<Base>::value) return Base::keep(m, n, x, tv);
+    return true;
   }
 };
 

@@ -258,6 +258,8 @@ nlohmann::json cuda_json(const CudaShape& s) {
   j["ping_pong"] = l.ping_pong;
   j["scan_by_warps"] = l.scan_by_warps;
   j["checks_read_scores"] = l.checks_read_scores;
+  j["clamp_keys"] = l.clamp_keys;
+  j["keep_pass"] = l.keep_pass;
   j["key_tile"] = l.block_n;
   j["smem_bytes"] = l.smem_bytes;
   j["min_blocks_per_sm"] = l.min_blocks;

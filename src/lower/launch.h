@@ -244,10 +244,22 @@ struct Sm80Launch {
   std::vector<std::string> range_condition_text;  // for explain
   // A check of the score code (a checked gather's index, the divisor of x % y) reads a score
   // product: at a padded key the product is 0, which could fail a check no real element fails,
-  // so a partial tile's score code runs only at real keys (kChecksReadScores). Otherwise it
-  // runs at every key (a padded one at the clamped key N - 1, its result discarded), which keeps
-  // its loads of row data out of the per-element test.
+  // so the score code runs only at real keys (kChecksReadScores). Otherwise it runs at every
+  // key (a padded one's result discarded), which keeps its loads of row data out of a
+  // per-element test.
   bool checks_read_scores = false;
+  // The score code (and the P.V weights) runs once per element of every key tile, a padded
+  // key of the last tile (n >= N) included, whose result is then replaced. keep_pass: the
+  // tile mask's removed elements contribute nothing (TileClasses::unmasked_full) and the mask
+  // reads no score, so the score code is printed with the mask taken as true and the mask
+  // runs as a pass of its own on a partial tile's elements (Spec::keep, kKeep); else the
+  // score code holds the mask. clamp_keys: the per-element code reads device memory by the
+  // key (a parameter, gather or intermediate over the key dim that no staged tile holds) or
+  // takes x % y with y over the key dim (a staged tile is zero past N), so at a padded key it
+  // runs at min(n, N - 1) (kClampKeys); otherwise at n itself, whose shared-memory reads keep
+  // their immediate offsets.
+  bool keep_pass = false;
+  bool clamp_keys = false;
   Sm80Structure structure;
 };
 

@@ -287,6 +287,13 @@ std::string LoweredCuda::str(const Plan& plan) const {
       if (la.checks_read_scores)
         os << "  checks read the scores: a partial tile's score code only at real keys (" << p.dims[k.red_dim]
            << " below its extent)\n";
+      if (la.clamp_keys)
+        os << "  keys clamped: a padded key's score code runs at the last key, size("
+           << p.dims[k.red_dim] << ") - 1 (it reads device memory by the key, or divides by a "
+              "value over the key dim)\n";
+      if (la.keep_pass)
+        os << "  mask as a pass: the score code without the tile mask, the mask on a partial "
+              "tile's elements after it\n";
       if (!la.tma.empty()) {
         os << "  tma:";
         for (size_t i = 0; i < la.tma.size(); ++i) {

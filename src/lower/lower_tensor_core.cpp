@@ -387,9 +387,8 @@ class Lowering : public TensorCoreView {
     for (const PlanValue& v : k_.values) {
       const Node& n = N(v.node);
       if (n.op != Op::Gather) continue;
-      bool d = direct.count(n.param) ? direct[n.param] : true;
-      for (int a : n.args) d = d && N(a).op == Op::Index;
-      direct[n.param] = d;
+      direct[n.param] = (direct.count(n.param) ? direct[n.param] : true) &&
+                        TensorCoreKernel::by_dim_indices(p_, v.node);
     }
     for (const auto& [param, d] : direct)
       if (d) unchecked_.insert(param);
@@ -449,6 +448,8 @@ class Lowering : public TensorCoreView {
       launch_.min_blocks = 4;
       staged_ = fit_staged(4);
     }
+    find_key_clamp();
+    find_keep_pass();
     choose_wgmma(Sn, A);
     launch_.smem_bytes = smem_bytes(staged_, 0, 0, launch_.stages, launch_.warp_specialized, 0,
                                     launch_.diag_copies, launch_.q_buffers);
@@ -688,9 +689,12 @@ class Lowering : public TensorCoreView {
   std::set<int> per_element_code() const {
     std::set<int> line(diagonal_.begin(), diagonal_.end());
     line.insert(key_values_.begin(), key_values_.end());
-    // (as ancestors(): a value the kernel loads is read, not computed)
+    // (as ancestors(): a value the kernel loads is read, not computed; a score's operands are
+    // the tensor cores')
     auto stop = [&](int n) {
       const PlanValue* v = k_.value(n);
+      for (const Score& sc : scores_)
+        if (sc.node == n) return true;
       return line.count(n) > 0 || (v && v->load_buffer >= 0);
     };
     std::set<int> code;
@@ -988,6 +992,46 @@ class Lowering : public TensorCoreView {
       if (n.op == Op::Mod) reads = reads_score(n.args[1]);
       if (reads) launch_.checks_read_scores = true;
     }
+  }
+
+  // Sm80Launch::clamp_keys (the Spec's kClampKeys), once the staged tiles are fitted: whether
+  // the per-element code reads device memory by the key (a parameter, a gather or an
+  // intermediate over the key dim that no staged tile holds: at a padded key its address is
+  // past the tensor) or takes x % y with y over the key dim (at a padded key y may be read from
+  // a staged tile's empty column).
+  void find_key_clamp() {
+    auto over_keys = [&](int id) {
+      const std::vector<int>& d = N(id).dims;
+      return std::find(d.begin(), d.end(), k_.red_dim) != d.end();
+    };
+    for (int id : per_element_code()) {
+      const Node& n = N(id);
+      const PlanValue* v = k_.value(id);
+      bool device = false;
+      if (v && v->load_buffer >= 0) {
+        device = out_.staged_tile(-1, v->load_buffer, plan_.buffers[v->load_buffer].dims) < 0;
+      } else if (n.op == Op::Param) {
+        device = out_.staged_tile(n.param, -1, p_.params[n.param].dims) < 0;
+      } else if (n.op == Op::Gather) {
+        device = !TensorCoreKernel::by_dim_indices(p_, id) ||
+                 out_.staged_tile(n.param, -1, arg_dims(id)) < 0;
+      }
+      if ((device && over_keys(id)) || (n.op == Op::Mod && over_keys(n.args[1]))) {
+        launch_.clamp_keys = true;
+        return;
+      }
+    }
+  }
+
+  // Sm80Launch::keep_pass (the Spec's kKeep and keep()): the tile mask as a pass of its own
+  // where its removed elements contribute nothing and it reads no score (keep() sees the
+  // indices and the tile, not the products).
+  void find_keep_pass() {
+    if (k_.tiles.mask < 0 || !k_.tiles.unmasked_full) return;
+    const std::set<int> below = closure_of(p_, k_.tiles.mask);
+    for (const Score& sc : scores_)
+      if (below.count(sc.node)) return;
+    launch_.keep_pass = true;
   }
 
   // Whether the key tiles are classified by data read over the keys (a data range over the

@@ -51,6 +51,22 @@ struct TensorCoreKernel {
   std::set<int> unchecked;           // parameters every gather reads by plain dim indices
   std::set<std::pair<int, int>> proved;  // (parameter, position): indices proved in range
   std::vector<Staged> candidates, staged;
+  // The staged tile that holds the score code's read of `param` (-1: of the intermediate
+  // `buffer`) at index dims `dims`, or -1 (the printer's staged reads and lowering's key clamp).
+  int staged_tile(int param, int buffer, const std::vector<int>& dims) const {
+    for (size_t t = 0; t < staged.size(); ++t)
+      if (staged[t].param == param && staged[t].arg_dims == dims &&
+          (param >= 0 || staged[t].buffer == buffer))
+        return static_cast<int>(t);
+    return -1;
+  }
+  // Whether gather `node` reads by plain dim indices only (pair[b, h, m, n], doc[n]): the host
+  // checks its extents, and only such a gather can be staged.
+  static bool by_dim_indices(const Program& p, int node) {
+    for (int a : p.nodes[node].args)
+      if (p.nodes[a].op != Op::Index) return false;
+    return true;
+  }
   std::set<int> hoisted;             // nodes make_ctx computes once per block
   // Score code of one value per diagonal of a tile (functions of n - m and per-block values):
   // computed per tile into shared memory (Spec::diagonals); deltas: the n - m (+1) and m - n

@@ -411,6 +411,63 @@ program plain(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
   }
 }
 
+// The one element loop (Sm80Launch::keep_pass, clamp_keys): a mask that runs as a pass, one
+// that reads a score (the score code keeps it: keep() sees no products), a clamped gather by a
+// computed index under the mask, a divisor over the key dim and a plain group's mask compile in
+// every build on both targets; the template reads both flags (a static_assert on each).
+TEST(CudaEmit, MasksAsAPassAndClampedKeysCompileInEveryBuild) {
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
+  const std::vector<Program> programs = parse_source(R"(
+program pass_doc(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], doc: i32[t]) {
+  s = where(doc[m] == doc[n] and n <= m, sum(q * k, d) / sqrt(size(d)), -inf)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program score_mask(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = sum(q * k, d)
+  out o: bf16[b, h, m, e] = sum(softmax(where(s > 0.0 and n <= m, s, -inf), n) * v, n)
+}
+program clamped(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], table: f32[u], w: i32[n]) {
+  s = where(n <= m, sum(q * k, d) + table[m * 3 + n] + f32((m + n) % w[n]), -inf)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+program plain_pass(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = sum(q * k, d)
+  out o: f32[b, h, m, e] = sum(where(n <= m, sigmoid(s), 0.0) * v, n)
+}
+)", "pass.attn");
+  struct Want { bool keep, clamp; };
+  const Want want[] = {{true, false}, {false, false}, {true, true}, {true, false}};
+  for (size_t i = 0; i < programs.size(); ++i) {
+    const Program& p = programs[i];
+    for (auto [target, arch] : {std::pair{Target::cuda_sm80, "sm_80"},
+                                std::pair{Target::cuda_sm90, "sm_90a"}}) {
+      CompileOptions opt;
+      opt.target = target;
+      opt.sizes = {{"d", 64}, {"e", 64}};
+      const Compiled c = compile_to_target(p, opt);
+      ASSERT_EQ(c.lowered.kernels.at(0).path, LoweredKernel::Path::tensor_core) << p.name;
+      const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+      EXPECT_EQ(la.keep_pass, want[i].keep) << p.name;
+      EXPECT_EQ(la.clamp_keys, want[i].clamp) << p.name;
+      for (CudaBuild b : {CudaBuild::plain, CudaBuild::careful}) {
+        std::vector<std::string> cubins;
+        ASSERT_NO_THROW(cubins = cuda_compile_build(p, target, {{"d", 64}, {"e", 64}}, arch, b))
+            << p.name << " " << arch;
+        ASSERT_EQ(cubins.size(), 1u);
+        EXPECT_EQ(cubins[0].substr(1, 3), "ELF");
+      }
+      if (target != Target::cuda_sm90) continue;
+      const NvrtcOptions o = sm90a_options({"-DFG_ONLY_MAIN"});
+      const std::string src = c.sources.at(0) + "\nstatic_assert(fg::KeepOf<Spec>::value == " +
+                              (want[i].keep ? "true" : "false") +
+                              " && fg::ClampKeysOf<Spec>::value == " +
+                              (want[i].clamp ? "true" : "false") + ", \"flags\");\n";
+      EXPECT_NO_THROW(nvrtc_compile(src, o)) << p.name;
+    }
+  }
+}
+
 // Every example with f16 and with f32 in place of bf16, and at head dims that are no multiple of 32 (padded
 // tiles; d = 5 rows are not 16-byte aligned and load element by element), compiles for sm_90a
 // on the tensor-core path.

@@ -53,13 +53,13 @@ struct Spec1 {  // causal + ALiBi + GQA + logsumexp, d = 128
     return fg::kTilePartial;
   }
   template <int g> static __device__ float score_scale(const Ctx& x) { return x.sc; }
-  template <int g, bool kMasked>
+  template <int g>
   static __device__ float score(const float (&c)[1], int m, int n, const Ctx& x,
                                  const fg::TileView&) {
-    float s = c[0] + x.slope * (float)(n - m);
-    if (kMasked && n > m) s = fg::neg_inf();
-    return s;
+    return c[0] + x.slope * (float)(n - m);
   }
+  static constexpr bool kKeep = true;  // the causal mask, on a partial tile's elements
+  static __device__ bool keep(int m, int n, const Ctx&, const fg::TileView&) { return n <= m; }
   static __device__ void store(const Ctx& x, int m, int e, const float (&o)[1][2],
                                const fg::RowStats<1>& st) {
     fg::store_bf16x2(x.o + (i64)m * 128 + e, o[0][0] * st.inv_l[0], o[0][1] * st.inv_l[0]);
@@ -94,7 +94,7 @@ struct Spec2 {  // diff_attn, d = 64, v width 128
   }
   static __device__ int classify(const Ctx&, int, int, int, int) { return fg::kTileFull; }
   template <int g> static __device__ float score_scale(const Ctx& x) { return x.sc; }
-  template <int g, bool kMasked>
+  template <int g>
   static __device__ float score(const float (&c)[2], int, int, const Ctx&, const fg::TileView&) {
     return c[g];
   }

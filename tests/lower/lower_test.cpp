@@ -695,6 +695,77 @@ program two(q: bf16[b, h, m, d], k: bf16[b, h, n, d], p: bf16[b, h, m, d], r: bf
   }
 }
 
+// Sm80Launch::clamp_keys (the Spec's kClampKeys) and the tile mask as a pass (kKeep): every
+// tile runs one element loop, at a padded key of the last tile too. Where the per-element code
+// reads device memory by the key (a gather by a computed index, more (row, key) tiles than are
+// staged) or divides by a value read at the key, it runs at key N - 1 there; a read the kernel
+// holds in shared memory (a staged tile, a value per diagonal) or a constant divisor keeps the
+// key itself. A mask whose removed elements contribute nothing is printed as keep(), the score
+// without it. On both targets; the text form and explain's JSON say it.
+TEST(Lower, KeysClampedOnlyWhereThePerElementCodeReadsDeviceMemoryByTheKey) {
+  struct Case { const char* name; const char* params; const char* score; bool clamp, keep; };
+  // (score_mask: the mask reads a score, so keep() could not compute it: the score holds it)
+  for (const Case& t :
+       {Case{"pairmod", ", pair: f32[m, r]", "sum(q * k, d) + pair[m, (n + m) % 7]", true, false},
+        Case{"divkey", ", w: i32[n]", "sum(q * k, d) + f32((m + n) % w[n])", true, false},
+        Case{"bigbias",
+             ", x1: f32[b, h, m, n], x2: f32[b, h, m, n], x3: f32[b, h, m, n], "
+             "x4: f32[b, h, m, n], x5: f32[b, h, m, n]",
+             "sum(q * k, d) + x1 + x2 + x3 + x4 + x5", true, false},
+        Case{"masked_gather", ", table: f32[u]",
+             "where(n <= m, sum(q * k, d) + table[m * 3 + n], -inf)", true, true},
+        Case{"by_diagonal", ", table: f32[u]", "sum(q * k, d) + table[n - m + 300]", false, false},
+        Case{"staged_doc", ", doc: i32[t]",
+             "where(doc[m] == doc[n], sum(q * k, d), -inf)", false, true},
+        Case{"const_mod", "", "where((m - n) % 3 == 0 and n <= m, sum(q * k, d), -inf)", false,
+             true},
+        Case{"score_mask", "", "where(sum(q * k, d) > 0.0 and n <= m, sum(q * k, d), -inf)",
+             false, false}}) {
+    const Program p =
+        parse_source("program " + std::string(t.name) +
+                         "(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]" +
+                         t.params + ") {\n  s = " + t.score +
+                         "\n  out o: f32[b, h, m, e] = sum(softmax(s, n) * v, n)\n}\n",
+                     "t.attn")
+            .at(0);
+    for (Target target : {Target::cuda_sm90, Target::cuda_sm80}) {
+      Compiled c = lowered(p, target, {{"d", 64}, {"e", 64}});
+      const LoweredKernel& k = c.lowered.kernels.at(0);
+      ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << t.name << ": " << k.why;
+      EXPECT_EQ(k.tensor_core.launch.clamp_keys, t.clamp) << t.name;
+      EXPECT_EQ(c.lowered.str(c.plan).find("keys clamped") != std::string::npos, t.clamp)
+          << t.name;
+      EXPECT_EQ(k.tensor_core.launch.keep_pass, t.keep) << t.name;
+      EXPECT_EQ(c.lowered.str(c.plan).find("mask as a pass") != std::string::npos, t.keep)
+          << t.name;
+      CompileOptions opt;
+      opt.target = target;
+      opt.sizes = {{"d", 64}, {"e", 64}};
+      const std::string src = compile_to_target(p, opt).sources.at(0);
+      EXPECT_EQ(src.find("kClampKeys = true") != std::string::npos, t.clamp) << t.name;
+      EXPECT_EQ(src.find("static __device__ bool keep(") != std::string::npos, t.keep) << t.name;
+      EXPECT_EQ(src.find("kMasked"), std::string::npos) << t.name;  // one score function
+      const nlohmann::json j = nlohmann::json::parse(explain_json(p, opt));
+      EXPECT_EQ(j.at("kernels").at(0).at("cuda").at("clamp_keys").get<bool>(), t.clamp)
+          << t.name;
+      EXPECT_EQ(j.at("kernels").at(0).at("cuda").at("keep_pass").get<bool>(), t.keep) << t.name;
+    }
+  }
+  for (const std::string& name : testing::example_names()) {
+    if (name.rfind("evoformer", 0) == 0) continue;  // (d = 32: no tensor cores at d = 128)
+    Compiled c = lowered(testing::example_program(name), Target::cuda_sm90, {{"d", 128}, {"e", 128}});
+    for (const LoweredKernel& k : c.lowered.kernels)
+      if (k.path == LoweredKernel::Path::tensor_core) {
+        EXPECT_FALSE(k.tensor_core.launch.clamp_keys) << name;
+        // (no example's mask reads a score: every one whose removed elements contribute
+        // nothing runs it as a pass)
+        EXPECT_EQ(k.tensor_core.launch.keep_pass,
+                  c.plan.kernels.at(k.plan_kernel).tiles.unmasked_full)
+            << name;
+      }
+  }
+}
+
 // A warp-specialized kernel's producer copies K and V by TMA: one 5-dim map per operand (the K
 // of each score, then each value tensor), dims innermost first: the column dim, the key dim,
 // the buffer's parallel dims in position order. A value split starts V's column coordinate at

@@ -103,16 +103,13 @@ class Printer : public TensorCoreView {
   // parallel dims, m and n: find_staged), or "" when that read is not staged.
   // (param -1: the intermediate `buffer`, in its memory order)
   std::string staged_read(int param, const std::vector<int>& dims, int buffer = -1) const {
-    for (size_t t = 0; t < staged_.size(); ++t) {
-      const Staged& st = staged_[t];
-      if (st.param != param || st.arg_dims != dims || (param < 0 && st.buffer != buffer))
-        continue;
-      const DType ty = param >= 0 ? p_.params[param].type : storage_[buffer];
-      return load_element(ty, "fg::staged_at<" + storage_ctype(ty) + ">(tv.p[" + S(t) +
-                                  "], fg::staged_pitch(" + S(st.elem_bytes) + ", tv.bn), " +
-                                  (st.rows ? "m - tv.m0" : "0") + ", n - tv.n0)");
-    }
-    return "";
+    const int t = a_.staged_tile(param, buffer, dims);
+    if (t < 0) return "";
+    const Staged& st = staged_[t];
+    const DType ty = param >= 0 ? p_.params[param].type : storage_[buffer];
+    return load_element(ty, "fg::staged_at<" + storage_ctype(ty) + ">(tv.p[" + S(t) +
+                                "], fg::staged_pitch(" + S(st.elem_bytes) + ", tv.bn), " +
+                                (st.rows ? "m - tv.m0" : "0") + ", n - tv.n0)");
   }
   // A context: `idx` names the index of row/red/value dims; `acc` maps accumulators.
   // `staged`: the score code, where tv (fg::TileView) locates the staged tiles.
@@ -162,9 +159,8 @@ class Printer : public TensorCoreView {
       return load_element(plan_.buffers[b].type, buf(b) + "[" + off + "]");
     };
     c.gather = [this, staged](int node, int param, const std::vector<std::string>& idx) {
-      bool plain = true;  // staged reads stand for gathers by plain dim indices only
-      for (int a : N(node).args) plain = plain && N(a).op == Op::Index;
-      if (staged && plain) {
+      // (staged reads stand for gathers by plain dim indices only)
+      if (staged && TensorCoreKernel::by_dim_indices(p_, node)) {
         std::string st = staged_read(param, arg_dims(node));
         if (!st.empty()) return st;
       }
@@ -418,6 +414,8 @@ class Printer : public TensorCoreView {
          << ";  // the producer's registers (the compute warps take the rest)\n";
     if (launch_.checks_read_scores)
       os << "  static constexpr bool kChecksReadScores = true;  // score code only at real keys\n";
+    if (launch_.clamp_keys)
+      os << "  static constexpr bool kClampKeys = true;  // a padded key's score code at key N - 1\n";
     if (launch_.pipelined)
       os << "  static constexpr bool kPipelined = true, kPingPong = "
          << (launch_.ping_pong ? "true" : "false") << ";\n";
@@ -516,8 +514,9 @@ class Printer : public TensorCoreView {
         bd << "    " << range_pass(id, k_.row_dim, "m0", "m1", "ctx.r" + S(id)) << "\n";
       bd << "  }\n";
     }
-    // scores, and the weights of a group's P.V: element code at (m, n), any element (cm) or
-    // one the tile mask is known to keep (cf)
+    // scores, and the weights of a group's P.V: element code at (m, n), any element (cm) or,
+    // for the scores, one the tile mask keeps (cf; with keep_pass the kernel applies the mask,
+    // Spec::keep, to a partial tile's elements afterwards)
     auto idx = [this](int d) -> std::string {
       if (d == k_.row_dim) return "m";
       if (d == k_.red_dim) return "n";
@@ -526,19 +525,15 @@ class Printer : public TensorCoreView {
     auto noacc = [](int) { return std::string(); };
     ElementContext cm, cf;
     cm = context(idx, noacc, -1, &cm, true, /*staged=*/true);
-    cf = context(idx, noacc, k_.tiles.unmasked_full ? k_.tiles.mask : -1, &cf, true,
+    cf = context(idx, noacc, launch_.keep_pass ? k_.tiles.mask : -1, &cf, true,
                  /*staged=*/true);
-    std::vector<std::string> scale(G), masked(G), plain(G);
+    std::vector<std::string> scale(G), plain(G);
     for (int g = 0; g < G; ++g) {
-      std::string sc1 = "", sc2 = "";
       if (groups_[g].max_node < 0) {  // a plain group's weights, as they are (kPlainGroups)
-        masked[g] = "((float)(" + em_.value(groups_[g].arg, cm) + "))";
         plain[g] = "((float)(" + em_.value(groups_[g].arg, cf) + "))";
         continue;
       }
-      masked[g] = scaled(groups_[g], cm, &sc1);
-      plain[g] = scaled(groups_[g], cf, &sc2);
-      scale[g] = sc1;
+      plain[g] = scaled(groups_[g], cf, &scale[g]);
     }
     bd << "  template <int g>\n  static __device__ float score_scale(const Ctx& ctx) {\n"
           "    (void)ctx;\n";
@@ -547,14 +542,16 @@ class Printer : public TensorCoreView {
          << (groups_[g].max_node < 0 ? std::string("1.f") : "fg::kLog2e" + scale[g]) << ";"
          << (groups_[g].max_node < 0 ? "  // (a plain group: unused)" : "") << "\n";
     bd << "    return fg::kLog2e;\n  }\n";
-    bd << "  template <int g, bool kMasked>\n  static __device__ float score(const float (&c)["
-       << Sn << "], int m, int n, const Ctx& ctx,\n                                 "
+    bd << "  template <int g>\n  static __device__ float score(const float (&c)[" << Sn
+       << "], int m, int n, const Ctx& ctx,\n                                 "
           "const fg::TileView& tv) {\n    (void)c; (void)m; (void)n; (void)ctx; (void)tv;\n";
-    for (int g = 0; g < G; ++g) {
-      bd << "    if (g == " << g << ") {\n      if (kMasked) return " << masked[g]
-         << ";\n      return " << plain[g] << ";\n    }\n";
-    }
+    for (int g = 0; g < G; ++g) bd << "    if (g == " << g << ") return " << plain[g] << ";\n";
     bd << "    return 0.f;\n  }\n";
+    if (launch_.keep_pass)  // (else the score code holds the mask)
+      bd << "  static constexpr bool kKeep = true;  // partial tiles: the tile mask afterwards\n"
+            "  static __device__ bool keep(int m, int n, const Ctx& ctx, const fg::TileView& tv) {\n"
+            "    (void)m; (void)n; (void)ctx; (void)tv;\n    return (bool)("
+         << em_.value(k_.tiles.mask, cm) << ");\n  }\n";
     // the weights of a group's P.V (kWeightedGroups), factor by factor with the strong zero
     std::ostringstream weigh;
     for (int g = 0; g < G; ++g) {

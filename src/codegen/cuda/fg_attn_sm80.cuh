@@ -135,7 +135,7 @@
 //
 //     // Tile classifier over the index box [m0,m1) x [n0,n1) (already clipped to M, N):
 //     // fg::kTileEmpty (every element masked: the tile is skipped), fg::kTileFull (no element
-//     // masked: score<.., false> is used), fg::kTilePartial (score<.., true>). Must be
+//     // masked), fg::kTilePartial (keep, below, runs on its elements after score). Must be
 //     // conservative: answer PARTIAL when unsure. Generated from interval analysis of the mask.
 //     static __device__ int classify(const Ctx& ctx, int m0, int m1, int n0, int n1);
 //     // optional, with static constexpr bool kBlockRows = true: once per block after make_ctx,
@@ -148,13 +148,19 @@
 //     // factors the outermost positive constant out of the score expression into score_scale
 //     // (vanilla: h = c[0], score_scale = log2(e)/sqrt(d); softcap: h = cap*tanh(c*s/cap),
 //     // score_scale = log2(e)), so the kernel's exp is one FFMA + MUFU. c[s] = raw contraction
-//     // value of score s at (m, n). kMasked = false means the element is known unmasked (skip
-//     // mask terms); a masked element returns -inf. m < M and n < N always hold (the kernel
-//     // clamps out-of-range rows/keys and masks the keys itself). tv locates the current key
-//     // tile's staged tiles in shared memory (fg::staged_at; unused without staged gathers).
-//     template <int g, bool kMasked>
+//     // value of score s at (m, n). m < M always holds (the kernel clamps padded rows); n may
+//     // be a padded key of the last tile (n0 <= n < n0 + BN, its result discarded) unless
+//     // kClampKeys (then n < N). With kKeep the tile mask is taken as true here (the element
+//     // is a full tile's), and keep(m, n, ctx, tv) says for a partial tile's elements whether
+//     // the mask keeps them (else the kernel sets the group's pad: -inf, a plain group's 0;
+//     // it is called at a padded key too, with n as score gets it, and its answer there
+//     // discarded); without kKeep a masked element returns -inf itself. The kernel
+//     // masks the padded keys. tv locates the current key tile's staged tiles in shared
+//     // memory (fg::staged_at; unused without staged gathers).
+//     template <int g>
 //     static __device__ float score(const float (&c)[S], int m, int n, const Ctx& ctx,
 //                                   const fg::TileView& tv);
+//     static __device__ bool keep(int m, int n, const Ctx& ctx, const fg::TileView& tv);
 //     template <int g>
 //     static __device__ float score_scale(const Ctx& ctx);  // > 0, finite
 //     // With bit g of kWeightedGroups: the product of the P.V weights at (m, n), with the
@@ -321,9 +327,23 @@ FG_OPTIONAL_FLAG(ScanByWarpsOf, kScanByWarps)
 // below N: at a padded key the product is 0, which could fail a check no real element fails;
 // and Q's rows past M are copies of row M - 1 (not zeros), so a padded row's score code computes
 // a real row's elements.
-// Without it the score code runs at every key (a padded one at key N - 1) and the result is
-// selected, which keeps its loads of row data (doc[m]) out of the per-element test.
+// Without it the score code runs at every key and a padded key's result is replaced, which
+// keeps its loads of row data (doc[m]) out of a per-element test.
 FG_OPTIONAL_FLAG(ChecksReadScoresOf, kChecksReadScores)
+
+// Optional Spec member kClampKeys (default false): the score code (or a P.V weight, or keep)
+// reads device memory by the key, or takes x % y with y over the key dim, so at a padded key of
+// the last tile
+// it runs at key N - 1 (min(n, N - 1)); without it, at n itself (its shared-memory reads keep
+// immediate offsets; staged tiles and the values per tile line cover the whole tile).
+FG_OPTIONAL_FLAG(ClampKeysOf, kClampKeys)
+
+// Optional Spec member kKeep (default false) with Spec::keep(m, n, ctx, tv): the tile mask,
+// false where an element contributes nothing (a logit of -inf, a plain group's weight 0). The
+// score code is then printed with the mask taken as true (a full tile's elements), and a
+// partial tile's elements where keep is false get the group's pad afterwards. Without it the
+// score code holds the mask itself.
+FG_OPTIONAL_FLAG(KeepOf, kKeep)
 
 // Optional Spec member kProducerRegs (default 56; warp-specialized): the producer warpgroup's
 // registers after setmaxnreg; the compute warpgroups take the rest (224 at 56).
@@ -359,8 +379,8 @@ FG_OPTIONAL(PlainGroupsOf, kPlainGroups, int, 0)
 // Optional Spec member kWeightedGroups (default 0): bit g set weighs group g's probabilities
 // before they multiply its values (key gates: sum(softmax(s) * gate * v)): after the row sums
 // took them as they are, each p becomes p times Spec::weight<g>(c, m, n, ctx, tv), the product
-// of the weights at (m, n), with the strong zero (arguments as score's, n clamped to N - 1 at
-// padded keys, whose p is 0).
+// of the weights at (m, n), with the strong zero (arguments as score's: at a padded key, whose p
+// is 0, n itself or, with kClampKeys, N - 1).
 FG_OPTIONAL(WeightedGroupsOf, kWeightedGroups, int, 0)
 // Optional Spec member kWeightsReadScores (default 0): bit g set: group g's weights read the
 // scores c, so the kernel computes them with the scores (held until the probabilities are
@@ -441,6 +461,8 @@ struct AttnSm80 {
   static constexpr int kPitchQK = PitchQKOf<Spec>::value, kPitchV = PitchVOf<Spec>::value;
   // Group g of plain sums (kPlainGroups)
   static constexpr __host__ __device__ bool plain(int g) { return (PlainGroupsOf<Spec>::value >> g) & 1; }
+  // what an element the mask removes (or a padded key) holds: a logit of -inf, a plain weight 0
+  static __device__ float pad(int g) { return plain(g) ? 0.f : neg_inf(); }
   // Group g of weighted probabilities (kWeightedGroups)
   static constexpr __host__ __device__ bool weighted(int g) { return (WeightedGroupsOf<Spec>::value >> g) & 1; }
   // ... whose row sums take them weighted (kWeighedSums)
@@ -1382,14 +1404,15 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       for (int t = 0; t < NT8; ++t)
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          const int nc = min(n0 + t * 8 + col_t + j, N - 1);
+          const int n = n0 + t * 8 + col_t + j;
+          const int nk = ClampKeysOf<Spec>::value ? min(n, N - 1) : n;
           float w;
           if constexpr (K::kHeldWeights) {
             if (K::weights_read_scores(g)) w = wt[g][b][t][2 * h + j];
           }
           if (!K::weights_read_scores(g))
-            w = g == 0 ? Spec::template weight<0>(none, rm[b][h], nc, ctx, tv)
-                       : Spec::template weight<G - 1>(none, rm[b][h], nc, ctx, tv);
+            w = g == 0 ? Spec::template weight<0>(none, rm[b][h], nk, ctx, tv)
+                       : Spec::template weight<G - 1>(none, rm[b][h], nk, ctx, tv);
           float& p = x[g][b][t][2 * h + j];
           p = (p == 0.f || w == 0.f) ? 0.f : p * w;  // (the strong zero)
         }
@@ -1434,55 +1457,46 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #pragma unroll
     for (int t = 0; t < K::T; ++t) tv.p[t] = staged_area(stgt) + K::staged_off(t);
     HeldWeights wt;  // (kHeldWeights: the weights that read the scores)
-    if (clst == kTileFull && n0 + BN <= N) {
+    // One element loop for every tile: the score code with the tile mask taken as true (a full
+    // tile's elements), at the key itself or, where it reads device memory by the key
+    // (kClampKeys), at min(n, N - 1); where a check reads the products (kChecksReadScores),
+    // only at keys below N (a padded key's product is 0).
+#pragma unroll
+    for (int b = 0; b < MW; ++b)
+#pragma unroll
+      for (int t = 0; t < NT8; ++t)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          float cv[S];
+#pragma unroll
+          for (int s = 0; s < S; ++s) cv[s] = c[s][b][t][i];
+          const int n = n0 + t * 8 + col_t + (i & 1);
+          const int nk = ClampKeysOf<Spec>::value ? min(n, N - 1) : n;
+          const bool live = !ChecksReadScoresOf<Spec>::value || n < N;
+          hold_weights(wt, cv, b, t, i, nk, tv, live);
+          x[0][b][t][i] = live ? Spec::template score<0>(cv, rm[b][i >> 1], nk, ctx, tv) : K::pad(0);
+          if constexpr (G > 1)
+            x[G - 1][b][t][i] =
+                live ? Spec::template score<G - 1>(cv, rm[b][i >> 1], nk, ctx, tv) : K::pad(G - 1);
+        }
+    // A partial tile (or the last one, past N): its padded keys, and its elements the tile mask
+    // removes (kKeep), take the group's pad (-inf, a plain group's 0).
+    if (clst != kTileFull || n0 + BN > N) {
 #pragma unroll
       for (int b = 0; b < MW; ++b)
 #pragma unroll
         for (int t = 0; t < NT8; ++t)
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
-            float cv[S];
-#pragma unroll
-            for (int s = 0; s < S; ++s) cv[s] = c[s][b][t][i];
             const int n = n0 + t * 8 + col_t + (i & 1);
-            hold_weights(wt, cv, b, t, i, n, tv, true);
-            x[0][b][t][i] = Spec::template score<0, false>(cv, rm[b][i >> 1], n, ctx, tv);
-            if constexpr (G > 1)
-              x[G - 1][b][t][i] = Spec::template score<G - 1, false>(cv, rm[b][i >> 1], n, ctx, tv);
-          }
-    } else {
-#pragma unroll
-      for (int b = 0; b < MW; ++b)
-#pragma unroll
-        for (int t = 0; t < NT8; ++t)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            float cv[S];
-#pragma unroll
-            for (int s = 0; s < S; ++s) cv[s] = c[s][b][t][i];
-            const int n = n0 + t * 8 + col_t + (i & 1);
-            const int nc = min(n, N - 1);
-            // (weights that read the scores: like the score code, only at real keys where a
-            // check reads the products; a padded key's probability is 0 whatever it weighs)
-            hold_weights(wt, cv, b, t, i, nc, tv, !ChecksReadScoresOf<Spec>::value || n < N);
-            // (keys past N: a logit of -inf, or a plain group's weight 0). Unless a check reads
-            // the products (ChecksReadScoresOf), the score code runs for every key, a padded
-            // one with its product (0) at key N - 1, and the result is selected: under the test
-            // its loads of row data (doc[m]) would be one per element, not one per row.
-            if constexpr (ChecksReadScoresOf<Spec>::value) {
-              x[0][b][t][i] = n < N ? Spec::template score<0, true>(cv, rm[b][i >> 1], nc, ctx, tv)
-                                    : (K::plain(0) ? 0.f : neg_inf());
-              if constexpr (G > 1)
-                x[G - 1][b][t][i] =
-                    n < N ? Spec::template score<G - 1, true>(cv, rm[b][i >> 1], nc, ctx, tv)
-                          : (K::plain(G - 1) ? 0.f : neg_inf());
-            } else {
-              const float s0 = Spec::template score<0, true>(cv, rm[b][i >> 1], nc, ctx, tv);
-              x[0][b][t][i] = n < N ? s0 : (K::plain(0) ? 0.f : neg_inf());
-              if constexpr (G > 1) {
-                const float s1 = Spec::template score<G - 1, true>(cv, rm[b][i >> 1], nc, ctx, tv);
-                x[G - 1][b][t][i] = n < N ? s1 : (K::plain(G - 1) ? 0.f : neg_inf());
-              }
+            bool kept = n < N;
+            // (not under the test n < N: its loads of row data (doc[m]) stay one per row)
+            if constexpr (KeepOf<Spec>::value)
+              kept = Spec::keep(rm[b][i >> 1], ClampKeysOf<Spec>::value ? min(n, N - 1) : n, ctx,
+                                tv) & kept;
+            if (!kept) {
+              x[0][b][t][i] = K::pad(0);
+              if constexpr (G > 1) x[G - 1][b][t][i] = K::pad(G - 1);
             }
           }
     }

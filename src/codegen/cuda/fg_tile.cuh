@@ -281,7 +281,8 @@ FG_DEV void copy_element(unsigned char* d, const unsigned char* g, bool ok) {
 }
 
 // Copy rows [m0, m0 + ROWS) x keys [n0, n0 + BN) of `src` (ES-byte elements) to the shared
-// tile `dst` (row pitch staged_pitch(ES, BN)); elements past M or N are zero and never read.
+// tile `dst` (row pitch staged_pitch(ES, BN)); elements past M or N are zero (the score code
+// may read them at a padded key; its result there is discarded).
 // Contiguous, 16-byte aligned rows go as 16-byte cp.async chunks (the chunk that N cuts is
 // copied element by element: cp.async would read past the row); any other layout element by
 // element (synchronous: correct for every stride, slower).
