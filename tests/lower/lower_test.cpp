@@ -36,6 +36,30 @@ Compiled fused(const Program& p, Target t, const Extents& sizes) {
   return compile_program(p, o, "lower");
 }
 
+// One kernel's tensor-core lowering at d = e = 64 in every form a test reads: the launch, the
+// text form (--dump-after lower), the printed source and explain's JSON of the kernel.
+// (path: the callers assert it before reading the rest, which is empty off the path)
+struct TensorCoreForms {
+  LoweredKernel::Path path;
+  std::string why;
+  Sm80Launch launch;
+  std::string text, source;
+  nlohmann::json explain;
+};
+TensorCoreForms tensor_core_forms(const Program& p, Target target) {
+  const Extents sizes = {{"d", 64}, {"e", 64}};
+  Compiled c = lowered(p, target, sizes);
+  const LoweredKernel& k = c.lowered.kernels.at(0);
+  TensorCoreForms f{k.path, k.why, k.tensor_core.launch, c.lowered.str(c.plan), "", {}};
+  if (k.path != LoweredKernel::Path::tensor_core) return f;
+  CompileOptions opt;
+  opt.target = target;
+  opt.sizes = sizes;
+  f.source = compile_to_target(p, opt).sources.at(0);
+  f.explain = nlohmann::json::parse(explain_json(p, opt)).at("kernels").at(0).at("cuda");
+  return f;
+}
+
 TEST(Lower, EveryExampleTakesTheTensorCorePathAtItsHeadSizes) {
   for (const std::string& name : testing::example_names()) {
     Program p = testing::example_program(name);
@@ -645,25 +669,13 @@ TEST(Lower, ChecksThatReadScoresKeepTheScoreCodeAtRealKeys) {
                      "t.attn")
             .at(0);
     for (Target target : {Target::cuda_sm90, Target::cuda_sm80}) {
-      Compiled c = lowered(p, target, {{"d", 64}, {"e", 64}});
-      const LoweredKernel& k = c.lowered.kernels.at(0);
-      ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << t.name << ": " << k.why;
-      EXPECT_EQ(k.tensor_core.launch.checks_read_scores, t.reads) << t.name;
-      EXPECT_EQ(c.lowered.str(c.plan).find("checks read the scores") != std::string::npos, t.reads)
+      const TensorCoreForms f = tensor_core_forms(p, target);
+      ASSERT_EQ(f.path, LoweredKernel::Path::tensor_core) << t.name << ": " << f.why;
+      EXPECT_EQ(f.launch.checks_read_scores, t.reads) << t.name;
+      EXPECT_EQ(f.text.find("checks read the scores") != std::string::npos, t.reads) << t.name;
+      EXPECT_EQ(f.source.find("kChecksReadScores = true") != std::string::npos, t.reads)
           << t.name;
-      CompileOptions src;
-      src.target = target;
-      src.sizes = {{"d", 64}, {"e", 64}};
-      EXPECT_EQ(compile_to_target(p, src).sources.at(0).find("kChecksReadScores = true") !=
-                    std::string::npos,
-                t.reads)
-          << t.name;
-      CompileOptions opt;
-      opt.target = target;
-      opt.sizes = {{"d", 64}, {"e", 64}};
-      const nlohmann::json j = nlohmann::json::parse(explain_json(p, opt));
-      EXPECT_EQ(j.at("kernels").at(0).at("cuda").at("checks_read_scores").get<bool>(), t.reads)
-          << t.name;
+      EXPECT_EQ(f.explain.at("checks_read_scores").get<bool>(), t.reads) << t.name;
     }
   }
   // a plain group's weights (sigmoid attention) and the second score of two (diff_attn's form)
@@ -729,26 +741,18 @@ TEST(Lower, KeysClampedOnlyWhereThePerElementCodeReadsDeviceMemoryByTheKey) {
                      "t.attn")
             .at(0);
     for (Target target : {Target::cuda_sm90, Target::cuda_sm80}) {
-      Compiled c = lowered(p, target, {{"d", 64}, {"e", 64}});
-      const LoweredKernel& k = c.lowered.kernels.at(0);
-      ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << t.name << ": " << k.why;
-      EXPECT_EQ(k.tensor_core.launch.clamp_keys, t.clamp) << t.name;
-      EXPECT_EQ(c.lowered.str(c.plan).find("keys clamped") != std::string::npos, t.clamp)
+      const TensorCoreForms f = tensor_core_forms(p, target);
+      ASSERT_EQ(f.path, LoweredKernel::Path::tensor_core) << t.name << ": " << f.why;
+      EXPECT_EQ(f.launch.clamp_keys, t.clamp) << t.name;
+      EXPECT_EQ(f.text.find("keys clamped") != std::string::npos, t.clamp) << t.name;
+      EXPECT_EQ(f.launch.keep_pass, t.keep) << t.name;
+      EXPECT_EQ(f.text.find("mask as a pass") != std::string::npos, t.keep) << t.name;
+      EXPECT_EQ(f.source.find("kClampKeys = true") != std::string::npos, t.clamp) << t.name;
+      EXPECT_EQ(f.source.find("static __device__ bool keep(") != std::string::npos, t.keep)
           << t.name;
-      EXPECT_EQ(k.tensor_core.launch.keep_pass, t.keep) << t.name;
-      EXPECT_EQ(c.lowered.str(c.plan).find("mask as a pass") != std::string::npos, t.keep)
-          << t.name;
-      CompileOptions opt;
-      opt.target = target;
-      opt.sizes = {{"d", 64}, {"e", 64}};
-      const std::string src = compile_to_target(p, opt).sources.at(0);
-      EXPECT_EQ(src.find("kClampKeys = true") != std::string::npos, t.clamp) << t.name;
-      EXPECT_EQ(src.find("static __device__ bool keep(") != std::string::npos, t.keep) << t.name;
-      EXPECT_EQ(src.find("kMasked"), std::string::npos) << t.name;  // one score function
-      const nlohmann::json j = nlohmann::json::parse(explain_json(p, opt));
-      EXPECT_EQ(j.at("kernels").at(0).at("cuda").at("clamp_keys").get<bool>(), t.clamp)
-          << t.name;
-      EXPECT_EQ(j.at("kernels").at(0).at("cuda").at("keep_pass").get<bool>(), t.keep) << t.name;
+      EXPECT_EQ(f.source.find("kMasked"), std::string::npos) << t.name;  // one score function
+      EXPECT_EQ(f.explain.at("clamp_keys").get<bool>(), t.clamp) << t.name;
+      EXPECT_EQ(f.explain.at("keep_pass").get<bool>(), t.keep) << t.name;
     }
   }
   for (const std::string& name : testing::example_names()) {

@@ -1010,21 +1010,23 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   // (sliding windows and the rows above a causal diagonal scan O(n / (64·kSpan)), not O(n / 64)).
   // Then spans of 4 inside a non-empty span (a document's edges; bench/RESULTS.md).
   constexpr int kSpan = 16;
+  // (One classify in the code: the unit at j is the largest of kSpan, 4 and 1 tiles that lines
+  // up and that j has not descended from yet.)
   auto next_tile = [&](int j) {
+    int umax = kSpan;
     while (j < j_end) {
-      if (j % kSpan == 0 && j + kSpan <= j_end &&
-          Spec::classify(ctx, m0, m1, j * BN, min((j + kSpan) * BN, N)) == kTileEmpty) {
-        j += kSpan;
+      const int u = umax >= kSpan && j % kSpan == 0 && j + kSpan <= j_end ? kSpan
+                    : umax >= 4 && j % 4 == 0 && j + 4 <= j_end     ? 4
+                                                                     : 1;
+      const int c = Spec::classify(ctx, m0, m1, j * BN, min((j + u) * BN, N));
+      if (u == 1) cls_next = c;
+      if (c != kTileEmpty) {
+        if (u == 1) break;
+        umax = u / 4;  // a non-empty unit: its first smaller unit next
         continue;
       }
-      if (j % 4 == 0 && j + 4 <= j_end &&
-          Spec::classify(ctx, m0, m1, j * BN, min((j + 4) * BN, N)) == kTileEmpty) {
-        j += 4;
-        continue;
-      }
-      cls_next = Spec::classify(ctx, m0, m1, j * BN, min(j * BN + BN, N));
-      if (cls_next != kTileEmpty) break;
-      ++j;
+      j += u;
+      umax = kSpan;
     }
     return j;
   };
@@ -1185,21 +1187,16 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           if (j == j_begin) lv_base[0] = lv_base[1] = lv_base[2] = -1;  // a new item
           while (j < j_end) {
             bool skipped = false;
+            int need = -1, ng0 = 0;  // a level whose group is not classified yet
 #pragma unroll
             for (int l = 0; l < 3; ++l) {
               const int u = l == 0 ? kSpan : l == 1 ? 4 : 1;  // (next_tile's spans)
-              if (skipped || j % u != 0) continue;
+              if (skipped || need >= 0 || j % u != 0) continue;
               const int g0 = j - j % (4 * u);
               if (lv_base[l] != g0) {
-                const int a = g0 + u * (warp - K::NWC), b = min(a + u, j_end);
-                int c = kTileEmpty;
-                ctx.rg.warps = 1;
-                if (a < b) c = Spec::classify(ctx, m0, m1, a * BN, min(b * BN, N));
-                ctx.rg.warps = 4;
-                int cw[4];
-                group_exchange(c, ctx.rg, cw);
-                lv_cls[l] = (u32)cw[0] | (u32)cw[1] << 8 | (u32)cw[2] << 16 | (u32)cw[3] << 24;
-                lv_base[l] = g0;
+                need = l;
+                ng0 = g0;
+                continue;
               }
               const int c = (int)(lv_cls[l] >> (8 * ((j - g0) / u))) & 0xff;
               if (c == kTileEmpty) {
@@ -1210,6 +1207,22 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
                 return j;
               }
             }
+            if (need < 0) continue;
+            // (one classify in the code for the three levels: it is the scan's largest part)
+            const int u = need == 0 ? kSpan : need == 1 ? 4 : 1;
+            const int a = ng0 + u * (warp - K::NWC), b = min(a + u, j_end);
+            int c = kTileEmpty;
+            ctx.rg.warps = 1;
+            if (a < b) c = Spec::classify(ctx, m0, m1, a * BN, min(b * BN, N));
+            ctx.rg.warps = 4;
+            int cw[4];
+            group_exchange(c, ctx.rg, cw);
+#pragma unroll
+            for (int l = 0; l < 3; ++l)
+              if (l == need) {
+                lv_cls[l] = (u32)cw[0] | (u32)cw[1] << 8 | (u32)cw[2] << 16 | (u32)cw[3] << 24;
+                lv_base[l] = ng0;
+              }
           }
           return j;
         } else {
