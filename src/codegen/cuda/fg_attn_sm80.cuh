@@ -1778,52 +1778,53 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       if (K::kPingPong && wg == 1 && q_items == 1) bar_arrive<2, K::NTC>();
       int jt, clst;
       bool last;  // (not read: the scores of the stage of no tile are Q's last reads here)
-      stage_tile(it_c, jt, clst, last);
+      int is = it_c;  // the stage (counted) of the tile whose scores are in c
+      stage_tile(is, jt, clst, last);
       if (jt < 0) w_after = clst;
       // The scores c and the weights x share registers (softmax_tile reads an element's scores
-      // before it writes its weights), fresh each tile: the previous scores are not live into
-      // the next wgmma, whose accumulator operands are read-write.
+      // before it writes its weights): the next scores go to c once the weights are operands
+      // (the spent weights are the wgmma's read-write accumulator operands, but its first
+      // k-step overwrites them: scale-d 0). Each turn starts with the softmax of the tile scored last (under the
+      // P.V issued at the end of the turn before), so the element code is in the kernel once.
       constexpr int SG = S > G ? S : G;
-      {
-        float cx[SG][MW][NT8][4];
-        auto& c = *reinterpret_cast<float (*)[S][MW][NT8][4]>(&cx);
-        auto& x = *reinterpret_cast<float (*)[G][MW][NT8][4]>(&cx);
-        turn_take();
-        issue_scores(c, it_c % K::kStages);
-        turn_give();
-        wg_wait<0>();
-        scores_landed(c);
-        if (jt < 0) mbar_arrive(q_empty(wg, q_buf));  // (an item of no tiles)
-        if (jt >= 0) {
-          softmax_tile(c, jt, clst, it_c % K::kStages, it_c % K::kDiagCopies, x, alpha, grew);
-          to_operands(x, pa);
+      float cx[SG][MW][NT8][4];
+      auto& c = *reinterpret_cast<float (*)[S][MW][NT8][4]>(&cx);
+      auto& x = *reinterpret_cast<float (*)[G][MW][NT8][4]>(&cx);
+      turn_take();
+      issue_scores(c, is % K::kStages);
+      turn_give();
+      wg_wait<0>();
+      scores_landed(c);
+      if (jt < 0) mbar_arrive(q_empty(wg, q_buf));  // (an item of no tiles)
+      for (bool first = true; jt >= 0; first = false) {
+        softmax_tile(c, jt, clst, is % K::kStages, is % K::kDiagCopies, x, alpha, grew);
+        wg_wait<0>();  // the P.V of the turn before (none in the first)
+        pv_fence();
+        if (!first) {
+          release(it_c);
+          ++it_c;
+          rescale(alpha, grew);
         }
-      }
-      while (jt >= 0) {
-        float cx[SG][MW][NT8][4];
-        auto& c = *reinterpret_cast<float (*)[S][MW][NT8][4]>(&cx);
-        auto& x = *reinterpret_cast<float (*)[G][MW][NT8][4]>(&cx);
+        to_operands(x, pa);
         int jn, cls_n;
-        stage_tile(it_c + 1, jn, cls_n, last);
+        stage_tile(is + 1, jn, cls_n, last);
         if (jn < 0) w_after = cls_n;
-        const int sn = (it_c + 1) % K::kStages;
         turn_take();
-        issue_scores(c, sn, jn >= 0);
-        issue_pv(it_c % K::kStages);
+        issue_scores(c, (is + 1) % K::kStages, jn >= 0);
+        issue_pv(is % K::kStages);
         turn_give();
         wg_wait<1>();  // the scores (P.V still running)
         scores_landed(c);
         if (jn < 0) mbar_arrive(q_empty(wg, q_buf));  // (Q's last reads: the scores of the stage of no tile)
-        if (jn >= 0) softmax_tile(c, jn, cls_n, sn, (it_c + 1) % K::kDiagCopies, x, alpha, grew);
-        wg_wait<0>();
-        pv_fence();
+        ++is;
+        jt = jn;
+        clst = cls_n;
+      }
+      wg_wait<0>();  // the last tile's P.V (none for an item of no tiles)
+      pv_fence();
+      if (is != it_c) {
         release(it_c);
         ++it_c;
-        if (jn >= 0) {
-          rescale(alpha, grew);
-          to_operands(x, pa);
-        }
-        jt = jn;
       }
       release(it_c);  // the stage of no tile (reused)
       ++it_c;
