@@ -1214,7 +1214,9 @@ INSTANTIATE_TEST_SUITE_P(Programs, CudaNorms,
 // mask, a gated output beside a hand-written log-sum-exp, chunked local attention);
 // masks_and_outputs.attn: more of them (a causal mask offset by the key count, a dilated
 // window, block-causal chunks of 12, a clipped score with a per-query temperature,
-// multi-query K/V beside the log-sum-exp, a gated output plus a residual).
+// multi-query K/V beside the log-sum-exp, a gated output plus a residual; masks for the
+// element loop's mask pass and clamped keys: a row-dependent stride, a gather by a clamped
+// distance under per-batch lengths, a mask that reads the score, a divisor read per key).
 struct ProgramCase {
   const char* file;
   const char* program;
@@ -1262,7 +1264,11 @@ INSTANTIATE_TEST_SUITE_P(
                       ProgramCase{"masks_and_outputs.attn", "block_causal"},
                       ProgramCase{"masks_and_outputs.attn", "clip_temp"},
                       ProgramCase{"masks_and_outputs.attn", "mqa_lse"},
-                      ProgramCase{"masks_and_outputs.attn", "gated_residual"}),
+                      ProgramCase{"masks_and_outputs.attn", "gated_residual"},
+                      ProgramCase{"masks_and_outputs.attn", "stride_mask"},
+                      ProgramCase{"masks_and_outputs.attn", "bucket_len"},
+                      ProgramCase{"masks_and_outputs.attn", "score_thresh"},
+                      ProgramCase{"masks_and_outputs.attn", "mod_keys"}),
     [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
 
 // Weights that are not finite (tests/programs/gates.attn) against the reference:
