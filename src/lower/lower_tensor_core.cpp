@@ -402,6 +402,7 @@ class Lowering : public TensorCoreView {
     find_checks_reading_scores(score_code);
     find_hoisted();
     find_tile_values(score_code);
+    find_keep_pass();
     find_staged(per_element_code());
     // Launch shape (tuning from bench/NOTES.md).
     const int Sn = static_cast<int>(scores_.size()), A = static_cast<int>(pv_.size());
@@ -449,7 +450,6 @@ class Lowering : public TensorCoreView {
       staged_ = fit_staged(4);
     }
     find_key_clamp();
-    find_keep_pass();
     choose_wgmma(Sn, A);
     launch_.smem_bytes = smem_bytes(staged_, 0, 0, launch_.stages, launch_.warp_specialized, 0,
                                     launch_.diag_copies, launch_.q_buffers);
@@ -685,7 +685,10 @@ class Lowering : public TensorCoreView {
       if (int s = delta_sign(id)) out_.deltas[id] = s;
   }
   // The score code the kernel computes per element: score_code without what only the values per
-  // tile line read (their operands are computed where those are).
+  // tile line read (their operands are computed where those are), and with keep_pass the tile
+  // mask, which keep() computes per element also where only a value per tile line reads it (a
+  // weight `where(mask, f(n), 0)` computed once per key: the score code reads that value, keep()
+  // the mask's own operands).
   std::set<int> per_element_code() const {
     std::set<int> line(diagonal_.begin(), diagonal_.end());
     line.insert(key_values_.begin(), key_values_.end());
@@ -697,14 +700,16 @@ class Lowering : public TensorCoreView {
         if (sc.node == n) return true;
       return line.count(n) > 0 || (v && v->load_buffer >= 0);
     };
-    std::set<int> code;
+    std::vector<int> roots;
     for (const Group& g : groups_) {
-      std::vector<int> roots = g.pv_weight;
+      roots.insert(roots.end(), g.pv_weight.begin(), g.pv_weight.end());
       roots.push_back(g.arg);
-      for (int root : roots) {
-        const std::set<int> c = closure_of(p_, root, stop);
-        code.insert(c.begin(), c.end());
-      }
+    }
+    if (launch_.keep_pass) roots.push_back(k_.tiles.mask);
+    std::set<int> code;
+    for (int root : roots) {
+      const std::set<int> c = closure_of(p_, root, stop);
+      code.insert(c.begin(), c.end());
     }
     for (int id : line) code.erase(id);
     return code;

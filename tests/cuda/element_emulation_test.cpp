@@ -146,7 +146,7 @@ TEST(ElementEmulation, ExamplesAndUnseenKindsMatchTheReference) {
                            "tests/programs/masks_and_outputs.attn"})
     for (const Program& p : parse_file(testing::source_path(file))) {
       Extents all = {{"b", 2}, {"h", 3}, {"g", 2}, {"r", 129}, {"m", 19}, {"n", 70}, {"d", 5},
-                     {"e", 7}, {"f", 3}, {"t", 11}}, ext;
+                     {"e", 7}, {"f", 3}, {"t", 11}, {"u", 70}}, ext;
       for (const std::string& d : p.dims) ext[d] = all.at(d);
       ps.emplace_back(p, ext);
     }

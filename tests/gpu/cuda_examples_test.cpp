@@ -1216,7 +1216,8 @@ INSTANTIATE_TEST_SUITE_P(Programs, CudaNorms,
 // window, block-causal chunks of 12, a clipped score with a per-query temperature,
 // multi-query K/V beside the log-sum-exp, a gated output plus a residual; masks for the
 // element loop's mask pass and clamped keys: a row-dependent stride, a gather by a clamped
-// distance under per-batch lengths, a mask that reads the score, a divisor read per key).
+// distance under per-batch lengths, a mask that reads the score, a divisor read per key;
+// masks only a weight per diagonal or per key reads, which the mask pass reads itself).
 struct ProgramCase {
   const char* file;
   const char* program;
@@ -1268,7 +1269,9 @@ INSTANTIATE_TEST_SUITE_P(
                       ProgramCase{"masks_and_outputs.attn", "stride_mask"},
                       ProgramCase{"masks_and_outputs.attn", "bucket_len"},
                       ProgramCase{"masks_and_outputs.attn", "score_thresh"},
-                      ProgramCase{"masks_and_outputs.attn", "mod_keys"}),
+                      ProgramCase{"masks_and_outputs.attn", "mod_keys"},
+                      ProgramCase{"masks_and_outputs.attn", "hidden_diag"},
+                      ProgramCase{"masks_and_outputs.attn", "hidden_key"}),
     [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
 
 // Weights that are not finite (tests/programs/gates.attn) against the reference:

@@ -755,6 +755,39 @@ TEST(Lower, KeysClampedOnlyWhereThePerElementCodeReadsDeviceMemoryByTheKey) {
       EXPECT_EQ(f.explain.at("keep_pass").get<bool>(), t.keep) << t.name;
     }
   }
+  // A mask that only a value per tile line reads in the score code (a weight where(mask, f, 0)
+  // computed per diagonal or per key): keep() computes the mask's operands itself, so its reads
+  // decide the clamp and the staging too. hidden_diag: the mask reads a gather by n - m (not a
+  // plain dim index: read from device memory, so keys are clamped: at a padded key its index
+  // could be past the table); hidden_key: the mask reads msk[n], staged with the K/V tile (zero
+  // past N), so no clamp.
+  struct Hidden { const char* name; const char* params; const char* weight; bool clamp, staged; };
+  for (const Hidden& t :
+       {Hidden{"hidden_diag", ", tab: f32[u]",
+               "where(tab[n - m + size(m) - 1] > 0.0, exp(tab[n - m + size(m) - 1]), 0.0)", true,
+               false},
+        Hidden{"hidden_key", ", msk: i32[n], pos: f32[n]", "where(msk[n] != 0, exp(pos[n]), 0.0)",
+               false, true}}) {
+    const Program p = parse_source("program " + std::string(t.name) +
+                                       "(q: bf16[b, h, m, d], k: bf16[b, h, n, d], "
+                                       "v: bf16[b, h, n, e]" +
+                                       t.params + ") {\n  w = " + t.weight +
+                                       "\n  out o: f32[b, h, m, e] = sum(w * sigmoid(sum(q * k, "
+                                       "d)) * v, n)\n}\n",
+                                   "t.attn")
+                          .at(0);
+    for (Target target : {Target::cuda_sm90, Target::cuda_sm80}) {
+      Compiled c = lowered(p, target, {{"d", 64}, {"e", 64}});
+      const LoweredKernel& k = c.lowered.kernels.at(0);
+      ASSERT_EQ(k.path, LoweredKernel::Path::tensor_core) << t.name << ": " << k.why;
+      const TensorCoreKernel& tc = k.tensor_core;
+      ASSERT_TRUE(tc.launch.keep_pass) << t.name;
+      EXPECT_EQ(tc.launch.clamp_keys, t.clamp) << t.name;
+      EXPECT_EQ(tc.diagonal.size() + tc.key_values.size(), 1u) << t.name;  // the weight
+      ASSERT_EQ(tc.staged.size(), t.staged ? 1u : 0u) << t.name;
+      if (t.staged) EXPECT_EQ(p.params[tc.staged[0].param].name, "msk") << t.name;
+    }
+  }
   for (const std::string& name : testing::example_names()) {
     if (name.rfind("evoformer", 0) == 0) continue;  // (d = 32: no tensor cores at d = 128)
     Compiled c = lowered(testing::example_program(name), Target::cuda_sm90, {{"d", 128}, {"e", 128}});

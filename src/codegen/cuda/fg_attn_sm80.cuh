@@ -1583,7 +1583,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // wgmma, asynchronous until wg_wait: the scores of the tile in `stage` into c (one commit
   // group), O_a += P_g(a) . V_v(a) of the tile in `stage` (another); fences for the compiler.
-  // (on = 0: nothing issued, the group committed empty; the scores of a stage of no tile)
+  // (on = 0, the scores of a stage of no tile: only the first k-step issued (scores_wgmma), on
+  // the stage's stale K, and never read)
   auto issue_scores = [&](float (&c)[S][MW][NT8][4], int stage, int on = -1) {
     if constexpr (K::kWgmma) {
       wg_fence();  // (c is written by wgmma only: no fence of it before)
