@@ -687,8 +687,8 @@ class Lowering : public TensorCoreView {
   // The score code the kernel computes per element: score_code without what only the values per
   // tile line read (their operands are computed where those are), and with keep_pass the tile
   // mask, which keep() computes per element also where only a value per tile line reads it (a
-  // weight `where(mask, f(n), 0)` computed once per key: the score code reads that value, keep()
-  // the mask's own operands).
+  // weight `where(mask, f(n), 0)` computed once per key or per diagonal: the score code reads
+  // that value, keep() the mask's own operands).
   std::set<int> per_element_code() const {
     std::set<int> line(diagonal_.begin(), diagonal_.end());
     line.insert(key_values_.begin(), key_values_.end());

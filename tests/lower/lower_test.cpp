@@ -757,10 +757,10 @@ TEST(Lower, KeysClampedOnlyWhereThePerElementCodeReadsDeviceMemoryByTheKey) {
   }
   // A mask that only a value per tile line reads in the score code (a weight where(mask, f, 0)
   // computed per diagonal or per key): keep() computes the mask's operands itself, so its reads
-  // decide the clamp and the staging too. hidden_diag: the mask reads a gather by n - m (not a
-  // plain dim index: read from device memory, so keys are clamped: at a padded key its index
-  // could be past the table); hidden_key: the mask reads msk[n], staged with the K/V tile (zero
-  // past N), so no clamp.
+  // decide the clamp and the staging too. hidden_diag: the mask reads a gather by a function of
+  // n - m (not a plain dim index: read from device memory, so keys are clamped: at a padded key
+  // its index could be past the table); hidden_key: the mask reads msk[n], staged with the K/V
+  // tile (zero past N), so no clamp.
   struct Hidden { const char* name; const char* params; const char* weight; bool clamp, staged; };
   for (const Hidden& t :
        {Hidden{"hidden_diag", ", tab: f32[u]",
