@@ -256,7 +256,7 @@ void unknown_parts(const Program& p, int id, const std::set<int>& ranged, std::v
       if (is_float(n.type) && n.type != DType::f32) out.push_back(id);
       return;
     case Op::Size: case Op::Index: return;
-    case Op::Gather:
+    case Op::Gather: case Op::Param:  // data: known where the target bounds it (ranged)
       if (!ranged.count(id)) out.push_back(id);
       return;
     case Op::And: case Op::Or: {  // either side decides

@@ -11,6 +11,7 @@
 #include "codegen/interval_code.h"
 #include "codegen/target.h"
 #include "flashgen/error.h"
+#include "passes/passes.h"
 
 namespace flashgen {
 
@@ -522,7 +523,7 @@ class KernelWriter {
             return std::make_pair(std::string("0.0"), "(double)(n_" + p_.dims[d] + " - 1)");
           return std::make_pair("(double)" + index_of(d), "(double)" + index_of(d));
         }
-        case Op::Gather:
+        case Op::Gather: case Op::Param:
           if (ranged.count(id)) return std::make_pair("r" + std::to_string(id) + "lo",
                                                       "r" + std::to_string(id) + "hi");
           return std::nullopt;
@@ -535,15 +536,19 @@ class KernelWriter {
     for (const DataRange& dr : k_.tiles.data_ranges) {
       const int id = dr.node, over = dr.over;
       const Node& n = p_.nodes[id];
-      std::string args, r = "r" + std::to_string(id);
-      for (int a : n.args) {
-        int d = p_.nodes[a].dim;
-        args += ", " + (d == over ? std::string("i") : index_of(d));
+      const std::string r = "r" + std::to_string(id), q = std::to_string(n.param);
+      // the read at the tile's index i over `over`, the grid's index elsewhere: a gather's
+      // helper, or a parameter read by name (its element)
+      std::string v = n.op == Op::Gather ? "G" + q + "(err" : "B" + q + "[0";
+      const std::vector<int> dims = read_dims(p_, id);
+      for (size_t j = 0; j < dims.size(); ++j) {
+        const std::string ix = dims[j] == over ? std::string("i") : index_of(dims[j]);
+        v += n.op == Op::Gather ? ", " + ix : " + " + ix + " * s" + q + "_" + std::to_string(j);
       }
+      v = n.op == Op::Gather ? v + ")" : load_element(plan_.buffers[n.param].type, v + "]");
       ranged.insert(id);
       if (over < 0) {
-        os_ << data_value_bounds(p_, id, "G" + std::to_string(n.param) + "(err" + args + ")", ind_,
-                                 node_text(p_, id) + ", one value over the tile");
+        os_ << data_value_bounds(p_, id, v, ind_, node_text(p_, id) + ", one value over the tile");
         continue;
       }
       const bool row = over == k_.row_dim;
@@ -551,7 +556,7 @@ class KernelWriter {
           << node_text(p_, id) << " over the tile\n"
           << ind_ << "for (int64_t i = " << (row ? "r0" : "t0") << "; i < "
           << (row ? "r0 + rows" : "t0 + cols") << "; ++i) {\n"
-          << ind_ << "  const double v = (double)G" << n.param << "(err" << args << ");\n"
+          << ind_ << "  const double v = (double)" << v << ";\n"
           << ind_ << "  if (v != v) { " << r << "lo = NAN; " << r << "hi = NAN; break; }\n"
           << ind_ << "  " << r << "lo = v < " << r << "lo ? v : " << r << "lo; " << r << "hi = v > "
           << r << "hi ? v : " << r << "hi;\n"

@@ -146,7 +146,22 @@ class Lowering : public TensorCoreView {
               operand_buffer(b, k_.red_dim, cdim_, "key")};
       scores_.push_back(s);
     }
-    if (scores_.empty()) fail("no tensor-core contraction (q.k over a head dim) feeds the loop");
+    if (scores_.empty()) {
+      // (a sum of a product over a head dim whose operand is read through a gather, as K from a
+      // paged cache: say which read keeps it off the tensor cores)
+      for (const PlanValue& v : k_.values) {
+        const Node& n = N(v.node);
+        if (n.op != Op::Sum || !dimset_subset(n.reduce, k_.elim) || N(n.args[0]).op != Op::Mul)
+          continue;
+        for (int a : N(n.args[0]).args)
+          if (N(a).op == Op::Gather && dimset_subset(n.reduce, N(a).dims))
+            fail("the score " + nt(v.node) + " reads '" + p_.params[N(a).param].name +
+                 "' through a gather (" + nt(a) +
+                 "): the tensor-core path takes its query and key operands as tensors read "
+                 "at their own dims");
+      }
+      fail("no tensor-core contraction (q.k over a head dim) feeds the loop");
+    }
     if (scores_.size() > 2) fail(S(scores_.size()) + " score contractions (at most 2)");
     // Groups: online Max over the key dim.
     for (const Accumulator& a : k_.accs) {

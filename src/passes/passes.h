@@ -43,5 +43,8 @@ bool is_const(const Program& p, int id, double v);
 // `stop(n)` true: n is in the closure, what it is computed from is not.
 std::set<int> closure_of(const Program& p, int id,
                          const std::function<bool(int)>& stop = nullptr);
+// The dim each index of a data read stands at: a parameter read by name, its dims; a gather, the
+// dim of each index that is a plain dim index (doc[n]: n) and -1 for any other index.
+std::vector<int> read_dims(const Program& p, int id);
 
 }  // namespace flashgen

@@ -41,6 +41,15 @@ std::set<int> closure_of(const Program& p, int id, const std::function<bool(int)
   return nodes;
 }
 
+std::vector<int> read_dims(const Program& p, int id) {
+  const Node& n = p.nodes[id];
+  if (n.op == Op::Param) return p.params[n.param].dims;
+  std::vector<int> dims;
+  if (n.op == Op::Gather)
+    for (int a : n.args) dims.push_back(p.nodes[a].op == Op::Index ? p.nodes[a].dim : -1);
+  return dims;
+}
+
 bool is_const(const Program& p, int id, double v) {
   const Node& n = p.nodes[id];
   return n.op == Op::Const && (n.value == v || (std::isnan(v) && std::isnan(n.value)));

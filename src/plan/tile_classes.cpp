@@ -8,7 +8,10 @@
 // index ranges (codegen: emit_tile_class, emit_sm80 classify); a gather by plain dim indices
 // over the row or the key dim (doc[m], doc[n]) is bounded by the min and max of the values the
 // tile reads, other data is "unknown", so `doc[m] == doc[n]` skips tiles between documents and
-// `... and n <= m` still skips the tiles above the diagonal for any ids.
+// `... and n <= m` still skips the tiles above the diagonal for any ids. A parameter read by
+// name at its own dims (`win` of win: i32[], `pad` of pad: bool[b, n]) is such a read too.
+// A plain sum of a bool cast to a number (`sum(f32(keep), n)`: 0 where keep is false) counts
+// as a sum of where(keep, 1, 0) (only at the top: f32(false) * inf is NaN, not 0).
 // Preconditions: a plan of a canonical, online-rewritten program (make_plan), whose
 // accumulators carry their exp factors.
 // Test: tests/plan/plan_test.cpp (mask found), tests/cpu (skipping keeps results exact).
@@ -41,6 +44,14 @@ int zero_condition(const Program& p, int x) {
   return -1;
 }
 
+// The c of a summand: zero_condition's, or c of a number cast from the bool c (0 where c is
+// false; not inside a product, where 0 * inf would be NaN).
+int summand_condition(const Program& p, int x) {
+  const Node& n = p.nodes[x];
+  if (n.op == Op::Cast && p.nodes[n.args[0]].type == DType::boolean) return n.args[0];
+  return zero_condition(p, x);
+}
+
 
 // The mask's gathers bounded by the data a tile reads (DataRange).
 std::vector<DataRange> data_ranges(const Program& p, const PlanKernel& k) {
@@ -50,15 +61,14 @@ std::vector<DataRange> data_ranges(const Program& p, const PlanKernel& k) {
   std::vector<DataRange> out;
   for (int id : closure_of(p, k.tiles.mask)) {
     const Node& n = p.nodes[id];
-    if (n.op != Op::Gather) continue;
+    if (n.op != Op::Gather && n.op != Op::Param) continue;
     int over = -1, count = 0;
-    for (int a : n.args) {
-      const Node& x = p.nodes[a];
-      if (x.op != Op::Index) count = 2;
-      else if (x.dim == k.row_dim || x.dim == k.red_dim) over = x.dim, ++count;
-      else if (!grid(x.dim)) count = 2;
+    for (int d : read_dims(p, id)) {
+      if (d < 0) count = 2;  // (a gather by an index that is not a plain dim index)
+      else if (d == k.row_dim || d == k.red_dim) over = d, ++count;
+      else if (!grid(d)) count = 2;
     }
-    if (count <= 1) out.push_back({id, over});  // count 0: over grid dims only (len[b])
+    if (count <= 1) out.push_back({id, over});  // count 0: over grid dims only (len[b], win)
   }
   return out;
 }
@@ -80,7 +90,7 @@ void classify_tiles(Plan& plan) {
                              [&](int m) { return m == a.rescale_by[0]; })) {
         c = kill_condition(p, p.nodes[a.rescale_by[0]].args[0]);  // one max, once or more
       } else if (a.op == Op::Sum && a.rescale_by.empty()) {
-        c = zero_condition(p, p.nodes[a.node].args[0]);  // a plain sum
+        c = summand_condition(p, p.nodes[a.node].args[0]);  // a plain sum
       }
       if (c < 0 || (mask >= 0 && c != mask)) {
         ok = false;

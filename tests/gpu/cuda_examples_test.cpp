@@ -1217,7 +1217,9 @@ INSTANTIATE_TEST_SUITE_P(Programs, CudaNorms,
 // multi-query K/V beside the log-sum-exp, a gated output plus a residual; masks for the
 // element loop's mask pass and clamped keys: a row-dependent stride, a gather by a clamped
 // distance under per-batch lengths, a mask that reads the score, a divisor read per key;
-// masks only a weight per diagonal or per key reads, which the mask pass reads itself).
+// masks only a weight per diagonal or per key reads, which the mask pass reads itself; mask
+// data read by name, which the tile classifier bounds: a scalar window, a key padding, a
+// per-row limit; a count of kept keys by a bool cast).
 struct ProgramCase {
   const char* file;
   const char* program;
@@ -1271,7 +1273,11 @@ INSTANTIATE_TEST_SUITE_P(
                       ProgramCase{"masks_and_outputs.attn", "score_thresh"},
                       ProgramCase{"masks_and_outputs.attn", "mod_keys"},
                       ProgramCase{"masks_and_outputs.attn", "hidden_diag"},
-                      ProgramCase{"masks_and_outputs.attn", "hidden_key"}),
+                      ProgramCase{"masks_and_outputs.attn", "hidden_key"},
+                      ProgramCase{"masks_and_outputs.attn", "win_scalar"},
+                      ProgramCase{"masks_and_outputs.attn", "pad_by_name"},
+                      ProgramCase{"masks_and_outputs.attn", "row_limit"},
+                      ProgramCase{"masks_and_outputs.attn", "count_cast"}),
     [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
 
 // Weights that are not finite (tests/programs/gates.attn) against the reference:

@@ -298,6 +298,23 @@ TEST(Lower, HopperPipelinesWhereTheNextScoresFitAndWidensWgmmaToTheKeyTile) {
 // text form and explain's JSON): operands in pieces, a head-dim tile or value chunk that is not
 // a multiple of wgmma's 64-column panels, or wgmma's live arrays over the registers it allows.
 // wgmma kernels and cuda-sm80 kernels leave it empty.
+// A score whose key operand is read through a gather (K from a paged cache) stays on the element
+// path, and the reason names the gathered tensor, not a missing contraction.
+TEST(Lower, AGatheredKeyOperandIsNamedAsWhyTheScoreStaysOffTheTensorCores) {
+  Program p = parse_source(R"(
+program paged(q: bf16[b, h, m, d], kc: bf16[c, w, h, d], v: bf16[b, h, n, e], page: i32[b, n]) {
+  s = sum(q * kc[page[b, n], n % size(w), h, d], d)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+)", "paged.attn").at(0);
+  for (Target t : {Target::cuda_sm80, Target::cuda_sm90}) {
+    Compiled c = lowered(p, t, {{"d", 64}, {"e", 64}});
+    const LoweredKernel& k = c.lowered.kernels.at(0);
+    EXPECT_EQ(k.path, LoweredKernel::Path::element);
+    EXPECT_NE(k.why.find("reads 'kc' through a gather"), std::string::npos) << k.why;
+  }
+}
+
 TEST(Lower, HopperSaysWhyProductsStayOnMmaSync) {
   struct Case { const char* name; int64_t d, e; bool wgmma; };
   for (const Case& t : {Case{"vanilla", 128, 128, true}, Case{"diff_attn", 64, 64, true},

@@ -5,6 +5,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "codegen/interval_code.h"
 #include "compiler/pipeline.h"
 #include "flashgen/compile.h"
 #include "flashgen/flashgen.h"
@@ -205,6 +206,34 @@ program lens(q: bf16[b, m, d], k: bf16[b, n, d], v: bf16[b, n, e], len: i32[b], 
             "len");
   EXPECT_EQ(lk.tiles.data_ranges[0].over, -1);
   EXPECT_NE(lens.str().find("data-bounded %"), std::string::npos) << lens.str();
+}
+
+// A parameter read by name at its own dims is data like a gather by those dims: one value per
+// block over grid dims (win), a range per tile over the key or row dim (pad over n, lim over m);
+// and a plain sum of a bool cast to a number keeps the mask (its summand is 0 where it is false).
+TEST(Plan, MaskDataReadByNameIsBoundedAndABoolCountKeepsTheMask) {
+  const std::vector<Program> ps =
+      parse_file(testing::source_path("tests/programs/masks_and_outputs.attn"));
+  auto program = [&](const std::string& name) {
+    for (const Program& p : ps)
+      if (p.name == name) return p;
+    throw std::runtime_error("no program " + name);
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"win_scalar", ""}, {"pad_by_name", "n"}, {"row_limit", "m"}, {"count_cast", ""}};
+  for (const auto& [name, over] : cases) {
+    Plan plan = compile_program(program(name), {}, "classify_tiles").plan;
+    const Program& p = plan.program;
+    const PlanKernel& k = plan.kernels.at(0);
+    ASSERT_GE(k.tiles.mask, 0) << name << ": " << k.tiles.note;
+    EXPECT_TRUE(k.tiles.skip_empty && k.tiles.unmasked_full) << name;
+    ASSERT_EQ(k.tiles.data_ranges.size(), 1u) << name;
+    const Node& n = p.nodes[k.tiles.data_ranges[0].node];
+    EXPECT_EQ(n.op, Op::Param) << name;
+    EXPECT_EQ(k.tiles.data_ranges[0].over, over.empty() ? -1 : p.find_dim(over)) << name;
+    EXPECT_TRUE(interval_undecided(p, k.tiles.mask, {k.tiles.data_ranges[0].node}).empty())
+        << name;
+  }
 }
 
 TEST(Explain, JsonHasKernelsWithReadsAndWrites) {

@@ -227,11 +227,9 @@ class Printer : public TensorCoreView {
     std::ostringstream os;
     for (const DataRange& dr : data_ranges_) {
       if (dr.over == k_.row_dim) continue;
-      if (dr.over < 0) {  // over the block's parallel dims only: one value (len[b])
-        const Node& n = N(dr.node);
-        std::string args;
-        for (int a : n.args) args += ", (int64_t)ctx.g" + S(N(a).dim);
-        os << data_value_bounds(p_, dr.node, "G" + S(buffer_of_param(n.param)) + "(ctx" + args + ")",
+      if (dr.over < 0) {  // over the block's parallel dims only: one value (len[b], win)
+        os << data_value_bounds(p_, dr.node,
+                                data_read(dr.node, [](int d) { return "(int64_t)ctx.g" + S(d); }),
                                 indent, node_text(p_, dr.node) + ", one value per block");
         continue;
       }
@@ -241,20 +239,33 @@ class Printer : public TensorCoreView {
     }
     return os.str();
   }
-  // One fg::warp_range call: gather `id` over [i0, i1) of dim `over` into <out>lo, <out>hi.
+  // The value of data read `id` (a gather by plain dim indices, or a parameter read by name)
+  // at the indices index(dim) of its dims: the gather's helper, or the parameter's element.
+  std::string data_read(int id, const std::function<std::string(int)>& index) const {
+    const Node& n = N(id);
+    const std::vector<int> dims = read_dims(p_, id);
+    const int b = buffer_of_param(n.param);
+    if (n.op == Op::Gather) {
+      std::string args;
+      for (int d : dims) args += ", " + index(d);
+      return "G" + S(b) + "(ctx" + args + ")";
+    }
+    std::string off = "0";
+    for (size_t i = 0; i < dims.size(); ++i) off += " + " + index(dims[i]) + " * " + stride(b, i);
+    return load_element(plan_.buffers[b].type, buf(b) + "[" + off + "]");
+  }
+  // One fg::warp_range call: data read `id` over [i0, i1) of dim `over` into <out>lo, <out>hi.
   // Printed unconditionally at the top of classify and block_rows: the warps ctx.rg names
   // compute each range together and meet at a barrier inside the call (the producer's four; one
   // warp, no barrier, where the producer's warps classify a unit each: kScanByWarps).
   std::string range_pass(int id, int over, const std::string& i0, const std::string& i1,
                          const std::string& out) const {
-    const Node& n = N(id);
-    std::string args;
-    for (int a : n.args)
-      args += N(a).dim == over ? ", (int64_t)i" : ", (int64_t)ctx.g" + S(N(a).dim);
-    const std::string T = range_type(n.param);
-    return "fg::warp_range<" + T + ">([&](int i) { return (" + T + ")G" +
-           S(buffer_of_param(n.param)) + "(ctx" + args + "); }, " + i0 + ", " + i1 + ", " + out +
-           "lo, " + out + "hi, ctx.rg);";
+    const std::string T = range_type(N(id).param);
+    const std::string v = data_read(id, [over](int d) {
+      return d == over ? std::string("(int64_t)i") : "(int64_t)ctx.g" + S(d);
+    });
+    return "fg::warp_range<" + T + ">([&](int i) { return (" + T + ")" + v + "; }, " + i0 +
+           ", " + i1 + ", " + out + "lo, " + out + "hi, ctx.rg);";
   }
 
   std::string classify_code() const {
@@ -287,7 +298,7 @@ class Printer : public TensorCoreView {
           if (is_par(d)) return std::make_pair("(double)ctx.g" + S(d), "(double)ctx.g" + S(d));
           return std::make_pair(std::string("0.0"), "(double)(" + extent(d) + " - 1)");
         }
-        case Op::Gather:
+        case Op::Gather: case Op::Param:
           if (ranged_.count(id)) {
             const std::string r = (row_ranged_.count(id) ? "ctx.r" : "r") + S(id);
             return std::make_pair(r + "lo", r + "hi");
