@@ -288,6 +288,37 @@ void unknown_parts(const Program& p, int id, const std::set<int>& ranged, std::v
 }
 }  // namespace
 
+namespace {
+// The data reads (gathers, parameters) under `id` that the rules reach: through operations
+// with a rule, and `and`, `or`, `where`; not under one without (sin of the data: never bounded).
+void ruled_reads(const Program& p, int id, std::set<int>& seen, std::set<int>& out) {
+  if (!seen.insert(id).second) return;
+  const Node& n = p.nodes[id];
+  switch (n.op) {
+    case Op::Gather: case Op::Param: out.insert(id); return;
+    case Op::Const: case Op::Size: case Op::Index: return;
+    case Op::And: case Op::Or: case Op::Where: break;
+    default:
+      if (!node_rule(p, id)) return;
+  }
+  for (int a : n.args) ruled_reads(p, a, seen, out);
+}
+}  // namespace
+
+std::vector<DataRange> deciding_data_ranges(const Program& p, const TileClasses& tiles) {
+  if (tiles.mask < 0 || !(tiles.skip_empty || tiles.unmasked_full)) return {};
+  std::set<int> seen, reached, ranged;
+  ruled_reads(p, tiles.mask, seen, reached);
+  std::vector<DataRange> out;
+  for (const DataRange& r : tiles.data_ranges)
+    if (reached.count(r.node)) {
+      out.push_back(r);
+      ranged.insert(r.node);
+    }
+  if (!interval_undecided(p, tiles.mask, ranged).empty()) return {};
+  return out;
+}
+
 std::vector<int> interval_undecided(const Program& p, int mask, const std::set<int>& ranged) {
   std::vector<int> out;
   unknown_parts(p, mask, ranged, out);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "flashgen/ir.h"
+#include "plan/plan.h"
 
 namespace flashgen {
 
@@ -41,7 +42,8 @@ struct IntervalTarget {
   std::function<std::optional<std::pair<std::string, std::string>>(int node)> leaf;
 };
 
-// The mask's gathers a target bounds by the data a tile reads are the plan's
+// The mask's data reads (gathers, parameters read by name) a target bounds by the data a tile
+// reads are the plan's
 // (TileClasses::data_ranges, plan/tile_classes.cpp): the target renders the pass over
 // [start, end) of `over` and returns the node's bounds from its leaf.
 // The declarations of r<ID>lo / r<ID>hi for a DataRange with over = -1, from the C expression
@@ -55,6 +57,12 @@ std::string data_value_bounds(const Program& p, int node, const std::string& val
 // constant) if none of its parts decides; empty if the mask can be decided. An `and` is decided
 // (false) by either side, an `or` (true) by either side, a `where` by its condition and a branch.
 std::vector<int> interval_undecided(const Program& p, int mask, const std::set<int>& ranged);
+
+// The plan's data ranges (TileClasses::data_ranges) worth a pass over the data: those the rules
+// reach from the mask (not under an operation without a rule, as sin of the data), and none
+// where the mask stays undecided with them (every tile computed anyway). The targets bound these
+// and no others (the lowering's Sm80Launch data ranges, the loop printer's).
+std::vector<DataRange> deciding_data_ranges(const Program& p, const TileClasses& tiles);
 
 std::string interval_lo(int node);  // "l<ID>"
 std::string interval_hi(int node);  // "h<ID>"

@@ -533,7 +533,7 @@ class KernelWriter {
     // Data in the mask (doc[m] == doc[n]; which gathers: TileClasses::data_ranges) is bounded by
     // the min and max of the values the tile reads, as on CUDA (emit_sm80.cpp, data_ranges); a
     // NaN makes it unknown (NaN bounds).
-    for (const DataRange& dr : k_.tiles.data_ranges) {
+    for (const DataRange& dr : deciding_data_ranges(p_, k_.tiles)) {
       const int id = dr.node, over = dr.over;
       const Node& n = p_.nodes[id];
       const std::string r = "r" + std::to_string(id), q = std::to_string(n.param);

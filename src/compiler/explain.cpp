@@ -125,7 +125,7 @@ std::vector<std::string> mask_undecided(const Plan& plan, const PlanKernel& k) {
 // The mask's gathers that the tile classifiers bound by the data a tile reads (node text).
 std::vector<std::string> data_bounded(const Plan& plan, const PlanKernel& k) {
   std::vector<std::string> out;
-  for (const DataRange& r : k.tiles.data_ranges)
+  for (const DataRange& r : deciding_data_ranges(plan.program, k.tiles))
     out.push_back(node_text(plan.program, r.node) +
                   (r.over < 0 ? std::string(" (one value per tile: read at grid indices only)")
                               : " (per tile of " + plan.program.dims[r.over] + ")"));

@@ -129,6 +129,13 @@ class Lowering : public TensorCoreView {
   void analyse() {
     if (k_.red_dim < 0) fail("it has no streamed reduction dim");
     if (k_.row_dim < 0) fail("it has no row dim");
+    // Data the classifier bounds per tile (the plan's data ranges that decide tiles; the
+    // producer's registers and scan below depend on them).
+    data_ranges_ = deciding_data_ranges(p_, k_.tiles);
+    for (const DataRange& dr : data_ranges_) {
+      ranged_.insert(dr.node);
+      if (dr.over == k_.row_dim) row_ranged_.insert(dr.node);
+    }
     // Scores: contractions over one eliminated dim.
     for (const PlanValue& v : k_.values) {
       if (!v.contraction) continue;
@@ -504,14 +511,6 @@ class Lowering : public TensorCoreView {
     launch_.mask_node = k_.tiles.mask;
     for (int id : diagonal_) launch_.diagonal.push_back(node_text(p_, id));
     for (int id : key_values_) launch_.key_values.push_back(node_text(p_, id));
-    // Data the classifier bounds per tile (data_ranges), when the tiles are classified.
-    if (k_.tiles.mask >= 0 && (k_.tiles.skip_empty || k_.tiles.unmasked_full)) {
-      data_ranges_ = k_.tiles.data_ranges;
-      for (const DataRange& dr : data_ranges_) {
-        ranged_.insert(dr.node);
-        if (dr.over == k_.row_dim) row_ranged_.insert(dr.node);
-      }
-    }
     launch_.scan_by_warps = launch_.warp_specialized && keys_classified_by_data();
     // Whether the work items' work differs: a tile mask the interval rules decide for some tile
     // (by index arithmetic or the data a tile reads), so that items skip or unmask different
@@ -1057,8 +1056,7 @@ class Lowering : public TensorCoreView {
   // Whether the key tiles are classified by data read over the keys (a data range over the
   // key dim, such as document's doc[n]), not by index arithmetic alone.
   bool keys_classified_by_data() const {
-    if (k_.tiles.mask < 0 || !(k_.tiles.skip_empty || k_.tiles.unmasked_full)) return false;
-    for (const DataRange& dr : k_.tiles.data_ranges)
+    for (const DataRange& dr : data_ranges_)
       if (dr.over == k_.red_dim) return true;
     return false;
   }

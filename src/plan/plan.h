@@ -78,7 +78,8 @@ struct Accumulator {
   std::vector<int> exp_factors;
 };
 
-// A gather in a tile mask that the tile classifiers bound by the data a tile reads (doc[m],
+// A data read in a tile mask (a gather by plain dim indices, or a parameter read by name at its
+// own dims) that the tile classifiers bound by the data a tile reads (doc[m],
 // doc[n], len[b]): every index is a plain dim index, at most one of them over the row or the key
 // dim (`over`), the others over grid dims. With `over` = -1 (indices over grid dims only:
 // len[b], offset[b, h]) the gather is one value over the tile, and its bounds are that value
@@ -91,7 +92,7 @@ struct DataRange {
 
 struct TileClasses {
   int mask = -1;        // a bool node over (row, red, ...) or -1: every tile is "partial"
-  std::vector<DataRange> data_ranges;  // the mask's gathers bounded by the data they read
+  std::vector<DataRange> data_ranges;  // the mask's data reads bounded by the data they read
   bool skip_empty = false;      // tiles where `mask` is false everywhere contribute nothing
   bool unmasked_full = false;   // tiles where `mask` is true everywhere skip its evaluation
   std::string note;             // why (or why not)

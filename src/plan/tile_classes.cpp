@@ -11,7 +11,10 @@
 // `... and n <= m` still skips the tiles above the diagonal for any ids. A parameter read by
 // name at its own dims (`win` of win: i32[], `pad` of pad: bool[b, n]) is such a read too.
 // A plain sum of a bool cast to a number (`sum(f32(keep), n)`: 0 where keep is false) counts
-// as a sum of where(keep, 1, 0) (only at the top: f32(false) * inf is NaN, not 0).
+// as a sum of where(keep, 1, 0) (the summand itself only, not a factor of a product: a cautious
+// reach, which the count of kept keys needs). A data read the rules cannot use (under sin, or
+// in a mask that stays undecided) is listed here all the same: the targets take the ranges that
+// decide tiles (codegen/interval_code.h, deciding_data_ranges).
 // Preconditions: a plan of a canonical, online-rewritten program (make_plan), whose
 // accumulators carry their exp factors.
 // Test: tests/plan/plan_test.cpp (mask found), tests/cpu (skipping keeps results exact).
@@ -45,7 +48,7 @@ int zero_condition(const Program& p, int x) {
 }
 
 // The c of a summand: zero_condition's, or c of a number cast from the bool c (0 where c is
-// false; not inside a product, where 0 * inf would be NaN).
+// false; as the summand itself, not as a factor of a product).
 int summand_condition(const Program& p, int x) {
   const Node& n = p.nodes[x];
   if (n.op == Op::Cast && p.nodes[n.args[0]].type == DType::boolean) return n.args[0];

@@ -233,6 +233,29 @@ TEST(Plan, MaskDataReadByNameIsBoundedAndABoolCountKeepsTheMask) {
     EXPECT_EQ(k.tiles.data_ranges[0].over, over.empty() ? -1 : p.find_dim(over)) << name;
     EXPECT_TRUE(interval_undecided(p, k.tiles.mask, {k.tiles.data_ranges[0].node}).empty())
         << name;
+    EXPECT_EQ(deciding_data_ranges(p, k.tiles), k.tiles.data_ranges) << name;
+  }
+  // Data the rules cannot use gets no pass: under sin (the mask decided by n <= m alone), or in
+  // a mask that stays undecided; the lowering then scans no key data either.
+  for (const char* cond : {"sin(pos) > 0.0 and n <= m", "sin(pos) > 0.0"}) {
+    SCOPED_TRACE(cond);
+    const Program prog = parse_source(std::string(R"(
+program sinpos(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], pos: f32[b, n]) {
+  s = where()") + cond + R"(, sum(q * k, d), -inf)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+}
+)", "sinpos.attn").at(0);
+    CompileOptions o;
+    o.target = Target::cuda_sm90;
+    o.sizes = {{"d", 64}, {"e", 64}};
+    Compiled c = compile_program(prog, o, "lower");
+    const PlanKernel& k = c.plan.kernels.at(0);
+    ASSERT_GE(k.tiles.mask, 0);
+    EXPECT_EQ(k.tiles.data_ranges.size(), 1u);  // (the plan lists the read)
+    EXPECT_TRUE(deciding_data_ranges(c.plan.program, k.tiles).empty());
+    const Sm80Launch& la = c.lowered.kernels.at(0).tensor_core.launch;
+    EXPECT_TRUE(c.lowered.kernels.at(0).tensor_core.data_ranges.empty());
+    EXPECT_FALSE(la.scan_by_warps);
   }
 }
 

@@ -110,6 +110,64 @@ program lens(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e], len: i32[b]) {
             "");
 }
 
+// Mask data read by name at the parameter's own dims (tests/programs/masks_and_outputs.attn): a
+// window of one value per call, a key padding in runs under a causal mask, a per-row key limit
+// that grows with the row. The kernel skips and unmasks exactly the tiles the host counts
+// (empty, full and partial ones in each), and the answers are the reference's.
+TEST(ProfileTiles, MaskDataReadByNameSkipsTheDeadTiles) {
+  const int64_t M = 300, N = 280;
+  auto pad_at = [](int64_t n) { return n < 90 || (n >= 200 && n < 250); };
+  auto lim_at = [](int64_t m) { return m / 2 + 10; };
+  struct Case {
+    const char* program;
+    std::function<bool(int64_t, int64_t)> kept;
+  };
+  const std::vector<Case> cases = {
+      {"win_scalar", [](int64_t m, int64_t n) { return std::llabs(m - n) <= 40; }},
+      {"pad_by_name", [&](int64_t m, int64_t n) { return pad_at(n) && n <= m; }},
+      {"row_limit", [&](int64_t m, int64_t n) { return n <= lim_at(m); }}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.program);
+    Program p;
+    for (const Program& q :
+         parse_file(testing::source_path("tests/programs/masks_and_outputs.attn")))
+      if (q.name == c.program) p = q;
+    ASSERT_EQ(p.name, c.program);
+    const Extents sizes = {{"b", 1}, {"h", 2}, {"m", M}, {"n", N}, {"d", 8}, {"e", 8}};
+    Tensor data;
+    std::string name;
+    if (p.find_param("win") >= 0) {
+      name = "win";
+      data = Tensor(DType::i32, {});
+      data.set(0, 40);
+    } else if (p.find_param("pad") >= 0) {
+      name = "pad";
+      data = Tensor(DType::boolean, {1, N});
+      for (int64_t n = 0; n < N; ++n) data.set(n, pad_at(n) ? 1 : 0);
+    } else {
+      name = "lim";
+      data = Tensor(DType::i32, {1, M});
+      for (int64_t m = 0; m < M; ++m) data.set(m, static_cast<double>(lim_at(m)));
+    }
+    ProfileOptions o = fast_cpu(1);
+    o.given[name] = data;
+    ProfileReport r = profile(p, sizes, o);
+    ASSERT_EQ(r.kernels.size(), 1u);
+    const KernelProfile& k = r.kernels[0];
+    const testing::HostTileCounts want = testing::host_tile_counts(
+        c.kept, 2, M, N, k.row_tile, k.key_tile, /*full_needs_whole_tile=*/false);
+    EXPECT_GT(want.skipped, 0);
+    EXPECT_GT(want.full, 0);
+    EXPECT_GT(want.computed, want.full);
+    EXPECT_EQ(k.tiles.computed, want.computed);
+    EXPECT_EQ(k.tiles.skipped, want.skipped);
+    EXPECT_EQ(k.tiles.full, want.full);
+    TensorMap in = random_inputs(p, sizes, 6);
+    in[name] = data;
+    EXPECT_EQ(testing::element_mismatch(p, run_cpu(p, in), evaluate_reference(p, in)), "");
+  }
+}
+
 // Index masks through any arithmetic the interval rules know (abs, products, relu, floor of a
 // quotient, floor modulo, a where between two conditions, scaled f32 differences): the kernel
 // skips and unmasks exactly the tiles the host counts; a quotient by 48 (inexact in f32: its
