@@ -536,16 +536,14 @@ class KernelWriter {
     for (const DataRange& dr : deciding_data_ranges(p_, k_.tiles)) {
       const int id = dr.node, over = dr.over;
       const Node& n = p_.nodes[id];
-      const std::string r = "r" + std::to_string(id), q = std::to_string(n.param);
-      // the read at the tile's index i over `over`, the grid's index elsewhere: a gather's
-      // helper, or a parameter read by name (its element)
-      std::string v = n.op == Op::Gather ? "G" + q + "(err" : "B" + q + "[0";
-      const std::vector<int> dims = read_dims(p_, id);
-      for (size_t j = 0; j < dims.size(); ++j) {
-        const std::string ix = dims[j] == over ? std::string("i") : index_of(dims[j]);
-        v += n.op == Op::Gather ? ", " + ix : " + " + ix + " * s" + q + "_" + std::to_string(j);
-      }
-      v = n.op == Op::Gather ? v + ")" : load_element(plan_.buffers[n.param].type, v + "]");
+      const std::string r = "r" + std::to_string(id);
+      // the read at the tile's index i over `over`, the grid's index elsewhere, as the element
+      // code reads it (a gather's helper, or a parameter's element)
+      std::vector<std::string> idx;
+      for (int d : read_dims(p_, id)) idx.push_back(d == over ? std::string("i") : index_of(d));
+      const ElementContext c = context(-1);
+      const std::string v =
+          n.op == Op::Gather ? c.gather(id, n.param, idx) : c.param(n.param, idx);
       ranged.insert(id);
       if (over < 0) {
         os_ << data_value_bounds(p_, id, v, ind_, node_text(p_, id) + ", one value over the tile");

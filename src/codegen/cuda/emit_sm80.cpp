@@ -240,19 +240,12 @@ class Printer : public TensorCoreView {
     return os.str();
   }
   // The value of data read `id` (a gather by plain dim indices, or a parameter read by name)
-  // at the indices index(dim) of its dims: the gather's helper, or the parameter's element.
+  // at the indices index(dim) of its dims, as the element code reads it (not staged).
   std::string data_read(int id, const std::function<std::string(int)>& index) const {
-    const Node& n = N(id);
-    const std::vector<int> dims = read_dims(p_, id);
-    const int b = buffer_of_param(n.param);
-    if (n.op == Op::Gather) {
-      std::string args;
-      for (int d : dims) args += ", " + index(d);
-      return "G" + S(b) + "(ctx" + args + ")";
-    }
-    std::string off = "0";
-    for (size_t i = 0; i < dims.size(); ++i) off += " + " + index(dims[i]) + " * " + stride(b, i);
-    return load_element(plan_.buffers[b].type, buf(b) + "[" + off + "]");
+    const ElementContext c = context(index, {}, -1, nullptr, false);
+    std::vector<std::string> idx;
+    for (int d : read_dims(p_, id)) idx.push_back(index(d));
+    return N(id).op == Op::Gather ? c.gather(id, N(id).param, idx) : c.param(N(id).param, idx);
   }
   // One fg::warp_range call: data read `id` over [i0, i1) of dim `over` into <out>lo, <out>hi.
   // Printed unconditionally at the top of classify and block_rows: the warps ctx.rg names
