@@ -90,7 +90,9 @@ class ProgramBuilder {
   static ProgramBuilder with_declarations_of(const Program& p);
 
   // Finishes the program; checks it has at least one output.
-  Program build();
+  // final_ids (optional): for each node id of this builder, its id in the built program (-1
+  // for a node no output needs).
+  Program build(std::vector<int>* final_ids = nullptr);
 
  private:
   Value make(Node n);

@@ -26,7 +26,10 @@ std::vector<std::string> ops_of(const Plan& plan, const PlanKernel& k) {
     const Node& n = p.nodes[v.node];
     if (n.op == Op::Param || n.op == Op::Const || n.op == Op::Index || n.op == Op::Size) continue;
     std::string s = op_name(n.op);
-    if (v.load_buffer >= 0) s = "load " + plan.buffers[v.load_buffer].name;
+    if (v.load_buffer >= 0) {
+      ops.push_back("load " + plan.buffers[v.load_buffer].name);
+      continue;
+    }
     if (!n.reduce.empty()) s += " over " + p.dim_list(n.reduce);
     if (n.op == Op::Gather) s += " " + p.params[n.param].name;
     if (v.contraction) s += " (contraction, tensor-core shaped)";

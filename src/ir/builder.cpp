@@ -443,7 +443,7 @@ void ProgramBuilder::output(const std::string& name, DType type,
   prog_.outputs.push_back(o);
 }
 
-Program ProgramBuilder::build() {
+Program ProgramBuilder::build(std::vector<int>* final_ids) {
   if (prog_.outputs.empty())
     throw ProgramError(prog_.loc, "program " + quoted(prog_.name) + " has no 'out' statement");
   // Canonical node order: parameter reads first, then a depth-first post-order from the outputs
@@ -483,6 +483,7 @@ Program ProgramBuilder::build() {
     }
   }
   for (Output& o : out.outputs) o.node = remap[o.node];
+  if (final_ids) *final_ids = remap;
   return out;
 }
 

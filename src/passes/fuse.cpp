@@ -304,6 +304,28 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
   return at;
 }
 
+// The kernel of `roots` (each computed and stored there). Roots do not share a kernel whose
+// grid lacks a dim that one of them keeps in the grid of its own kernel: a reduction of one
+// root over a dim of another (an output over [b, m] summed over heads beside the attention's
+// [b, h, m, e]) would otherwise hold that dim whole, and the attention with it.
+Attempt attempt(const Program& p, const std::vector<int>& roots,
+                const std::map<int, std::string>& mat) {
+  const std::set<int> here(roots.begin(), roots.end());
+  Attempt a = try_group(p, roots, here, mat);
+  if (!a.ok || roots.size() < 2) return a;
+  for (int r : roots) {
+    const Attempt alone = try_group(p, {r}, {r}, mat);
+    if (!alone.ok) continue;
+    for (int d : alone.group.grid)
+      if (dimset_contains(a.group.elim, d)) {
+        Attempt split;
+        split.split_roots = true;
+        return split;
+      }
+  }
+  return a;
+}
+
 }  // namespace
 
 Fusion fuse(const Program& p, const std::vector<Materialize>& materialize) {
@@ -319,37 +341,49 @@ Fusion fuse(const Program& p, const std::vector<Materialize>& materialize) {
     bool restart = false;
     // Materialized nodes first: the given sets as they are, the others grouped by dim set;
     // then the outputs.
-    std::vector<std::pair<std::vector<int>, bool>> sets;  // roots, is_materialized_group
-    for (const Materialize& m : materialize) sets.push_back({m.nodes, true});
+    // (each set: the roots of one kernel, which computes and stores them)
+    std::vector<std::vector<int>> sets;
+    std::vector<int> outs;  // the outputs' roots: the partials to store with them first
+    for (const Materialize& m : materialize) {
+      if (m.with_outputs)
+        outs.insert(outs.end(), m.nodes.begin(), m.nodes.end());
+      else
+        sets.push_back(m.nodes);
+    }
     std::map<DimSet, std::vector<int>> by_dims;
     for (auto& [id, why] : f.materialized)
       if (!seeded.count(id)) by_dims[p.nodes[id].dims].push_back(id);
-    for (auto& [d, ids] : by_dims) sets.push_back({ids, true});
+    for (auto& [d, ids] : by_dims) sets.push_back(ids);
     // (an output whose node is materialized is stored by the kernel that materializes it)
-    std::vector<int> outs;
     for (const Output& o : p.outputs)
       if (!f.materialized.count(o.node) && std::find(outs.begin(), outs.end(), o.node) == outs.end())
         outs.push_back(o.node);
-    if (!outs.empty()) sets.push_back({outs, false});
+    if (!outs.empty()) sets.push_back(outs);
     for (size_t si = 0; si < sets.size() && !restart; ++si) {
-      auto [roots, is_mat] = sets[si];
-      std::set<int> here;
-      for (int r : roots)
-        if (is_mat || !f.materialized.count(r)) here.insert(r);
-      Attempt a = try_group(p, roots, here, f.materialized);
+      const std::vector<int> roots = sets[si];
+      Attempt a = attempt(p, roots, f.materialized);
       if (a.ok) {
         f.groups.push_back(a.group);
         continue;
       }
       if (a.split_roots && roots.size() > 1) {
-        // One kernel per distinct root dim set; if the roots all share one, one per root.
-        std::map<DimSet, std::vector<int>> by_root_dims;
-        for (int r : roots) by_root_dims[p.nodes[r].dims].push_back(r);
-        if (by_root_dims.size() == 1) {
-          for (int r : roots) sets.push_back({{r}, is_mat});
-        } else {
-          for (auto& [d, rs] : by_root_dims) sets.push_back({rs, is_mat});
+        // Greedily, each root joins the first kernel of the roots before it that it shares a
+        // grid with, else starts one.
+        std::vector<std::vector<int>> parts;
+        for (int r : roots) {
+          bool placed = false;
+          for (std::vector<int>& part : parts) {
+            std::vector<int> with = part;
+            with.push_back(r);
+            if (!attempt(p, with, f.materialized).split_roots) {
+              part = with;
+              placed = true;
+              break;
+            }
+          }
+          if (!placed) parts.push_back({r});
         }
+        for (const std::vector<int>& part : parts) sets.push_back(part);
         continue;
       }
       bool fresh = false;
@@ -361,7 +395,7 @@ Fusion fuse(const Program& p, const std::vector<Materialize>& materialize) {
       if (fresh) {
         restart = true;
       } else if (roots.size() > 1) {
-        for (int r : roots) sets.push_back({{r}, is_mat});
+        for (int r : roots) sets.push_back({r});
       } else {
         throw ProgramError(p.loc, "internal error: no kernel can compute " + describe(p, roots[0]));
       }

@@ -28,10 +28,25 @@ Program canonicalize(const Program& p);
 // only (CUDA's tensor cores); the CPU computes such a value per key as written.
 Program online_rewrite(const Program& p, bool distribute_values = true);
 
+// partial_reductions.cpp: each Sum, Max or Min over a dim of the grid G of the kernel of an
+// output that does not depend on it (`output_grids`: output node, G), whose dims and the dims
+// it reduces in G are all in G, cut in two: a partial over the rest of its dims (a value on G)
+// and the reduction of the partial over those dims. `partials`: the partials' node ids in
+// `program`, to materialize with the outputs; `why`: each one's reason.
+struct PartialReductions {
+  Program program;
+  std::vector<int> partials;
+  std::vector<std::string> why;
+};
+PartialReductions partial_reductions(const Program& p,
+                                     const std::vector<std::pair<int, DimSet>>& output_grids);
+
 // Rebuilds `p` node by node through a fresh builder. `fn(b, old_id, args)` returns the new node
 // id for old node `old_id` given its already-mapped args, or -1 to copy the node unchanged.
+// final_ids (optional): the id in the result of each node id of the builder that `fn` was given
+// (-1 for a node no output needs).
 using RewriteFn = std::function<int(ProgramBuilder& b, int old_id, const std::vector<int>& args)>;
-Program rebuild(const Program& p, const RewriteFn& fn);
+Program rebuild(const Program& p, const RewriteFn& fn, std::vector<int>* final_ids = nullptr);
 
 // Helpers for passes: the node "where(M == -inf, 0, M)" that makes exp(x - M) safe when every
 // x is -inf (the canonical softmax/logsumexp form), and its recognizer.

@@ -6,7 +6,7 @@
 
 namespace flashgen {
 
-Program rebuild(const Program& p, const RewriteFn& fn) {
+Program rebuild(const Program& p, const RewriteFn& fn, std::vector<int>* final_ids) {
   ProgramBuilder b = ProgramBuilder::with_declarations_of(p);
   std::vector<int> map(p.nodes.size(), -1);
   for (size_t i = 0; i < p.nodes.size(); ++i) {
@@ -26,7 +26,7 @@ Program rebuild(const Program& p, const RewriteFn& fn) {
     for (int d : o.dims) dims.push_back(p.dims[d]);
     b.output(o.name, o.type, dims, Value{&b, map[o.node]}, o.loc);
   }
-  return b.build();
+  return b.build(final_ids);
 }
 
 std::set<int> closure_of(const Program& p, int id, const std::function<bool(int)>& stop) {

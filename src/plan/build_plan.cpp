@@ -28,9 +28,21 @@ Plan make_plan(const Program& prog, const CompileOptions& opt,
                const std::vector<Materialize>& materialize) {
   (void)opt;
   Plan plan;
-  plan.program = prog;
+  // passes/partial_reductions.cpp: a reduction over a dim of the grid of another output's
+  // kernel is cut at that grid (the grids of the program fused as it is; `materialize` names
+  // nodes of the cut program), its partial stored by that kernel.
+  std::vector<std::pair<int, DimSet>> output_grids;
+  for (const KernelGroup& g : fuse(prog).groups)
+    for (int r : g.roots)
+      for (const Output& o : prog.outputs)
+        if (o.node == r) output_grids.push_back({r, g.grid});
+  PartialReductions cut = partial_reductions(prog, output_grids);
+  plan.program = std::move(cut.program);
   const Program& p = plan.program;
-  Fusion f = fuse(p, materialize);
+  std::vector<Materialize> all = materialize;
+  for (size_t i = 0; i < cut.partials.size(); ++i)
+    all.push_back({{cut.partials[i]}, cut.why[i], /*with_outputs=*/true});
+  Fusion f = fuse(p, all);
 
   std::vector<int> param_buf(p.params.size());
   for (size_t i = 0; i < p.params.size(); ++i) {

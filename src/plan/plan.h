@@ -49,10 +49,12 @@ struct PlanBuffer {
 };
 
 // Nodes a kernel of their own computes and stores (make_plan's `materialize`: lowering's
-// kernels per softmax cluster), and why.
+// kernels per softmax cluster), and why. with_outputs: computed and stored by the kernel of the
+// outputs they share a grid with instead (passes/partial_reductions.cpp's partials).
 struct Materialize {
   std::vector<int> nodes;
   std::string why;
+  bool with_outputs = false;
 };
 
 struct PlanValue {

@@ -560,13 +560,14 @@ TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
       compiles(p, Target::cuda_sm90, "sm_90a", b);
     compiles(p, Target::cuda_sm80, "sm_80", CudaBuild::plain);
   }
-  // variants written to check the path's generality (mixed_kinds.attn, masks_and_outputs.attn;
-  // the latter's masks, for the mask pass and clamped keys, on sm_80 too)
-  for (const char* file : {"tests/programs/mixed_kinds.attn", "tests/programs/masks_and_outputs.attn"})
+  // variants written to check the path's generality (mixed_kinds.attn, masks_and_outputs.attn,
+  // partials.attn; the latter two on sm_80 too)
+  for (const char* file : {"tests/programs/mixed_kinds.attn", "tests/programs/masks_and_outputs.attn",
+                           "tests/programs/partials.attn"})
     for (const Program& p : parse_file(testing::source_path(file))) {
       for (CudaBuild b : {CudaBuild::plain, CudaBuild::careful})
         compiles(p, Target::cuda_sm90, "sm_90a", b);
-      if (std::string(file).find("masks_and_outputs") != std::string::npos)
+      if (std::string(file).find("mixed_kinds") == std::string::npos)
         compiles(p, Target::cuda_sm80, "sm_80", CudaBuild::plain);
     }
   const Program f16 = parse_source(R"(

@@ -1202,6 +1202,40 @@ INSTANTIATE_TEST_SUITE_P(Programs, CudaNorms,
                            return std::string(i.param);
                          });
 
+// tests/programs/partials.attn: an output over fewer dims than the attention beside it, reduced
+// over a dim the attention keeps in its grid (passes/partial_reductions.cpp): the attention's
+// kernel stores the partial and a kernel of its own reduces it, so the attention keeps its grid
+// and the tensor cores (not for an integer count or a Min accumulator, which the template does
+// not take, nor for head_norm, whose output reads the reduction over heads: one kernel); at
+// every call shape of for_each_call_shape against the reference.
+class CudaPartials : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaPartials, TheAttentionKeepsItsGrid) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/partials.attn"));
+  auto it = std::find_if(ps.begin(), ps.end(),
+                         [&](const Program& p) { return p.name == GetParam(); });
+  ASSERT_NE(it, ps.end()) << GetParam();
+  const Program& p = *it;
+  const std::string name = p.name;
+  const bool cut = name != "head_norm";
+  const bool tensor_core = cut && name != "int_count" && name != "group_min";
+  for_each_call_shape(p, [&](const Extents& ext, int64_t salt) {
+    std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
+    ASSERT_EQ(L->kernels.size(), cut ? 2u : 1u);
+    EXPECT_EQ(L->kernels[0].low.path == LoweredKernel::Path::tensor_core, tensor_core)
+        << L->kernels[0].low.why;
+    check_inputs(p, random_inputs(p, ext, 191 + salt), ext);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Programs, CudaPartials,
+                         ::testing::Values("head_count", "head_peak", "mean_lse", "group_min",
+                                           "int_count", "head_norm"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
+
 // One program of a tests/programs file at every call shape of for_each_call_shape: one kernel
 // on the tensor cores against the reference. A test per program, so that shards share them.
 // gates.attn: probabilities weighed before they multiply the values (key gates, a dropout mask

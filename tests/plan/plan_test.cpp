@@ -259,6 +259,71 @@ program sinpos(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], po
   }
 }
 
+// An output over fewer dims than the attention, reduced over a dim of the attention's grid
+// (tests/programs/partials.attn): the attention's kernel keeps its grid and stores the partial,
+// an intermediate over that grid; a second kernel reduces it over the rest and stores the
+// output. Not where the attention's output reads the reduction (head_norm: one kernel).
+TEST(Plan, AReductionOverAnotherOutputsGridIsCut) {
+  const std::vector<Program> ps =
+      parse_file(testing::source_path("tests/programs/partials.attn"));
+  struct Case {
+    const char* program;
+    Op op;
+    std::vector<std::string> attention_grid, partial_dims, partial_reduce, rest;
+  };
+  const std::vector<Case> cases = {
+      {"head_count", Op::Sum, {"b", "h", "m"}, {"b", "h", "m"}, {"n"}, {"h"}},
+      {"head_peak", Op::Max, {"b", "h", "m"}, {"b", "h", "m"}, {"n"}, {"h"}},
+      {"mean_lse", Op::Sum, {"b", "h", "m"}, {"b", "h", "m"}, {}, {"h"}},
+      {"group_min", Op::Min, {"b", "g", "r", "m"}, {"b", "g", "r", "m"}, {"n"}, {"r"}},
+      {"int_count", Op::Sum, {"b", "h", "m"}, {"b", "h", "m"}, {"n"}, {"h"}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.program);
+    const Program* prog = nullptr;
+    for (const Program& p : ps)
+      if (p.name == c.program) prog = &p;
+    ASSERT_NE(prog, nullptr);
+    const Plan plan = compile_program(*prog, {}, "fuse").plan;
+    const Program& p = plan.program;
+    auto dims = [&](const std::vector<std::string>& names) {
+      DimSet ds;
+      for (const std::string& n : names) ds = dimset_union(ds, {p.find_dim(n)});
+      return ds;
+    };
+    ASSERT_EQ(plan.kernels.size(), 2u) << plan.str();
+    const std::vector<int> mat = plan.materialized();
+    ASSERT_EQ(mat.size(), 1u) << plan.str();
+    const PlanBuffer& tmp = plan.buffers[mat[0]];
+    const Node& part = p.nodes[tmp.node];
+    EXPECT_EQ(part.dims, dims(c.partial_dims));
+    if (!c.partial_reduce.empty()) {
+      EXPECT_EQ(part.op, c.op);
+      EXPECT_EQ(part.reduce, dims(c.partial_reduce));
+    }
+    EXPECT_NE(tmp.reason.find("runs in a kernel of its own"), std::string::npos) << tmp.reason;
+    // kernel 0: the attention over its own grid, storing the partial beside o
+    const PlanKernel& att = plan.kernels[0];
+    std::vector<int> grid = att.grid;
+    std::sort(grid.begin(), grid.end());
+    EXPECT_EQ(grid, dims(c.attention_grid)) << p.dim_list(att.grid);
+    const std::vector<std::string> w0 = plan.writes(0);
+    EXPECT_NE(std::find(w0.begin(), w0.end(), tmp.name), w0.end());
+    EXPECT_NE(std::find(w0.begin(), w0.end(), "o"), w0.end());
+    // kernel 1: reads the partial and reduces it over the rest
+    const PlanKernel& rest = plan.kernels[1];
+    EXPECT_EQ(rest.red_dim, p.find_dim(c.rest[0]));
+    const std::vector<std::string> r1 = plan.reads(1);
+    EXPECT_EQ(r1, std::vector<std::string>{tmp.name});
+  }
+  const Program* norm = nullptr;
+  for (const Program& p : ps)
+    if (p.name == "head_norm") norm = &p;
+  ASSERT_NE(norm, nullptr);
+  const Plan plan = compile_program(*norm, {}, "fuse").plan;
+  EXPECT_EQ(plan.kernels.size(), 1u) << plan.str();
+  EXPECT_TRUE(plan.materialized().empty());
+}
+
 TEST(Explain, JsonHasKernelsWithReadsAndWrites) {
   CompileOptions opt;
   opt.sizes = {{"b", 1}, {"h", 8}, {"m", 2048}, {"n", 2048}, {"d", 64}, {"e", 64}};
