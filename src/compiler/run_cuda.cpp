@@ -412,6 +412,17 @@ std::vector<int64_t> cuda_extents(const CudaLoaded& L, const Program& p, const E
     if (extv[d] > most)
       throw CallError("dimension '" + p.dims[d] + "' has extent " + std::to_string(extv[d]) +
                       "; the CUDA backend indexes it with 32-bit ints (extents up to 2^30)");
+  // (an integer count summed in f32 on the tensor cores: exact up to count_keys_limit keys)
+  for (const CudaLoadedKernel& k : L.kernels) {
+    if (k.low.path != LoweredKernel::Path::tensor_core) continue;
+    const int64_t limit = k.low.tensor_core.launch.count_keys_limit;
+    const int key = L.plan.kernels[k.low.plan_kernel].red_dim;
+    if (limit > 0 && key >= 0 && extv[key] > limit)
+      throw CallError("dimension '" + p.dims[key] + "' has extent " +
+                      std::to_string(extv[key]) + "; kernel " + k.low.tensor_core.launch.entry +
+                      " counts over it in f32 on the tensor-core path, exact up to " +
+                      std::to_string(limit) + " (2^24)");
+  }
   return extv;
 }
 

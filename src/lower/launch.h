@@ -222,6 +222,9 @@ struct Sm80Launch {
   int64_t head_dim = 0, value_dim = 0;  // and 2*DV per accumulator
   int mask_node = -1;               // the plan's tile mask (FLOPs count unmasked pairs only)
   std::vector<int> int32_dims;      // dims whose extents must stay below 2^31 (32-bit indices)
+  // An integer count of a bool summed in f32 (a row sum of a plain group): exact while the key
+  // extent is at most this (2^24); 0: none. The host refuses a call past it.
+  int64_t count_keys_limit = 0;
   // For `explain`: query rows per warp (16 or 32), keys per tile, element values computed once
   // per block (node text).
   int rows_per_warp = 16, block_n = 64;

@@ -202,9 +202,16 @@ class Lowering : public TensorCoreView {
       const Node& n = N(a.node);
       int x = n.args[0];
       if (a.rescale_by.empty()) {
-        // (the template sums weights in f32: integer sums, exact on the other paths, are not
-        // its to take)
-        if (!is_float(n.type)) fail("sum " + nt(a.node) + " is of " + dtype_name(n.type));
+        // (the template sums weights in f32: an integer sum, exact on the other paths, only
+        // where f32 holds it exactly: a count, sum(i64(c), n) of a bool c, is an integer of at
+        // most the key extent, exact in f32 up to 2^24 keys (Sm80Launch::count_keys_limit,
+        // checked at call time))
+        if (!is_float(n.type)) {
+          if (N(x).op != Op::Cast || N(N(x).args[0]).type != DType::boolean)
+            fail("sum " + nt(a.node) + " is of " + dtype_name(n.type) +
+                 " (an integer sum other than a count of a bool)");
+          launch_.count_keys_limit = int64_t{1} << 24;
+        }
         if (head_dims_of(x) < 0) {  // a row sum of weights
           groups_[plain_group(x)].sums.push_back(a.node);
           continue;
@@ -367,9 +374,10 @@ class Lowering : public TensorCoreView {
       const PlanBuffer& B = plan_.buffers[b];
       if (B.kind != PlanBuffer::Output && B.kind != PlanBuffer::Intermediate)
         fail("it writes buffer " + B.name);
-      if (B.type != DType::bf16 && B.type != DType::f16 && B.type != DType::f32)
+      if (B.type != DType::bf16 && B.type != DType::f16 && B.type != DType::f32 &&
+          !is_integer(B.type))
         fail("output " + B.name + " is " + dtype_name(B.type) +
-             " (bf16, f16 or f32 on the tensor-core path)");
+             " (bf16, f16, f32, i32 or i64 on the tensor-core path)");
       for (int d : B.dims)
         if (d != k_.row_dim && d != vdim_ && !is_par(d))
           fail("output " + B.name + " has dim '" + p_.dims[d] + "'");

@@ -36,6 +36,47 @@ Compiled fused(const Program& p, Target t, const Extents& sizes) {
   return compile_program(p, o, "lower");
 }
 
+// An integer count of a bool beside the attention (masks_and_outputs.attn's count_i64;
+// partials.attn's int_count, a partial over [b, h, m]) is summed in f32 by a plain group on the
+// tensor cores, exact up to 2^24 keys (the host refuses more); a float count sets no limit, and
+// an integer sum of anything else stays on the element path, saying so.
+TEST(Lower, AnIntegerCountOfABoolIsSummedInF32OnTheTensorCores) {
+  auto program = [](const char* file, const std::string& name) {
+    for (const Program& p : parse_file(testing::source_path(file)))
+      if (p.name == name) return p;
+    throw std::runtime_error("no program " + name);
+  };
+  const Extents heads = {{"d", 64}, {"e", 64}};
+  for (Target t : {Target::cuda_sm80, Target::cuda_sm90}) {
+    SCOPED_TRACE(target_name(t));
+    for (const auto& [file, name, limit] :
+         std::vector<std::tuple<const char*, const char*, int64_t>>{
+             {"tests/programs/masks_and_outputs.attn", "count_i64", int64_t{1} << 24},
+             {"tests/programs/partials.attn", "int_count", int64_t{1} << 24},
+             {"tests/programs/masks_and_outputs.attn", "count_cast", 0}}) {
+      SCOPED_TRACE(name);
+      const Compiled c = lowered(program(file, name), t, heads);
+      const LoweredKernel& lk = c.lowered.kernels.at(0);
+      ASSERT_EQ(lk.path, LoweredKernel::Path::tensor_core) << lk.why;
+      EXPECT_EQ(lk.tensor_core.launch.count_keys_limit, limit);
+      ASSERT_EQ(lk.tensor_core.groups.size(), 2u);  // the softmax and the count's plain group
+      EXPECT_LT(lk.tensor_core.groups[1].max_node, 0);
+      ASSERT_EQ(lk.tensor_core.groups[1].sums.size(), 1u);
+    }
+    const Program sums = parse_source(R"(
+program int_sum(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: i32[b, n]) {
+  s = sum(q * k, d)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+  out t: i64[b, h, m] = sum(i64(s > 0.0) * i64(w), n)
+}
+)", "int_sum.attn").at(0);
+    const LoweredKernel& lk = lowered(sums, t, heads).lowered.kernels.at(0);
+    EXPECT_EQ(lk.path, LoweredKernel::Path::element);
+    EXPECT_NE(lk.why.find("an integer sum other than a count of a bool"), std::string::npos)
+        << lk.why;
+  }
+}
+
 // One kernel's tensor-core lowering at d = e = 64 in every form a test reads: the launch, the
 // text form (--dump-after lower), the printed source and explain's JSON of the kernel.
 // (path: the callers assert it before reading the rest, which is empty off the path)

@@ -578,8 +578,11 @@ class Printer : public TensorCoreView {
         if (pv_[a].node == node) return "oj[" + S(a) + "]";
       for (size_t g = 0; g < groups_.size(); ++g) {
         if (groups_[g].max_node == node) return "(st.mx[" + S(g) + "] * fg::kLn2)";
+        // (a count, an integer sum summed in f32: the integer it holds exactly)
         for (int s : groups_[g].sums)
-          if (s == node) return "st.l[" + S(g) + "]";
+          if (s == node)
+            return is_float(N(s).type) ? "st.l[" + S(g) + "]"
+                                       : "((" + em_.ctype(N(s).type) + ")st.l[" + S(g) + "])";
       }
       return "";
     };
@@ -631,6 +634,8 @@ class Printer : public TensorCoreView {
       const bool half = B.type == DType::bf16 || B.type == DType::f16;
       const char* hname = B.type == DType::bf16 ? "bf16" : "f16";
       std::string conv = half ? "fg::f32_to_" + std::string(hname) + "(" + val + ")" : val;
+      if (is_integer(B.type))
+        conv = "(" + storage_ctype(B.type) + ")(" + em_.value(B.node, c) + ")";
       if (!per_e) {
         sr << "      ctx.B" << b << "[" << off << "] = " << conv << ";\n";
       } else if (half && B.dims.back() == vdim_ && DV_ % 2 == 0) {
