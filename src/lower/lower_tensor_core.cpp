@@ -162,7 +162,7 @@ class Lowering : public TensorCoreView {
           continue;
         for (int a : N(n.args[0]).args)
           if (N(a).op == Op::Gather && dimset_subset(n.reduce, N(a).dims))
-            fail("the score " + nt(v.node) + " reads '" + p_.params[N(a).param].name +
+            fail("the contraction " + nt(v.node) + " reads '" + p_.params[N(a).param].name +
                  "' through a gather (" + nt(a) +
                  "): the tensor-core path takes its query and key operands as tensors read "
                  "at their own dims");

@@ -304,20 +304,24 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
   return at;
 }
 
-// The kernel of `roots` (each computed and stored there). Roots do not share a kernel whose
-// grid lacks a dim that one of them keeps in the grid of its own kernel: a reduction of one
-// root over a dim of another (an output over [b, m] summed over heads beside the attention's
-// [b, h, m, e]) would otherwise hold that dim whole, and the attention with it.
+// The kernel of `roots` (each computed and stored there). Roots do not share a kernel that
+// reduces over a dim one of them keeps in the grid of its own kernel: a reduction of one root
+// over a dim of another (an output over [b, m] summed over heads beside the attention's
+// [b, h, m, e]) would otherwise hold that dim whole, and the attention with it. (A dim held
+// whole beside the streamed one, as the value dim e, is not such a loss.)
 Attempt attempt(const Program& p, const std::vector<int>& roots,
                 const std::map<int, std::string>& mat) {
   const std::set<int> here(roots.begin(), roots.end());
   Attempt a = try_group(p, roots, here, mat);
   if (!a.ok || roots.size() < 2) return a;
+  DimSet reduced;
+  for (int id : a.group.members)
+    if (is_reduction(p.nodes[id].op)) reduced = dimset_union(reduced, p.nodes[id].reduce);
   for (int r : roots) {
     const Attempt alone = try_group(p, {r}, {r}, mat);
     if (!alone.ok) continue;
     for (int d : alone.group.grid)
-      if (dimset_contains(a.group.elim, d)) {
+      if (dimset_contains(reduced, d)) {
         Attempt split;
         split.split_roots = true;
         return split;

@@ -1,30 +1,32 @@
-// partial_reductions: the cut of a reduction that spans a grid dim of another output's kernel.
+// partial_reductions: the cut of a reduction over a batch-like dim of another output's grid.
 //
 // An output over fewer dims than the attention beside it -- `out o: [b, h, m, e]` and
 // `out cnt: [b, m] = sum(x, [h, n])` -- is planned by fusion in a kernel of its own (roots whose
-// joint kernel would hold a dim whole that one of them keeps in its grid do not share one:
+// joint kernel would reduce over a dim one of them keeps in its grid do not share one:
 // passes/fuse.cpp), which still computes x for every head and key. A Sum, Max or Min X over
-// dims that meet the grid G of the kernel of an output O that does not depend on X, with X's
-// dims and that meet H all in G, is cut in two: the partial P = X's reduction over its other
-// dims (or, with none left, X's argument) -- a value on G -- and X = the same reduction of P
-// over H (where P would be X's argument, only if that costs a reduction: a value computed from
-// the inputs alone, a kernel of X's own computes as cheaply). make_plan materializes P with the outputs (fusion adds it to the roots of O's
-// kernel, which stores it beside O) and the reduction over H reads it back in a kernel of its
-// own: x is computed once, in the kernel that computes the attention, and the last step costs
-// a pass over b * h * m values instead of b * h * m * n.
+// dims H of the grid G of a kernel of outputs (grid dims other than its row dim) is cut in two
+// where the partial P = X's reduction over its other dims -- the kernel's streamed dim R, or
+// nothing (P is then X's argument) -- lies on G (X's dims and H are G), is an accumulator of
+// that kernel over R or a value computed from one, needs no reduction over a dim of G, and no
+// root of the kernel needs X whole: P, and X = the same reduction of P over H. make_plan
+// materializes P with the outputs (fusion adds it to the roots of that kernel, which stores it
+// beside them) and the reduction over H reads it back in a kernel of its own: x is computed
+// once, in the kernel that computes the attention, and the last step costs a pass over
+// b * h * m values instead of b * h * m * n.
 // The cut changes only the order of a reduction (exact for Max, Min and integer sums; float
 // sums are reassociated, as any tiled kernel reassociates them).
-// Preconditions: a canonical, online-rewritten program; `output_grids` from fusing it
-// (make_plan). Test: tests/plan/plan_test.cpp (Plan.AReductionOverAnotherOutputsGridIsCut);
-// tests/programs/partials.attn on every backend.
+// Preconditions: a canonical, online-rewritten program; `kernels` from fusing it (make_plan;
+// not under --strict). Test: tests/plan/plan_test.cpp (Plan.AReductionOverAnotherOutputsGridIsCut,
+// Plan.APartialIsCutOnlyWhereTheOutputsKernelComputesIt); tests/programs/partials.attn on every
+// backend.
 #include <algorithm>
+#include <set>
 
 #include "passes/passes.h"
 
 namespace flashgen {
 
-PartialReductions partial_reductions(const Program& p,
-                                     const std::vector<std::pair<int, DimSet>>& output_grids) {
+PartialReductions partial_reductions(const Program& p, const std::vector<OutputKernel>& kernels) {
   struct Cut {
     DimSet inner, outer;  // P reduces over inner (maybe none); X then reduces P over outer
     std::string why;
@@ -33,19 +35,35 @@ PartialReductions partial_reductions(const Program& p,
   for (size_t i = 0; i < p.nodes.size(); ++i) {
     const Node& x = p.nodes[i];
     if (!is_reduction(x.op)) continue;
-    for (const auto& [out_node, grid] : output_grids) {
-      const DimSet h = dimset_minus(x.reduce, dimset_minus(x.reduce, grid));
-      if (h.empty() || !dimset_subset(dimset_union(x.dims, h), grid)) continue;
-      if (closure_of(p, out_node).count(static_cast<int>(i))) continue;  // O needs X whole
+    const std::set<int> arg = closure_of(p, x.args[0]);
+    for (const OutputKernel& k : kernels) {
+      if (k.red < 0) continue;
+      const DimSet grid = k.grid;
+      // H: the batch-like dims of the grid X reduces (not the row dim: a reduction over rows
+      // is the kernel's own business); P = X over the rest lies on the grid
+      const DimSet h = dimset_minus(dimset_minus(x.reduce, dimset_minus(x.reduce, grid)),
+                                    DimSet{k.row});
+      if (h.empty() || dimset_union(x.dims, h) != grid) continue;
+      // P is one of the kernel's accumulators over its streamed dim, or (nothing left to
+      // reduce) a value computed from them
+      const DimSet inner = dimset_minus(x.reduce, h);
+      bool over_red = false, over_grid = false;
+      for (int a : arg)
+        if (is_reduction(p.nodes[a].op)) {
+          over_red = over_red || dimset_contains(p.nodes[a].reduce, k.red);
+          for (int d : p.nodes[a].reduce) over_grid = over_grid || dimset_contains(grid, d);
+        }
+      if (inner.empty() ? !over_red : inner != DimSet{k.red}) continue;
+      // the kernel can compute P (nothing P needs reduces over its grid) and none of its
+      // roots needs X whole
+      if (over_grid) continue;
+      bool needed = false;
+      for (int r : k.roots) needed = needed || closure_of(p, r).count(static_cast<int>(i)) > 0;
+      if (needed) continue;
       std::string name;
       for (const Output& o : p.outputs)
-        if (o.node == out_node && name.empty()) name = o.name;
-      const DimSet inner = dimset_minus(x.reduce, h);
-      if (inner.empty()) {  // P is X's argument: worth storing only if it costs a reduction
-        bool reduces = false;
-        for (int a : closure_of(p, x.args[0])) reduces = reduces || is_reduction(p.nodes[a].op);
-        if (!reduces) continue;
-      }
+        if (name.empty() && std::find(k.roots.begin(), k.roots.end(), o.node) != k.roots.end())
+          name = o.name;
       cuts[static_cast<int>(i)] = {
           inner, h,
           std::string("the partial ") + op_name(x.op) +
@@ -86,7 +104,9 @@ PartialReductions partial_reductions(const Program& p,
       &final_ids);
   for (auto& [old, part] : partial_of) {
     const int id = final_ids[part];
-    if (id < 0) continue;
+    // (one partial two cuts share is stored once)
+    if (id < 0 || std::find(out.partials.begin(), out.partials.end(), id) != out.partials.end())
+      continue;
     out.partials.push_back(id);
     out.why.push_back(cuts.at(old).why);
   }

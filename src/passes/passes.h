@@ -28,18 +28,22 @@ Program canonicalize(const Program& p);
 // only (CUDA's tensor cores); the CPU computes such a value per key as written.
 Program online_rewrite(const Program& p, bool distribute_values = true);
 
-// partial_reductions.cpp: each Sum, Max or Min over a dim of the grid G of the kernel of an
-// output that does not depend on it (`output_grids`: output node, G), whose dims and the dims
-// it reduces in G are all in G, cut in two: a partial over the rest of its dims (a value on G)
-// and the reduction of the partial over those dims. `partials`: the partials' node ids in
-// `program`, to materialize with the outputs; `why`: each one's reason.
+// partial_reductions.cpp: each Sum, Max or Min X over batch-like dims H of the grid of a kernel
+// of outputs (`kernels`: the program fused as it is), cut in two where the partial P (X over
+// the rest: the kernel's streamed dim, or nothing) lies on that grid, the kernel can compute it
+// and none of its roots needs X: P, and X = the same reduction of P over H. `partials`: the
+// partials' node ids in `program`, to materialize with the outputs; `why`: each one's reason.
+struct OutputKernel {
+  std::vector<int> roots;  // the nodes it stores
+  DimSet grid;             // its grid (sorted)
+  int red = -1, row = -1;  // its streamed dim and row dim
+};
 struct PartialReductions {
   Program program;
   std::vector<int> partials;
   std::vector<std::string> why;
 };
-PartialReductions partial_reductions(const Program& p,
-                                     const std::vector<std::pair<int, DimSet>>& output_grids);
+PartialReductions partial_reductions(const Program& p, const std::vector<OutputKernel>& kernels);
 
 // Rebuilds `p` node by node through a fresh builder. `fn(b, old_id, args)` returns the new node
 // id for old node `old_id` given its already-mapped args, or -1 to copy the node unchanged.

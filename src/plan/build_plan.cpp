@@ -26,17 +26,20 @@ bool is_operand(const Program& p, int id) {
 
 Plan make_plan(const Program& prog, const CompileOptions& opt,
                const std::vector<Materialize>& materialize) {
-  (void)opt;
   Plan plan;
-  // passes/partial_reductions.cpp: a reduction over a dim of the grid of another output's
-  // kernel is cut at that grid (the grids of the program fused as it is; `materialize` names
-  // nodes of the cut program), its partial stored by that kernel.
-  std::vector<std::pair<int, DimSet>> output_grids;
-  for (const KernelGroup& g : fuse(prog).groups)
-    for (int r : g.roots)
+  // passes/partial_reductions.cpp: a reduction over a batch-like dim of the grid of a kernel of
+  // outputs is cut at that grid, its partial stored by that kernel (the kernels of the program
+  // fused as it is, without `materialize`, which names nodes of the cut program; not under
+  // --strict, which asks for one kernel and nothing materialized).
+  std::vector<OutputKernel> kernels;
+  if (!opt.strict)
+    for (const KernelGroup& g : fuse(prog).groups) {
+      bool outputs = false;
       for (const Output& o : prog.outputs)
-        if (o.node == r) output_grids.push_back({r, g.grid});
-  PartialReductions cut = partial_reductions(prog, output_grids);
+        outputs = outputs || std::find(g.roots.begin(), g.roots.end(), o.node) != g.roots.end();
+      if (outputs) kernels.push_back({g.roots, g.grid, g.red, g.row});
+    }
+  PartialReductions cut = partial_reductions(prog, kernels);
   plan.program = std::move(cut.program);
   const Program& p = plan.program;
   std::vector<Materialize> all = materialize;

@@ -56,7 +56,8 @@ int summand_condition(const Program& p, int x) {
 }
 
 
-// The mask's gathers bounded by the data a tile reads (DataRange).
+// The mask's data reads (gathers by plain dim indices, parameters read by name at their own
+// dims) bounded by the data a tile reads (DataRange).
 std::vector<DataRange> data_ranges(const Program& p, const PlanKernel& k) {
   auto grid = [&k](int d) {
     return d != k.row_dim && std::find(k.grid.begin(), k.grid.end(), d) != k.grid.end();

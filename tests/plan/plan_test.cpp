@@ -324,6 +324,52 @@ TEST(Plan, AReductionOverAnotherOutputsGridIsCut) {
   EXPECT_TRUE(plan.materialized().empty());
 }
 
+// Where the cut does not apply (a review's programs): a partial the attention's kernel cannot
+// compute (it needs the max over heads first), one that is no accumulator of the kernel's loop
+// (a query norm over d), one that does not lie on its grid (a key norm per batch); a value dim
+// held whole beside the keys keeps outputs over it in the attention's kernel; two outputs
+// that cut the same max share one partial; --strict cuts nothing.
+TEST(Plan, APartialIsCutOnlyWhereTheOutputsKernelComputesIt) {
+  const std::string head = R"(
+  s = sum(q * k, d) / sqrt(size(d))
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+)";
+  auto plan_of = [&](const std::string& params, const std::string& body, bool strict = false) {
+    CompileOptions o;
+    o.strict = strict;
+    const Program p = parse_source(
+        "program t(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]" + params +
+            ") {" + head + body + "}\n",
+        "t.attn").at(0);
+    return compile_program(p, o, "fuse").plan;
+  };
+  struct Case {
+    std::string params, body;
+    size_t kernels, materialized;
+  };
+  const std::vector<Case> cases = {
+      // the exp's max is over heads: only the max itself is cut (the attention's own max)
+      {"", "  mx = max(s, h, n)\n  out l: f32[b, m] = mx + log(sum(exp(s - mx), h, n))\n", 3, 2},
+      {"", "  out qn: f32[b, m] = sum(f32(q) * f32(q), h, d)\n", 2, 0},
+      {"", "  out kn: f32[b] = sum(f32(k) * f32(k), h, n, d)\n", 2, 0},
+      {", g: bf16[b, h, m, e]", "  out z: f32[b, h, m, e] = f32(g) * logsumexp(s, n)\n", 1, 0},
+      {"", "  out p1: f32[b, m] = max(s, h, n)\n  out p2: f32[m] = max(s, b, h, n)\n", 3, 1}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.body);
+    const Plan plan = plan_of(c.params, c.body);
+    EXPECT_EQ(plan.kernels.size(), c.kernels) << plan.str();
+    EXPECT_EQ(plan.materialized().size(), c.materialized) << plan.str();
+    // the attention's kernel keeps its grid
+    for (const PlanKernel& k : plan.kernels)
+      if (std::find_if(k.writes.begin(), k.writes.end(), [&](int b) {
+            return plan.buffers[b].name == "o";
+          }) != k.writes.end())
+        EXPECT_EQ(k.grid.size(), 3u) << plan.str();
+  }
+  const Plan strict = plan_of("", "  out cnt: f32[b, m] = sum(f32(s > 0.0), h, n)\n", true);
+  EXPECT_TRUE(strict.materialized().empty()) << strict.str();
+}
+
 TEST(Explain, JsonHasKernelsWithReadsAndWrites) {
   CompileOptions opt;
   opt.sizes = {{"b", 1}, {"h", 8}, {"m", 2048}, {"n", 2048}, {"d", 64}, {"e", 64}};
