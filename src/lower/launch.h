@@ -56,6 +56,9 @@ struct Sm80Structure {
     std::vector<int> sums;
     std::vector<ScoreStep> score_steps = {};
     int score_rest = -1;
+    // A Min accumulator (max_node its node): the running max is of -arg (its masks are
+    // where(cond, x, inf), a mask step each, kept as -inf), and its value is minus the max.
+    bool negate = false;
     // Factors (score element code over the row and the key: key gates, per-key or per-element
     // weights, the score itself) the group's probabilities are multiplied by, with a strong
     // zero, before they weigh the values (sum(softmax(s) * g * v)); empty: none.

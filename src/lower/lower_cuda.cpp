@@ -325,7 +325,8 @@ std::string LoweredCuda::str(const Plan& plan) const {
         if (st.groups[g].max_node < 0)
           os << "  group " << g << ": plain weights %" << st.groups[g].arg << " (no max), row sums";
         else
-          os << "  group " << g << ": running max %" << st.groups[g].max_node << " of %"
+          os << "  group " << g << ": running " << (st.groups[g].negate ? "min" : "max") << " %"
+             << st.groups[g].max_node << " of %"
              << st.groups[g].arg << score_form_text(st.groups[g]) << ", row sums";
         for (int s : st.groups[g].sums) os << " %" << s;
         if (st.groups[g].sums.empty()) os << " none";

@@ -175,8 +175,11 @@ class Lowering : public TensorCoreView {
       const Node& n = N(a.node);
       if (n.reduce != DimSet{k_.red_dim})
         fail("accumulator " + nt(a.node) + " reduces more than the key dim");
-      if (a.op == Op::Min) fail("Min accumulator " + nt(a.node) + " (only softmax groups)");
       if (a.op == Op::Max) groups_.push_back({a.node, n.args[0], {}});
+      if (a.op == Op::Min) {  // min(x) = -max(-x): a running max of the negated scores
+        groups_.push_back({a.node, n.args[0], {}});
+        groups_.back().negate = true;
+      }
     }
     // Sums: row sums and P.V, of a softmax group (rescaled by its running max) or of a plain
     // group (no max: the weights are score element code as they are, e.g. sigmoid(s)).
@@ -552,7 +555,7 @@ class Lowering : public TensorCoreView {
       const Node& n = N(id);
       const PlanValue* v = k_.value(id);
       if (v && v->load_buffer >= 0) break;  // read from an intermediate, not computed here
-      if (n.op == Op::Where && is_const(p_, n.args[2], -INFINITY)) {
+      if (n.op == Op::Where && is_const(p_, n.args[2], g.negate ? INFINITY : -INFINITY)) {
         g.score_steps.push_back({ScoreStep::mask, n.args[0]});
         id = n.args[1];
         continue;

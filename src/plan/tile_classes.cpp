@@ -1,6 +1,6 @@
 // classify_tiles: finds, per kernel, the mask condition that kills every accumulator's
-// contribution where it is false (block sparsity). A max over R of where(c, s, -inf) gains
-// nothing where c is false, and an online sum of g * exp(x - safe(max(x))) with that x adds
+// contribution where it is false (block sparsity). A max over R of where(c, s, -inf) (a min of
+// where(c, s, inf)) gains nothing where c is false, and an online sum of g * exp(x - safe(max(x))) with that x adds
 // exp(-inf) = 0 there, and a plain sum of where(c, w, 0), or of it times anything (the strong
 // zero: 0 * inf = 0), adds 0 there; if every accumulator is of these forms with the same c, a
 // tile on which c is false everywhere can be skipped and a tile on which it is true everywhere
@@ -29,10 +29,10 @@ namespace flashgen {
 
 namespace {
 
-// The c of x = where(c, a, -inf), or -1.
-int kill_condition(const Program& p, int x) {
+// The c of x = where(c, a, fill), or -1 (fill: -inf under a max, inf under a min).
+int kill_condition(const Program& p, int x, double fill = -INFINITY) {
   const Node& n = p.nodes[x];
-  if (n.op == Op::Where && is_const(p, n.args[2], -INFINITY)) return n.args[0];
+  if (n.op == Op::Where && is_const(p, n.args[2], fill)) return n.args[0];
   return -1;
 }
 
@@ -87,8 +87,8 @@ void classify_tiles(Plan& plan) {
     bool ok = true;
     for (const Accumulator& a : k.accs) {
       int c = -1;
-      if (a.op == Op::Max) {
-        c = kill_condition(p, p.nodes[a.node].args[0]);
+      if (a.op == Op::Max || a.op == Op::Min) {
+        c = kill_condition(p, p.nodes[a.node].args[0], a.op == Op::Max ? -INFINITY : INFINITY);
       } else if (a.op == Op::Sum && !a.rescale_by.empty() &&
                  std::all_of(a.rescale_by.begin(), a.rescale_by.end(),
                              [&](int m) { return m == a.rescale_by[0]; })) {

@@ -930,14 +930,16 @@ std::string element_why(const Program& p, const Extents& sizes, bool strict = fa
 }
 
 TEST(CudaEmit, UnfitProgramsTakeTheElementPathAndSayWhy) {
-  // A min over the key dim (groups are softmax maxima or plain sums): not the template.
+  // Three groups beside one another (a softmax, a min and a max of another expression over the
+  // key dim; the template holds two): not the template.
   Program p = parse_source(
       "program f(q: bf16[m, d], k: bf16[n, d], v: bf16[n, e]) {\n"
-      "  out o: f32[m, e] = sum(sum(q * k, d) * v, n)\n"
-      "  out lo: f32[m] = min(sum(q * k, d), n)\n}\n", "f.attn").at(0);
-  const std::string why = element_why(p, {{"d", 64}, {"e", 64}});
+      "  out o: f32[m, e] = sum(softmax(sum(q * k, d), n) * v, n)\n"
+      "  out lo: f32[m] = min(sum(q * k, d), n)\n"
+      "  out hi: f32[m] = max(tanh(sum(q * k, d)), n)\n}\n", "f.attn").at(0);
+  const std::string why = element_why(p, {{"d", 64}, {"e", 64}}, /*strict=*/true);
   EXPECT_NE(why.find("does not fit the CUDA sm80 attention template"), std::string::npos) << why;
-  EXPECT_NE(why.find("Min accumulator"), std::string::npos) << why;
+  EXPECT_NE(why.find("3 groups"), std::string::npos) << why;
   // A per-row norm of q (a reduction before the key loop) has no place in the template: in one
   // kernel (--strict) the element path; otherwise the norm runs in a kernel of its own
   // (Lower.HeadDimReductionsPerRowOrKeyRunInKernelsOfTheirOwn).

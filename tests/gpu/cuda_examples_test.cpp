@@ -1205,9 +1205,8 @@ INSTANTIATE_TEST_SUITE_P(Programs, CudaNorms,
 // tests/programs/partials.attn: an output over fewer dims than the attention beside it, reduced
 // over a dim the attention keeps in its grid (passes/partial_reductions.cpp): the attention's
 // kernel stores the partial and a kernel of its own reduces it, so the attention keeps its grid
-// and the tensor cores (not for a Min accumulator, which the template does not take, nor for
-// head_norm, whose output reads the reduction over heads: one kernel); at every call shape of
-// for_each_call_shape against the reference.
+// and the tensor cores (not head_norm, whose output reads the reduction over heads: one
+// element-path kernel); at every call shape of for_each_call_shape against the reference.
 class CudaPartials : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaPartials, TheAttentionKeepsItsGrid) {
@@ -1219,7 +1218,7 @@ TEST_P(CudaPartials, TheAttentionKeepsItsGrid) {
   const Program& p = *it;
   const std::string name = p.name;
   const bool cut = name != "head_norm";
-  const bool tensor_core = cut && name != "group_min";
+  const bool tensor_core = cut;
   for_each_call_shape(p, [&](const Extents& ext, int64_t salt) {
     std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
     ASSERT_EQ(L->kernels.size(), cut ? 2u : 1u);
@@ -1253,7 +1252,8 @@ INSTANTIATE_TEST_SUITE_P(Programs, CudaPartials,
 // distance under per-batch lengths, a mask that reads the score, a divisor read per key;
 // masks only a weight per diagonal or per key reads, which the mask pass reads itself; mask
 // data read by name, which the tile classifier bounds: a scalar window, a key padding, a
-// per-row limit; a count of kept keys by a bool cast, in f32 and in i64).
+// per-row limit; a count of kept keys by a bool cast, in f32 and in i64; a row's smallest kept
+// score).
 struct ProgramCase {
   const char* file;
   const char* program;
@@ -1312,7 +1312,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ProgramCase{"masks_and_outputs.attn", "pad_by_name"},
                       ProgramCase{"masks_and_outputs.attn", "row_limit"},
                       ProgramCase{"masks_and_outputs.attn", "count_cast"},
-                      ProgramCase{"masks_and_outputs.attn", "count_i64"}),
+                      ProgramCase{"masks_and_outputs.attn", "count_i64"},
+                      ProgramCase{"masks_and_outputs.attn", "row_min"}),
     [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
 
 // Weights that are not finite (tests/programs/gates.attn) against the reference:

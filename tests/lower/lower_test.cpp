@@ -77,6 +77,35 @@ program int_sum(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w
   }
 }
 
+// A Min accumulator beside the attention (masks_and_outputs.attn's row_min, partials.attn's
+// group_min) is a group of its own on the tensor cores: a running max of the negated scores,
+// its mask of inf peeled like -inf's (and the tile mask found through it).
+TEST(Lower, AMinAccumulatorIsANegatedGroup) {
+  auto program = [](const char* file, const std::string& name) {
+    for (const Program& p : parse_file(testing::source_path(file)))
+      if (p.name == name) return p;
+    throw std::runtime_error("no program " + name);
+  };
+  for (Target t : {Target::cuda_sm80, Target::cuda_sm90})
+    for (const auto& [file, name] : std::vector<std::pair<const char*, const char*>>{
+             {"tests/programs/masks_and_outputs.attn", "row_min"},
+             {"tests/programs/partials.attn", "group_min"}}) {
+      SCOPED_TRACE(std::string(target_name(t)) + " " + name);
+      const Compiled c = lowered(program(file, name), t, {{"d", 64}, {"e", 64}});
+      const LoweredKernel& lk = c.lowered.kernels.at(0);
+      ASSERT_EQ(lk.path, LoweredKernel::Path::tensor_core) << lk.why;
+      const auto& groups = lk.tensor_core.groups;
+      ASSERT_EQ(groups.size(), 2u);
+      EXPECT_FALSE(groups[0].negate);
+      EXPECT_TRUE(groups[1].negate);
+      EXPECT_EQ(c.plan.program.nodes[groups[1].max_node].op, Op::Min);
+      EXPECT_TRUE(groups[1].sums.empty());
+      const bool masked = std::string(name) == "row_min";
+      EXPECT_EQ(groups[1].score_steps.size(), masked ? 2u : 1u);  // (the mask, the scale)
+      EXPECT_EQ(c.plan.kernels[lk.plan_kernel].tiles.mask >= 0, masked);
+    }
+}
+
 // One kernel's tensor-core lowering at d = e = 64 in every form a test reads: the launch, the
 // text form (--dump-after lower), the printed source and explain's JSON of the kernel.
 // (path: the callers assert it before reading the rest, which is empty off the path)

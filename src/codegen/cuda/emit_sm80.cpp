@@ -204,7 +204,9 @@ class Printer : public TensorCoreView {
           break;
       }
     }
-    return open + "((float)(" + em_.value(g.score_rest, c) + "))" + close;
+    // (a Min accumulator's group: the running max of the negated scores)
+    return open + (g.negate ? "(-(float)(" : "((float)(") + em_.value(g.score_rest, c) + "))" +
+           close;
   }
 
   // The type fg::warp_range bounds a parameter's values in: its own, exactly (bool and i32 as
@@ -577,7 +579,8 @@ class Printer : public TensorCoreView {
       for (size_t a = 0; a < pv_.size(); ++a)
         if (pv_[a].node == node) return "oj[" + S(a) + "]";
       for (size_t g = 0; g < groups_.size(); ++g) {
-        if (groups_[g].max_node == node) return "(st.mx[" + S(g) + "] * fg::kLn2)";
+        if (groups_[g].max_node == node)
+          return std::string(groups_[g].negate ? "(-" : "(") + "st.mx[" + S(g) + "] * fg::kLn2)";
         // (a count, an integer sum summed in f32: the integer it holds exactly)
         for (int s : groups_[g].sums)
           if (s == node)
