@@ -206,11 +206,18 @@ class Lowering : public TensorCoreView {
       int x = n.args[0];
       if (a.rescale_by.empty()) {
         // (the template sums weights in f32: an integer sum, exact on the other paths, only
-        // where f32 holds it exactly: a count, sum(i64(c), n) of a bool c, is an integer of at
-        // most the key extent, exact in f32 up to 2^24 keys (Sm80Launch::count_keys_limit,
-        // checked at call time))
+        // where f32 holds it exactly: a count, sum(i64(c), n) of a bool c or sum(where(c, 1,
+        // 0), n), is an integer of magnitude at most the key extent, exact in f32 up to 2^24
+        // keys (Sm80Launch::count_keys_limit, checked at call time))
         if (!is_float(n.type)) {
-          if (N(x).op != Op::Cast || N(N(x).args[0]).type != DType::boolean)
+          // (a count: a cast of a bool, or where(c, a, b) of constants a, b in {-1, 0, 1})
+          auto unit = [&](int id) {
+            return N(id).op == Op::Const && std::abs(N(id).value) <= 1 &&
+                   N(id).value == std::floor(N(id).value);
+          };
+          const bool count = (N(x).op == Op::Cast && N(N(x).args[0]).type == DType::boolean) ||
+                             (N(x).op == Op::Where && unit(N(x).args[1]) && unit(N(x).args[2]));
+          if (!count)
             fail("sum " + nt(a.node) + " is of " + dtype_name(n.type) +
                  " (an integer sum other than a count of a bool)");
           launch_.count_keys_limit = int64_t{1} << 24;

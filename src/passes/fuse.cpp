@@ -305,28 +305,36 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
 }
 
 // The kernel of `roots` (each computed and stored there). Roots do not share a kernel that
-// reduces over a dim one of them keeps in the grid of its own kernel: a reduction of one root
-// over a dim of another (an output over [b, m] summed over heads beside the attention's
-// [b, h, m, e]) would otherwise hold that dim whole, and the attention with it. (A dim held
-// whole beside the streamed one, as the value dim e, is not such a loss.)
+// holds whole a dim one of them keeps in the grid of its own kernel, where that dim is reduced
+// in the joint kernel (an output over [b, m] summed over heads beside the attention's
+// [b, h, m, e]) or where no root's own kernel holds it whole either (a count over [m] beside
+// it: b and h sit in k and v beside the keys and are missing from the count's sum, so the
+// joint kernel would hold them whole); either would take the attention off its grid. A dim
+// one root holds whole on its own (the value dim e of o, beside g * logsumexp(s) over
+// [b, h, m, e]) keeps them together.
 Attempt attempt(const Program& p, const std::vector<int>& roots,
                 const std::map<int, std::string>& mat) {
   const std::set<int> here(roots.begin(), roots.end());
   Attempt a = try_group(p, roots, here, mat);
   if (!a.ok || roots.size() < 2) return a;
-  DimSet reduced;
+  DimSet reduced, whole_alone;
   for (int id : a.group.members)
     if (is_reduction(p.nodes[id].op)) reduced = dimset_union(reduced, p.nodes[id].reduce);
+  std::vector<DimSet> grids;
   for (int r : roots) {
     const Attempt alone = try_group(p, {r}, {r}, mat);
     if (!alone.ok) continue;
-    for (int d : alone.group.grid)
-      if (dimset_contains(reduced, d)) {
+    grids.push_back(alone.group.grid);
+    whole_alone = dimset_union(whole_alone, alone.group.elim);
+  }
+  for (const DimSet& grid : grids)
+    for (int d : grid)
+      if (dimset_contains(a.group.elim, d) &&
+          (dimset_contains(reduced, d) || !dimset_contains(whole_alone, d))) {
         Attempt split;
         split.split_roots = true;
         return split;
       }
-  }
   return a;
 }
 

@@ -1230,7 +1230,7 @@ TEST_P(CudaPartials, TheAttentionKeepsItsGrid) {
 
 INSTANTIATE_TEST_SUITE_P(Programs, CudaPartials,
                          ::testing::Values("head_count", "head_peak", "mean_lse", "group_min",
-                                           "int_count", "head_norm"),
+                                           "int_count", "row_count", "head_norm"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            return std::string(i.param);
                          });
@@ -1313,7 +1313,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ProgramCase{"masks_and_outputs.attn", "row_limit"},
                       ProgramCase{"masks_and_outputs.attn", "count_cast"},
                       ProgramCase{"masks_and_outputs.attn", "count_i64"},
-                      ProgramCase{"masks_and_outputs.attn", "row_min"}),
+                      ProgramCase{"masks_and_outputs.attn", "row_min"},
+                      ProgramCase{"masks_and_outputs.attn", "count_where"}),
     [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
 
 // Weights that are not finite (tests/programs/gates.attn) against the reference:

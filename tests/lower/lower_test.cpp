@@ -37,7 +37,8 @@ Compiled fused(const Program& p, Target t, const Extents& sizes) {
 }
 
 // An integer count of a bool beside the attention (masks_and_outputs.attn's count_i64;
-// partials.attn's int_count, a partial over [b, h, m]) is summed in f32 by a plain group on the
+// partials.attn's int_count, a partial over [b, h, m]; where(c, 1, 0) summed as an i32) is
+// summed in f32 by a plain group on the
 // tensor cores, exact up to 2^24 keys (the host refuses more); a float count sets no limit, and
 // an integer sum of anything else stays on the element path, saying so.
 TEST(Lower, AnIntegerCountOfABoolIsSummedInF32OnTheTensorCores) {
@@ -63,6 +64,17 @@ TEST(Lower, AnIntegerCountOfABoolIsSummedInF32OnTheTensorCores) {
       EXPECT_LT(lk.tensor_core.groups[1].max_node, 0);
       ASSERT_EQ(lk.tensor_core.groups[1].sums.size(), 1u);
     }
+    const Program where_count = parse_source(R"(
+program wc(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], win: i32[h]) {
+  keep = n <= m and m - n <= win[h]
+  s = where(keep, sum(q * k, d) / sqrt(size(d)), -inf)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+  out cnt: i32[b, h, m] = sum(where(keep and s > 0.0, 1, 0), n)
+}
+)", "wc.attn").at(0);
+    const LoweredKernel& wk = lowered(where_count, t, heads).lowered.kernels.at(0);
+    ASSERT_EQ(wk.path, LoweredKernel::Path::tensor_core) << wk.why;
+    EXPECT_EQ(wk.tensor_core.launch.count_keys_limit, int64_t{1} << 24);
     const Program sums = parse_source(R"(
 program int_sum(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w: i32[b, n]) {
   s = sum(q * k, d)

@@ -328,7 +328,8 @@ TEST(Plan, AReductionOverAnotherOutputsGridIsCut) {
 // compute (it needs the max over heads first), one that is no accumulator of the kernel's loop
 // (a query norm over d), one that does not lie on its grid (a key norm per batch); a value dim
 // held whole beside the keys keeps outputs over it in the attention's kernel; two outputs
-// that cut the same max share one partial; --strict cuts nothing.
+// that cut the same max share one partial; a count over [m] alone is a kernel of its own (not
+// the attention's grid shrunk to [m]); --strict cuts nothing.
 TEST(Plan, APartialIsCutOnlyWhereTheOutputsKernelComputesIt) {
   const std::string head = R"(
   s = sum(q * k, d) / sqrt(size(d))
@@ -353,7 +354,9 @@ TEST(Plan, APartialIsCutOnlyWhereTheOutputsKernelComputesIt) {
       {"", "  out qn: f32[b, m] = sum(f32(q) * f32(q), h, d)\n", 2, 0},
       {"", "  out kn: f32[b] = sum(f32(k) * f32(k), h, n, d)\n", 2, 0},
       {", g: bf16[b, h, m, e]", "  out z: f32[b, h, m, e] = f32(g) * logsumexp(s, n)\n", 1, 0},
-      {"", "  out p1: f32[b, m] = max(s, h, n)\n  out p2: f32[m] = max(s, b, h, n)\n", 3, 1}};
+      {"", "  out p1: f32[b, m] = max(s, h, n)\n  out p2: f32[m] = max(s, b, h, n)\n", 3, 1},
+      // a count over fewer dims than the attention (b and h held whole by a joint kernel)
+      {"", "  out cnt: i64[m] = sum(i64(n <= m), n)\n", 2, 0}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.body);
     const Plan plan = plan_of(c.params, c.body);
