@@ -6,7 +6,8 @@
 // passes/fuse.cpp), which still computes x for every head and key. A Sum, Max or Min X over
 // dims H of the grid G of a kernel of outputs (grid dims other than its row dim) is cut in two
 // where the partial P = X's reduction over its other dims -- the kernel's streamed dim R, or
-// nothing (P is then X's argument) -- lies on G (X's dims and H are G), is an accumulator of
+// nothing (P is then X's argument) -- lies on G (X's dims and H are G, and maybe dims the kernel
+// stores whole: sum(w[h] * o, h) of the attention's o over [b, h, m, e]), is an accumulator of
 // that kernel over R or a value computed from one, needs no reduction over a dim of G, and no
 // root of the kernel needs X whole: P, and X = the same reduction of P over H. make_plan
 // materializes P with the outputs (fusion adds it to the roots of that kernel, which stores it
@@ -43,7 +44,10 @@ PartialReductions partial_reductions(const Program& p, const std::vector<OutputK
       // is the kernel's own business); P = X over the rest lies on the grid
       const DimSet h = dimset_minus(dimset_minus(x.reduce, dimset_minus(x.reduce, grid)),
                                     DimSet{k.row});
-      if (h.empty() || dimset_union(x.dims, h) != grid) continue;
+      const DimSet on = dimset_union(x.dims, h);  // P's dims: the grid, and dims stored whole
+      if (h.empty() || !dimset_subset(grid, on) ||
+          !dimset_subset(on, dimset_union(grid, k.stored_whole)))
+        continue;
       // P is one of the kernel's accumulators over its streamed dim, or (nothing left to
       // reduce) a value computed from them
       const DimSet inner = dimset_minus(x.reduce, h);

@@ -37,7 +37,10 @@ Plan make_plan(const Program& prog, const CompileOptions& opt,
       bool outputs = false;
       for (const Output& o : prog.outputs)
         outputs = outputs || std::find(g.roots.begin(), g.roots.end(), o.node) != g.roots.end();
-      if (outputs) kernels.push_back({g.roots, g.grid, g.red, g.row});
+      DimSet stored;
+      for (int r : g.roots) stored = dimset_union(stored, prog.nodes[r].dims);
+      const DimSet whole = dimset_minus(g.elim, dimset_minus(g.elim, stored));
+      if (outputs) kernels.push_back({g.roots, g.grid, whole, g.red, g.row});
     }
   PartialReductions cut = partial_reductions(prog, kernels);
   plan.program = std::move(cut.program);

@@ -1230,7 +1230,7 @@ TEST_P(CudaPartials, TheAttentionKeepsItsGrid) {
 
 INSTANTIATE_TEST_SUITE_P(Programs, CudaPartials,
                          ::testing::Values("head_count", "head_peak", "mean_lse", "group_min",
-                                           "int_count", "row_count", "head_norm"),
+                                           "int_count", "head_mix", "row_count", "head_norm"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            return std::string(i.param);
                          });

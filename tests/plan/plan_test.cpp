@@ -276,7 +276,8 @@ TEST(Plan, AReductionOverAnotherOutputsGridIsCut) {
       {"head_peak", Op::Max, {"b", "h", "m"}, {"b", "h", "m"}, {"n"}, {"h"}},
       {"mean_lse", Op::Sum, {"b", "h", "m"}, {"b", "h", "m"}, {}, {"h"}},
       {"group_min", Op::Min, {"b", "g", "r", "m"}, {"b", "g", "r", "m"}, {"n"}, {"r"}},
-      {"int_count", Op::Sum, {"b", "h", "m"}, {"b", "h", "m"}, {"n"}, {"h"}}};
+      {"int_count", Op::Sum, {"b", "h", "m"}, {"b", "h", "m"}, {"n"}, {"h"}},
+      {"head_mix", Op::Sum, {"b", "h", "m"}, {"b", "h", "m", "e"}, {}, {"h"}}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.program);
     const Program* prog = nullptr;
