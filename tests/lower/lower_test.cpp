@@ -72,7 +72,8 @@ program wc(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], win: i
   out cnt: i32[b, h, m] = sum(where(keep and s > 0.0, 1, 0), n)
 }
 )", "wc.attn").at(0);
-    const LoweredKernel& wk = lowered(where_count, t, heads).lowered.kernels.at(0);
+    const Compiled wc = lowered(where_count, t, heads);
+    const LoweredKernel& wk = wc.lowered.kernels.at(0);
     ASSERT_EQ(wk.path, LoweredKernel::Path::tensor_core) << wk.why;
     EXPECT_EQ(wk.tensor_core.launch.count_keys_limit, int64_t{1} << 24);
     const Program sums = parse_source(R"(
@@ -82,7 +83,8 @@ program int_sum(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], w
   out t: i64[b, h, m] = sum(i64(s > 0.0) * i64(w), n)
 }
 )", "int_sum.attn").at(0);
-    const LoweredKernel& lk = lowered(sums, t, heads).lowered.kernels.at(0);
+    const Compiled c = lowered(sums, t, heads);
+    const LoweredKernel& lk = c.lowered.kernels.at(0);
     EXPECT_EQ(lk.path, LoweredKernel::Path::element);
     EXPECT_NE(lk.why.find("an integer sum other than a count of a bool"), std::string::npos)
         << lk.why;
