@@ -175,6 +175,11 @@ class Lowering : public TensorCoreView {
       const Node& n = N(a.node);
       if (n.reduce != DimSet{k_.red_dim})
         fail("accumulator " + nt(a.node) + " reduces more than the key dim");
+      // (a group keeps its running max in log2 units, scaled by log2(e) and back by ln(2): a
+      // float within an ulp, an integer not exactly)
+      if ((a.op == Op::Max || a.op == Op::Min) && !is_float(n.type))
+        fail(std::string(a.op == Op::Max ? "Max" : "Min") + " accumulator " + nt(a.node) +
+             " is of " + dtype_name(n.type) + " (a group's running max is a float)");
       if (a.op == Op::Max) groups_.push_back({a.node, n.args[0], {}});
       if (a.op == Op::Min) {  // min(x) = -max(-x): a running max of the negated scores
         groups_.push_back({a.node, n.args[0], {}});

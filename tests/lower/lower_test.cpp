@@ -118,6 +118,27 @@ TEST(Lower, AMinAccumulatorIsANegatedGroup) {
       EXPECT_EQ(groups[1].score_steps.size(), masked ? 2u : 1u);  // (the mask, the scale)
       EXPECT_EQ(c.plan.kernels[lk.plan_kernel].tiles.mask >= 0, masked);
     }
+  // An integer max or min (the first kept key) is not a group: its running max would come back
+  // through log2(e) and ln(2), an integer one too small.
+  for (const char* op : {"min", "max"}) {
+    SCOPED_TRACE(op);
+    const Program p = parse_source(std::string(R"(
+program first_key(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = where(n <= m, sum(q * k, d) / sqrt(size(d)), -inf)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+  out fk: i32[b, h, m] = )") + op + "(where(n <= m and s > 0.0, n, " +
+                                       (std::string(op) == "min" ? "1000000" : "-1") +
+                                       "), n)\n}\n",
+                                   "first_key.attn").at(0);
+    CompileOptions o;
+    o.target = Target::cuda_sm90;
+    o.sizes = {{"d", 64}, {"e", 64}};
+    o.strict = true;
+    const Compiled c = compile_program(p, o, "lower");
+    const LoweredKernel& lk = c.lowered.kernels.at(0);
+    EXPECT_EQ(lk.path, LoweredKernel::Path::element);
+    EXPECT_NE(lk.why.find("a group's running max is a float"), std::string::npos) << lk.why;
+  }
 }
 
 // One kernel's tensor-core lowering at d = e = 64 in every form a test reads: the launch, the
