@@ -50,6 +50,7 @@ Extents parse_sizes(const std::string& text) {
                     " (expected NAME=N items separated by commas, e.g. b=2,h=4,m=n=512,d=e=64)");
   };
   if (trim(text).empty()) fail("it is empty");
+  if (trim(text).back() == ',') fail("it ends with a comma");
   std::stringstream items(text);
   std::string item;
   while (std::getline(items, item, ',')) {

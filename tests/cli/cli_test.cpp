@@ -65,6 +65,12 @@ TEST(Cli, UsageErrorsExit2) {
   EXPECT_EQ(run_flashgen({}).exit_code, 2);
   EXPECT_EQ(run_flashgen({"frobnicate"}).exit_code, 2);
   EXPECT_EQ(run_flashgen({"run", kCausal, "--random", "b=1", "--backend", "tpu"}).exit_code, 2);
+  // SIZES: an empty item, a trailing comma (a size the user meant to type), a bad number
+  for (const char* sizes : {"b=1,,h=2", "b=1,h=2,m=n=7,d=e=5,", "b=x"}) {
+    const ProcessResult r = run_flashgen({"run", kCausal, "--random", sizes});
+    EXPECT_EQ(r.exit_code, 2) << sizes << "\n" << dump(r);
+    EXPECT_TRUE(contains(r.err, "invalid SIZES")) << sizes << "\n" << dump(r);
+  }
 }
 
 TEST(Cli, CheckExamplesOk) {
