@@ -122,6 +122,7 @@ int op_arity(Op op);       // -1 for Gather (variable)
 using DimSet = std::vector<int>;
 DimSet dimset_union(const DimSet& a, const DimSet& b);
 DimSet dimset_minus(const DimSet& a, const DimSet& b);
+DimSet dimset_intersect(const DimSet& a, const DimSet& b);
 bool dimset_contains(const DimSet& a, int d);
 bool dimset_subset(const DimSet& sub, const DimSet& super);
 

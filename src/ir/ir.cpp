@@ -86,6 +86,11 @@ DimSet dimset_minus(const DimSet& a, const DimSet& b) {
   std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(r));
   return r;
 }
+DimSet dimset_intersect(const DimSet& a, const DimSet& b) {
+  DimSet r;
+  std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(r));
+  return r;
+}
 bool dimset_contains(const DimSet& a, int d) { return std::binary_search(a.begin(), a.end(), d); }
 bool dimset_subset(const DimSet& sub, const DimSet& super) {
   return std::includes(super.begin(), super.end(), sub.begin(), sub.end());

@@ -33,17 +33,25 @@ PartialReductions partial_reductions(const Program& p, const std::vector<OutputK
     std::string why;
   };
   std::map<int, Cut> cuts;
+  std::vector<std::set<int>> needs;  // per kernel: every node its roots need
+  for (const OutputKernel& k : kernels) {
+    std::set<int>& n = needs.emplace_back();
+    for (int r : k.roots) {
+      const std::set<int> c = closure_of(p, r);
+      n.insert(c.begin(), c.end());
+    }
+  }
   for (size_t i = 0; i < p.nodes.size(); ++i) {
     const Node& x = p.nodes[i];
     if (!is_reduction(x.op)) continue;
     const std::set<int> arg = closure_of(p, x.args[0]);
-    for (const OutputKernel& k : kernels) {
+    for (size_t ki = 0; ki < kernels.size(); ++ki) {
+      const OutputKernel& k = kernels[ki];
       if (k.red < 0) continue;
       const DimSet grid = k.grid;
       // H: the batch-like dims of the grid X reduces (not the row dim: a reduction over rows
       // is the kernel's own business); P = X over the rest lies on the grid
-      const DimSet h = dimset_minus(dimset_minus(x.reduce, dimset_minus(x.reduce, grid)),
-                                    DimSet{k.row});
+      const DimSet h = dimset_minus(dimset_intersect(x.reduce, grid), DimSet{k.row});
       const DimSet on = dimset_union(x.dims, h);  // P's dims: the grid, and dims stored whole
       if (h.empty() || !dimset_subset(grid, on) ||
           !dimset_subset(on, dimset_union(grid, k.stored_whole)))
@@ -60,10 +68,7 @@ PartialReductions partial_reductions(const Program& p, const std::vector<OutputK
       if (inner.empty() ? !over_red : inner != DimSet{k.red}) continue;
       // the kernel can compute P (nothing P needs reduces over its grid) and none of its
       // roots needs X whole
-      if (over_grid) continue;
-      bool needed = false;
-      for (int r : k.roots) needed = needed || closure_of(p, r).count(static_cast<int>(i)) > 0;
-      if (needed) continue;
+      if (over_grid || needs[ki].count(static_cast<int>(i))) continue;
       std::string name;
       for (const Output& o : p.outputs)
         if (name.empty() && std::find(k.roots.begin(), k.roots.end(), o.node) != k.roots.end())

@@ -30,17 +30,21 @@ Plan make_plan(const Program& prog, const CompileOptions& opt,
   // passes/partial_reductions.cpp: a reduction over a batch-like dim of the grid of a kernel of
   // outputs is cut at that grid, its partial stored by that kernel (the kernels of the program
   // fused as it is, without `materialize`, which names nodes of the cut program; not under
-  // --strict, which asks for one kernel and nothing materialized).
+  // --strict, which asks for one kernel and nothing materialized; nor with one output, which
+  // needs every reduction of the program).
+  std::set<int> out_nodes;
+  for (const Output& o : prog.outputs) out_nodes.insert(o.node);
   std::vector<OutputKernel> kernels;
-  if (!opt.strict)
+  if (!opt.strict && out_nodes.size() > 1)
     for (const KernelGroup& g : fuse(prog).groups) {
       bool outputs = false;
-      for (const Output& o : prog.outputs)
-        outputs = outputs || std::find(g.roots.begin(), g.roots.end(), o.node) != g.roots.end();
       DimSet stored;
-      for (int r : g.roots) stored = dimset_union(stored, prog.nodes[r].dims);
-      const DimSet whole = dimset_minus(g.elim, dimset_minus(g.elim, stored));
-      if (outputs) kernels.push_back({g.roots, g.grid, whole, g.red, g.row});
+      for (int r : g.roots) {
+        outputs = outputs || out_nodes.count(r) > 0;
+        stored = dimset_union(stored, prog.nodes[r].dims);
+      }
+      if (outputs)
+        kernels.push_back({g.roots, g.grid, dimset_intersect(g.elim, stored), g.red, g.row});
     }
   PartialReductions cut = partial_reductions(prog, kernels);
   plan.program = std::move(cut.program);
