@@ -57,10 +57,12 @@ static inline float fg_vexpf(float x) {
 )";
 
 // The profile build's tile counters (err[4..6]: computed, skipped as empty, computed without
-// mask code), added atomically by every thread; `flashgen profile` reads them.
+// mask code), added atomically by every thread (each computes points of its own: the last
+// argument, CUDA's choice between a block's thread 0 and every thread, is always so here);
+// `flashgen profile` reads them.
 const char* kCpuCountPrelude = R"(
 #ifdef FG_COUNT_TILES
-static inline void fg_count_tile(int64_t* err, int cls, int unmasked_full) {
+static inline void fg_count_tile(int64_t* err, int cls, int unmasked_full, int) {
   __atomic_fetch_add(&err[cls == 0 ? 5 : 4], (int64_t)1, __ATOMIC_RELAXED);
   if (cls == 2 && unmasked_full) __atomic_fetch_add(&err[6], (int64_t)1, __ATOMIC_RELAXED);
 }

@@ -97,7 +97,13 @@ class KernelWriter {
     os_ << "  const int64_t total = " << total << ";\n";
     for (const Accumulator& a : k_.accs)
       for (int m : a.rescale_by) olds_.insert(m);
-    if (gpu()) {
+    if (gpu() && e_->thread_per_point) {
+      // A point per thread, its arrays (one element each) in registers.
+      for (const ElementArray& a : e_->arrays)
+        os_ << "  " << a.ctype << " " << (a.old_max ? "O" : "A") << a.node << "[1];\n";
+      os_ << "  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; "
+             "t += (int64_t)gridDim.x * blockDim.x) {\n";
+    } else if (gpu()) {
       // The block's workspace: shared memory, or its slice of the device scratch.
       os_ << "  extern __shared__ __align__(16) char fg_smem[];\n"
           << "  char* const fg_ws = P.use_smem ? fg_smem : P.scratch + (int64_t)blockIdx.x * "
@@ -201,6 +207,7 @@ class KernelWriter {
   std::map<int, std::vector<int>> layouts_;  // node -> its local array's storage order
 
   bool gpu() const { return s_ == LoopSkeleton::cuda_block; }
+  bool per_thread() const { return gpu() && e_->thread_per_point; }
   static std::string min_of(const std::string& a, const std::string& b) {
     return "((" + a + ") < (" + b + ") ? (int64_t)(" + a + ") : (int64_t)(" + b + "))";
   }
@@ -304,8 +311,11 @@ class KernelWriter {
     }
     std::string count = "(int64_t)1";
     for (int d : dims) count += " * " + loop_bound(d);
-    os_ << ind_ << "for (int64_t fg_e = threadIdx.x; fg_e < " << count
-        << "; fg_e += blockDim.x) {\n";
+    if (per_thread())  // (a point's elements, by its one thread)
+      os_ << ind_ << "for (int64_t fg_e = 0; fg_e < " << count << "; ++fg_e) {\n";
+    else
+      os_ << ind_ << "for (int64_t fg_e = threadIdx.x; fg_e < " << count
+          << "; fg_e += blockDim.x) {\n";
     ind_ += "  ";
     if (!dims.empty()) os_ << ind_ << "int64_t fg_r = fg_e;\n";
     for (size_t i = dims.size(); i-- > 0;) {
@@ -319,7 +329,7 @@ class KernelWriter {
   void close_elements(size_t dims) {
     if (!gpu()) return close_loops(dims);
     close_loops(1);
-    os_ << ind_ << "__syncthreads();\n";
+    if (!per_thread()) os_ << ind_ << "__syncthreads();\n";
   }
   std::string init_of(Op op, DType t) const {
     bool integer = is_integer(t);
@@ -491,7 +501,8 @@ class KernelWriter {
   // 2 full; full counts as unmasked only when the kernel runs full tiles without mask code).
   void emit_tile_count(const std::string& cls, bool unmasked_full) {
     os_ << "#ifdef FG_COUNT_TILES\n"
-        << ind_ << "fg_count_tile(err, " << cls << ", " << (unmasked_full ? 1 : 0) << ");\n"
+        << ind_ << "fg_count_tile(err, " << cls << ", " << (unmasked_full ? 1 : 0) << ", "
+        << (per_thread() ? 1 : 0) << ");\n"
         << "#endif\n";
   }
   // Interval arithmetic of the mask over the tile (codegen/interval_code.h): cls 0 = false

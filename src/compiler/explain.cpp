@@ -58,6 +58,7 @@ struct CudaShape {
   std::string why;  // when it does not fit
   Sm80Launch launch;
   int threads = 0;  // the element path's block
+  bool thread_per_point = false;  // (ElementLaunch::thread_per_point: no workspace)
   // The element path's workspace per block at the given sizes (-1: an extent is not given),
   // and whether it stays in shared memory.
   int64_t workspace = -1;
@@ -96,6 +97,8 @@ CudaShape cuda_shape(const Plan& plan, const LoweredKernel& lk, const Extents& s
   }
   s.why = lk.why;
   s.threads = lk.element.threads;
+  s.thread_per_point = lk.element.thread_per_point;
+  if (s.thread_per_point) return s;
   std::vector<int64_t> extv;
   for (const std::string& d : plan.program.dims) {
     auto it = sizes.find(d);
@@ -141,8 +144,10 @@ std::string cuda_text(const CudaShape& s) {
     if (s.workspace >= 0)
       ws = "; a workspace of " + std::to_string(s.workspace) + " bytes per block in " +
            (s.in_smem ? "shared memory" : "device memory");
-    return "  cuda:      element path (" + std::to_string(s.threads) +
-           " threads per block, one block per grid point" + ws + "): " + s.why + "\n";
+    return "  cuda:      element path (" + std::to_string(s.threads) + " threads per block, " +
+           (s.thread_per_point ? "one thread per grid point, its values in registers"
+                               : "one block per grid point") +
+           ws + "): " + s.why + "\n";
   }
   const Sm80Launch& l = s.launch;
   std::ostringstream os;
@@ -232,6 +237,7 @@ nlohmann::json cuda_json(const CudaShape& s) {
   if (!s.fits) {
     j["why"] = s.why;
     j["threads"] = s.threads;
+    j["per_point"] = s.thread_per_point ? "thread" : "block";
     if (s.workspace >= 0) {
       j["workspace_bytes"] = s.workspace;
       j["workspace_in"] = s.in_smem ? "shared" : "device";

@@ -700,7 +700,10 @@ void bind_element(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
     bk.empty = true;
     return;
   }
-  const int64_t blocks = std::min<int64_t>(points, std::max<int64_t>(1, most_blocks));
+  // (a block per point, or a thread per point: enough blocks for every point's thread)
+  const int64_t per_block = e.thread_per_point ? e.threads : 1;
+  const int64_t blocks =
+      std::min<int64_t>((points + per_block - 1) / per_block, std::max<int64_t>(1, most_blocks));
   const bool smem = ws <= e.smem_limit;
   bk.params[l.ws()] = ws;
   bk.params[l.use_smem()] = smem ? 1 : 0;

@@ -52,6 +52,10 @@ struct ElementLaunch {
   int blocks_per_sm = 4;              // the grid covers at most sm_count * this many blocks
   std::vector<ElementArray> arrays;   // workspace order; each starts 16-byte aligned
   int smem_limit = 0;                 // bytes: a workspace up to this stays in shared memory
+  // Every array holds one element per grid point (no row tile, key tile or head dim in any):
+  // each thread computes a point of its own, its arrays in registers, no barriers and no
+  // workspace (a block per point would leave all threads but one idle).
+  bool thread_per_point = false;
 };
 
 struct LoweredKernel {

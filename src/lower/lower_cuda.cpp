@@ -86,6 +86,7 @@ int64_t element_workspace(const PlanKernel& k, const ElementLaunch& e,
   constexpr int64_t kLimit = int64_t{1} << 62;
   int64_t total = 0;
   if (offsets) offsets->clear();
+  if (e.thread_per_point) return 0;  // (its arrays are registers)
   for (const ElementArray& a : e.arrays) {
     total = (total + 15) / 16 * 16;
     if (offsets) offsets->push_back(total);
@@ -157,10 +158,16 @@ LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
       e.arrays = element_arrays(plan, k);
       // A block spreads each value's elements over its threads: 256 when some array spans a
       // key tile or a head dim (hundreds of elements), else 64 (a row tile's 16 elements).
-      bool wide = false;
-      for (const ElementArray& a : e.arrays)
+      // A kernel whose arrays and stored values are all one element per point computes a
+      // point per thread.
+      bool wide = false, scalars = true;
+      for (const ElementArray& a : e.arrays) {
         for (int d : a.dims) wide = wide || d == k.red_dim || dimset_contains(k.elim, d);
-      e.threads = wide ? 256 : 64;
+        scalars = scalars && a.dims.empty();
+      }
+      for (int b : k.writes) scalars = scalars && k.value(plan.buffers[b].node)->local_dims.empty();
+      e.thread_per_point = scalars;
+      e.threads = scalars ? 128 : wide ? 256 : 64;
       e.blocks_per_sm = 2048 / e.threads;  // a full SM of threads, for the grid-stride loop
       e.smem_limit = budget.per_block;
     }
@@ -370,10 +377,15 @@ std::string LoweredCuda::str(const Plan& plan) const {
     const ElementLaunch& e = lk.element;
     std::vector<int> points;
     for (int d : k.grid) points.push_back(d);
-    os << "  grid: one block per point of " << dims_text(points);
+    os << "  grid: one " << (e.thread_per_point ? "thread" : "block") << " per point of "
+       << dims_text(points);
     if (k.row_dim >= 0) os << " (" << p.dims[k.row_dim] << " in tiles of " << k.row_tile << ")";
     os << ", grid-stride, at most " << e.blocks_per_sm << " blocks per SM\n";
-    os << "  block: " << e.threads << " threads, each value's elements spread over them\n";
+    if (e.thread_per_point)
+      os << "  block: " << e.threads << " threads, a point each (every value one element: "
+         << "registers, no workspace)\n";
+    else
+      os << "  block: " << e.threads << " threads, each value's elements spread over them\n";
     if (k.red_dim >= 0) {
       os << "  loop: " << p.dims[k.red_dim] << " in tiles of " << k.red_tile;
       if (k.tiles.mask >= 0 && k.tiles.skip_empty)
@@ -381,7 +393,10 @@ std::string LoweredCuda::str(const Plan& plan) const {
            << (k.tiles.unmasked_full ? " (empty skipped, full unmasked)" : " (empty skipped)");
       os << "\n";
     }
-    os << "  workspace (shared memory up to " << e.smem_limit << " bytes, else device memory):\n";
+    os << (e.thread_per_point ? "  registers of each thread:\n"
+                              : "  workspace (shared memory up to " +
+                                    std::to_string(e.smem_limit) +
+                                    " bytes, else device memory):\n");
     for (const ElementArray& a : e.arrays) {
       os << "    " << (a.old_max ? "O" : "A") << a.node << " " << a.ctype << "[";
       for (size_t i = 0; i < a.dims.size(); ++i) {

@@ -1789,21 +1789,44 @@ program sig(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e]) {
   EXPECT_EQ(ws, at);
 }
 
-TEST(Lower, OnlineMaximaKeepTheirPreviousValueAndReductionsWithoutKeysUseFewThreads) {
+// An element kernel whose values are all one element per grid point (no row tile, key tile or
+// head dim in any array or stored value) computes a point per thread: registers, no workspace,
+// no barriers. One with a row tile spreads the tile's elements over a block of 64 threads.
+TEST(Lower, OnlineMaximaKeepTheirPreviousValueAndPointsOfOneElementTakeAThreadEach) {
   Program sm = testing::example_program("vanilla");
   Compiled c = lowered(sm, Target::cuda_sm80, {});
   int olds = 0;
   for (const ElementArray& a : c.lowered.kernels[0].element.arrays) olds += a.old_max;
   EXPECT_EQ(olds, 1);  // one softmax group: one running max rescales the sums
-  Program rows = parse_source(R"(
+  EXPECT_FALSE(c.lowered.kernels[0].element.thread_per_point);
+  const std::vector<Program> progs = parse_source(R"(
 program rows(x: f32[b, m]) {
   out o: f32[b, m] = x * 2.0
 }
-)", "rows.attn").at(0);
-  Compiled r = lowered(rows, Target::cuda_sm80, {});
+program heads(x: f32[b, h, m]) {
+  out o: f32[b, m] = sum(x * x, h)
+}
+)", "rows.attn");
+  Compiled r = lowered(progs.at(0), Target::cuda_sm80, {});
   ASSERT_EQ(r.lowered.kernels.size(), 1u);
+  const ElementLaunch& re = r.lowered.kernels[0].element;
   EXPECT_EQ(r.lowered.kernels[0].path, LoweredKernel::Path::element);
-  EXPECT_EQ(r.lowered.kernels[0].element.threads, 64);
+  EXPECT_TRUE(re.thread_per_point);
+  EXPECT_EQ(re.threads, 128);
+  for (const ElementArray& a : re.arrays) EXPECT_TRUE(a.dims.empty());
+  EXPECT_EQ(element_workspace(r.plan.kernels[0], re, {2, 3}, nullptr), 0);
+  Compiled re_src = compile_program(progs.at(0), [] {
+    CompileOptions o;
+    o.target = Target::cuda_sm80;
+    return o;
+  }(), "emit");
+  EXPECT_EQ(re_src.sources.at(0).find("__syncthreads"), std::string::npos);
+  // (m streamed in row tiles of 16 beside the loop over h: a block per tile)
+  Compiled h = lowered(progs.at(1), Target::cuda_sm80, {});
+  ASSERT_EQ(h.lowered.kernels.size(), 1u);
+  EXPECT_EQ(h.plan.kernels[0].row_dim, 2);
+  EXPECT_FALSE(h.lowered.kernels[0].element.thread_per_point);
+  EXPECT_EQ(h.lowered.kernels[0].element.threads, 64);
 }
 
 // Kernels pass values through intermediates: a tensor-core kernel writes one and reads one in

@@ -16,7 +16,7 @@ namespace {
 // Helpers of element kernels: stores in the declared encodings (rounded once to nearest even,
 // as the host's Tensor conversions: bf16/f16/f8e5m2 overflow to inf, f8e4m3 saturates to 448,
 // NaN to the format's NaN), the integer limits, and the profile build's tile counters (thread
-// 0 of a block counts its tiles).
+// 0 of a block counts its tiles; every thread where each computes a point of its own).
 const char* kElementPrelude = R"(
 #define INT64_MIN (-9223372036854775807LL - 1)
 #define INT64_MAX 9223372036854775807LL
@@ -45,8 +45,9 @@ static __device__ uint32_t fg_enc(float x, int eb, int man, int bias, bool ieee)
   return sign | ((uint32_t)(ex + bias) << man) | ((uint32_t)ldexpf(r, man - ex) - (1u << man));
 }
 #ifdef FG_COUNT_TILES
-static __device__ __forceinline__ void fg_count_tile(int64_t* err, int cls, int unmasked_full) {
-  if (threadIdx.x != 0) return;
+static __device__ __forceinline__ void fg_count_tile(int64_t* err, int cls, int unmasked_full,
+                                                     int every_thread) {
+  if (!every_thread && threadIdx.x != 0) return;
   atomicAdd((unsigned long long*)&err[cls == 0 ? 5 : 4], 1ull);
   if (cls == 2 && unmasked_full) atomicAdd((unsigned long long*)&err[6], 1ull);
 }
