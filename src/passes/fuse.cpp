@@ -35,6 +35,7 @@ struct Attempt {
   bool ok = false;
   bool split_roots = false;          // the roots cannot share a grid
   std::map<int, std::string> need;   // nodes to materialize
+  bool after_loop = false;           // need: only values reduced after the loop (see try_group)
   KernelGroup group;
 };
 
@@ -71,7 +72,8 @@ void product_factors(const Program& p, int id, std::vector<int>& out, std::vecto
 }
 
 Attempt try_group(const Program& p, const std::vector<int>& roots,
-                  const std::set<int>& computed_here, const std::map<int, std::string>& mat) {
+                  const std::set<int>& computed_here, const std::map<int, std::string>& mat,
+                  bool one_kernel) {
   Attempt at;
   KernelGroup& g = at.group;
   g.roots = roots;
@@ -142,6 +144,22 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
         if (beside && missing) elim = dimset_union(elim, {x});
       }
     }
+    // A softmax over a dim held whole (exp(x - max(x, R2)) with R2 eliminated) while a later
+    // candidate streams R2: stream R2 instead (a mixture of heads sum(w * o, h) of the
+    // attention's o streams the keys, not the heads with every key held whole; one kernel,
+    // --strict, holds them whole).
+    bool softmax_whole = false;
+    for (int id : k.members) {
+      const Node& n = p.nodes[id];
+      if (n.op != Op::Exp || p.nodes[n.args[0]].op != Op::Sub) continue;
+      const int M = match_safe_max(p, p.nodes[n.args[0]].args[1]);
+      if (M < 0 || p.nodes[M].op != Op::Max || p.nodes[M].reduce.size() != 1) continue;
+      const int r2 = p.nodes[M].reduce[0];
+      softmax_whole = softmax_whole || (r2 != R && dimset_contains(elim, r2) &&
+                                        std::find(order.begin(), order.end(), r2) > 
+                                            std::find(order.begin(), order.end(), R));
+    }
+    if (softmax_whole && !one_kernel) continue;
     k.elim = elim;
     k.grid = dimset_minus(g0, elim);
     bool roots_fit = true;
@@ -248,10 +266,68 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
       if (body) fail(id, describe(p, id) + " varies with " + dname(p, R) +
                              " and uses the result of a reduction over it");
     }
+    // A reduction after the loop over a dim x that the accumulators it reads are computed
+    // per (o / sqrt(sum(o * o, [h, e])), or mean(o, m), of the attention's o): holding x whole
+    // would hold every accumulator of each point of x in one grid point, where the
+    // accumulators' own kernel keeps x in its grid. Unless something else holds x whole in the
+    // loop (a contraction's dim, a dim beside the streamed one in a parameter and missing from
+    // a reduction over it: v's e), the value it reduces is materialized: followed down from the
+    // reduction through element-wise nodes of one late argument, to the first value of
+    // several (o = sum(p * v, n) / sum(p, n)) or to an accumulator. (Not for one kernel,
+    // --strict: that holds x whole.)
+    const bool before = !need.empty();
+    if (need.empty() && !one_kernel) {
+      DimSet whole;  // held whole in the loop by more than the reductions after it
+      for (int id : k.members) {
+        const Node& n = p.nodes[id];
+        if (is_reduction(n.op) && !accs.count(id) && !late[n.args[0]] &&
+            dimset_contains(p.nodes[n.args[0]].dims, R))
+          whole = dimset_union(whole, n.reduce);
+      }
+      for (int x : root_dims) {  // beside R in a parameter, never in a reduction over R
+        bool beside = false, missing = false;
+        for (int id : k.members) {
+          const Node& n = p.nodes[id];
+          const bool has_r = dimset_contains(n.dims, R) ||
+                             (is_reduction(n.op) && dimset_contains(n.reduce, R));
+          if (n.op == Op::Param && has_r && dimset_contains(n.dims, x)) beside = true;
+          if (is_reduction(n.op) && has_r && !dimset_contains(n.dims, x) &&
+              !dimset_contains(n.reduce, x))
+            missing = true;
+        }
+        if (x != R && beside && missing) whole = dimset_union(whole, {x});
+      }
+      for (int id : k.members) {
+        const Node& n = p.nodes[id];
+        if (!is_reduction(n.op) || accs.count(id) || !late[n.args[0]]) continue;
+        DimSet per;  // the dims the accumulators it reads are computed per
+        for (int a : late_src[n.args[0]]) per = dimset_union(per, p.nodes[a].dims);
+        const DimSet x = dimset_minus(dimset_intersect(n.reduce, per), whole);
+        if (x.empty()) continue;
+        int v = n.args[0];
+        for (;;) {
+          const Node& vn = p.nodes[v];
+          if (is_reduction(vn.op)) break;
+          std::set<int> late_args;
+          for (int a : vn.args)
+            if (in_kernel(a) && late[a]) late_args.insert(a);
+          if (late_args.size() != 1) break;
+          v = *late_args.begin();
+        }
+        // (a value already materialized is a root here: the roots' split keeps x on its grid)
+        if (!need.count(v) && !mat.count(v))
+          need[v] = describe(p, v) + " is reduced over " + p.dim_list(x) + " by " +
+                    describe(p, id) + ", after the loop over " + dname(p, R) +
+                    ": its own kernel keeps " + p.dim_list(x) + " in the grid";
+      }
+    }
     if (!need.empty()) {
       // Materialize what the outermost reduction needs rather than stream an inner dim and
       // hold the outer one whole.
-      if (first_need.empty()) first_need = need;
+      if (first_need.empty()) {
+        first_need = need;
+        at.after_loop = !before;
+      }
       break;
     }
     for (int id : k.members)
@@ -313,16 +389,23 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
 // one root holds whole on its own (the value dim e of o, beside g * logsumexp(s) over
 // [b, h, m, e]) keeps them together.
 Attempt attempt(const Program& p, const std::vector<int>& roots,
-                const std::map<int, std::string>& mat) {
+                const std::map<int, std::string>& mat, bool one_kernel) {
   const std::set<int> here(roots.begin(), roots.end());
-  Attempt a = try_group(p, roots, here, mat);
+  Attempt a = try_group(p, roots, here, mat, one_kernel);
+  // (roots that would materialize a value reduced after the loop are tried apart first: the
+  // reduction may belong to a root whose own kernel has another grid)
+  if (!a.ok && a.after_loop && roots.size() > 1) {
+    Attempt split;
+    split.split_roots = true;
+    return split;
+  }
   if (!a.ok || roots.size() < 2) return a;
   DimSet reduced, whole_alone;
   for (int id : a.group.members)
     if (is_reduction(p.nodes[id].op)) reduced = dimset_union(reduced, p.nodes[id].reduce);
   std::vector<DimSet> grids;
   for (int r : roots) {
-    const Attempt alone = try_group(p, {r}, {r}, mat);
+    const Attempt alone = try_group(p, {r}, {r}, mat, one_kernel);
     if (!alone.ok) continue;
     grids.push_back(alone.group.grid);
     whole_alone = dimset_union(whole_alone, alone.group.elim);
@@ -340,7 +423,7 @@ Attempt attempt(const Program& p, const std::vector<int>& roots,
 
 }  // namespace
 
-Fusion fuse(const Program& p, const std::vector<Materialize>& materialize) {
+Fusion fuse(const Program& p, const std::vector<Materialize>& materialize, bool one_kernel) {
   Fusion f;
   std::set<int> seeded;
   for (const Materialize& m : materialize)
@@ -356,15 +439,38 @@ Fusion fuse(const Program& p, const std::vector<Materialize>& materialize) {
     // (each set: the roots of one kernel, which computes and stores them)
     std::vector<std::vector<int>> sets;
     std::vector<int> outs;  // the outputs' roots: the partials to store with them first
+    std::vector<int> partials;
     for (const Materialize& m : materialize) {
-      if (m.with_outputs)
+      if (m.with_outputs) {
         outs.insert(outs.end(), m.nodes.begin(), m.nodes.end());
-      else
+        partials.insert(partials.end(), m.nodes.begin(), m.nodes.end());
+      } else {
         sets.push_back(m.nodes);
+      }
     }
     std::map<DimSet, std::vector<int>> by_dims;
     for (auto& [id, why] : f.materialized)
       if (!seeded.count(id)) by_dims[p.nodes[id].dims].push_back(id);
+    // A partial to store with the outputs joins instead a set of materialized values whose
+    // kernel computes it on its grid (the partial max over keys of a max over heads and keys,
+    // cut at the grid of the attention's o, where o is materialized for a norm over heads)
+    std::vector<int> rest;
+    for (int id : outs) {
+      bool joined = false;
+      for (auto& [d, ids] : by_dims) {
+        if (joined || !std::count(partials.begin(), partials.end(), id)) break;
+        std::vector<int> with = ids;
+        with.push_back(id);
+        const Attempt set = attempt(p, ids, f.materialized, one_kernel),
+                      both = attempt(p, with, f.materialized, one_kernel);
+        if (set.ok && both.ok && both.group.grid == set.group.grid) {
+          ids = with;
+          joined = true;
+        }
+      }
+      if (!joined) rest.push_back(id);
+    }
+    outs = rest;
     for (auto& [d, ids] : by_dims) sets.push_back(ids);
     // (an output whose node is materialized is stored by the kernel that materializes it)
     for (const Output& o : p.outputs)
@@ -373,7 +479,7 @@ Fusion fuse(const Program& p, const std::vector<Materialize>& materialize) {
     if (!outs.empty()) sets.push_back(outs);
     for (size_t si = 0; si < sets.size() && !restart; ++si) {
       const std::vector<int> roots = sets[si];
-      Attempt a = attempt(p, roots, f.materialized);
+      Attempt a = attempt(p, roots, f.materialized, one_kernel);
       if (a.ok) {
         f.groups.push_back(a.group);
         continue;
@@ -387,7 +493,7 @@ Fusion fuse(const Program& p, const std::vector<Materialize>& materialize) {
           for (std::vector<int>& part : parts) {
             std::vector<int> with = part;
             with.push_back(r);
-            if (!attempt(p, with, f.materialized).split_roots) {
+            if (!attempt(p, with, f.materialized, one_kernel).split_roots) {
               part = with;
               placed = true;
               break;

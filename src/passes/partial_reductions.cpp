@@ -66,19 +66,25 @@ PartialReductions partial_reductions(const Program& p, const std::vector<OutputK
           for (int d : p.nodes[a].reduce) over_grid = over_grid || dimset_contains(grid, d);
         }
       if (inner.empty() ? !over_red : inner != DimSet{k.red}) continue;
+      // (a kernel of materialized values stores them: what is left of X after them reads them,
+      // not a partial computed from them)
+      if (inner.empty() && !k.outputs) continue;
       // the kernel can compute P (nothing P needs reduces over its grid) and none of its
       // roots needs X whole
       if (over_grid || needs[ki].count(static_cast<int>(i))) continue;
       std::string name;
       for (const Output& o : p.outputs)
         if (name.empty() && std::find(k.roots.begin(), k.roots.end(), o.node) != k.roots.end())
-          name = o.name;
+          name = "output '" + o.name + "'";
+      if (name.empty())
+        name = std::string("the materialized ") + op_name(p.nodes[k.roots[0]].op) + " " +
+               p.dim_list(p.nodes[k.roots[0]].dims);
       cuts[static_cast<int>(i)] = {
           inner, h,
           std::string("the partial ") + op_name(x.op) +
               (inner.empty() ? "" : " over " + p.dim_list(inner)) + " of a " + op_name(x.op) +
-              " over " + p.dim_list(x.reduce) + ", stored by the kernel of output '" + name +
-              "' (whose grid has " + p.dim_list(h) + "): the rest, over " + p.dim_list(h) +
+              " over " + p.dim_list(x.reduce) + ", stored by the kernel of " + name +
+              " (whose grid has " + p.dim_list(h) + "): the rest, over " + p.dim_list(h) +
               ", runs in a kernel of its own"};
       break;
     }

@@ -39,6 +39,7 @@ struct OutputKernel {
   DimSet grid;             // its grid (sorted)
   DimSet stored_whole;     // dims it holds whole that its roots are over (o's value dim e)
   int red = -1, row = -1;  // its streamed dim and row dim
+  bool outputs = true;     // its roots include an output (else: values materialized)
 };
 struct PartialReductions {
   Program program;

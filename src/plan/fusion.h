@@ -31,7 +31,10 @@ struct Fusion {
 
 // Decides the kernels of a canonical, online-rewritten program. `materialize`: sets of nodes
 // to materialize from the start, each set the roots of one kernel (whatever their dims),
-// beside those fusion finds it must (grouped by dims).
-Fusion fuse(const Program& p, const std::vector<Materialize>& materialize = {});
+// beside those fusion finds it must (grouped by dims). `one_kernel` (--strict): hold dims whole
+// rather than materialize where both are possible (a reduction over heads of the attention's
+// o, a softmax over keys inside a reduction over heads).
+Fusion fuse(const Program& p, const std::vector<Materialize>& materialize = {},
+            bool one_kernel = false);
 
 }  // namespace flashgen

@@ -533,7 +533,8 @@ program causal32(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
 // unbounded) in the careful build; a weight read from the score through a checked gather; the
 // programs of values computed per key (tests/programs/value_sums.attn) and of score values
 // computed once per key of a tile (tests/programs/key_values.attn); the variants of
-// tests/programs/mixed_kinds.attn, masks_and_outputs.attn and partials.attn.
+// tests/programs/mixed_kinds.attn, masks_and_outputs.attn, partials.attn and
+// after_attention.attn.
 TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
@@ -564,12 +565,14 @@ TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
   // variants written to check the path's generality (mixed_kinds.attn, masks_and_outputs.attn,
   // partials.attn; the latter two on sm_80 too)
   for (const char* file : {"tests/programs/mixed_kinds.attn", "tests/programs/masks_and_outputs.attn",
-                           "tests/programs/partials.attn"})
+                           "tests/programs/partials.attn", "tests/programs/after_attention.attn"})
     for (const Program& p : parse_file(testing::source_path(file))) {
-      // (partials.attn: the attention's kernel and the one that reduces its partial)
-      const size_t kernels =
-          std::string(file).find("partials") != std::string::npos && p.name != "head_norm" ? 2
-                                                                                          : 1;
+      // (partials.attn: the attention's kernel and the one that reduces its partial;
+      // after_attention.attn: the attention's kernel and the one reading its result)
+      const size_t kernels = std::string(file).find("partials") != std::string::npos ||
+                                     std::string(file).find("after_attention") != std::string::npos
+                                 ? 2
+                                 : 1;
       for (CudaBuild b : {CudaBuild::plain, CudaBuild::careful})
         compiles(p, Target::cuda_sm90, "sm_90a", b, kernels);
       if (std::string(file).find("mixed_kinds") == std::string::npos)

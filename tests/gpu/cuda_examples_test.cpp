@@ -1205,8 +1205,9 @@ INSTANTIATE_TEST_SUITE_P(Programs, CudaNorms,
 // tests/programs/partials.attn: an output over fewer dims than the attention beside it, reduced
 // over a dim the attention keeps in its grid (passes/partial_reductions.cpp): the attention's
 // kernel stores the partial and a kernel of its own reduces it, so the attention keeps its grid
-// and the tensor cores (not head_norm, whose output reads the reduction over heads: one
-// element-path kernel); at every call shape of for_each_call_shape against the reference.
+// and the tensor cores (head_norm's output reads the reduction over heads: the attention's o
+// is materialized on its grid, the max over heads cut there); at every call shape of
+// for_each_call_shape against the reference.
 class CudaPartials : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaPartials, TheAttentionKeepsItsGrid) {
@@ -1216,14 +1217,10 @@ TEST_P(CudaPartials, TheAttentionKeepsItsGrid) {
                          [&](const Program& p) { return p.name == GetParam(); });
   ASSERT_NE(it, ps.end()) << GetParam();
   const Program& p = *it;
-  const std::string name = p.name;
-  const bool cut = name != "head_norm";
-  const bool tensor_core = cut;
   for_each_call_shape(p, [&](const Extents& ext, int64_t salt) {
     std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
-    ASSERT_EQ(L->kernels.size(), cut ? 2u : 1u);
-    EXPECT_EQ(L->kernels[0].low.path == LoweredKernel::Path::tensor_core, tensor_core)
-        << L->kernels[0].low.why;
+    ASSERT_EQ(L->kernels.size(), 2u);
+    EXPECT_EQ(L->kernels[0].low.path, LoweredKernel::Path::tensor_core) << L->kernels[0].low.why;
     check_inputs(p, random_inputs(p, ext, 191 + salt), ext);
   });
 }
@@ -1231,6 +1228,35 @@ TEST_P(CudaPartials, TheAttentionKeepsItsGrid) {
 INSTANTIATE_TEST_SUITE_P(Programs, CudaPartials,
                          ::testing::Values("head_count", "head_peak", "mean_lse", "group_min",
                                            "int_count", "head_mix", "row_count", "head_norm"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
+
+// tests/programs/after_attention.attn: a reduction of the attention's result over a dim its
+// kernel keeps in the grid (passes/fuse.cpp): the attention on the tensor cores over its own
+// grid, storing its result, then kernels that read it (none of q, k or v); at every call shape
+// of for_each_call_shape against the reference.
+class CudaAfterAttention : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaAfterAttention, TheAttentionIsMaterializedOnItsGrid) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const std::vector<Program> ps =
+      parse_file(testing::source_path("tests/programs/after_attention.attn"));
+  auto it = std::find_if(ps.begin(), ps.end(),
+                         [&](const Program& p) { return p.name == GetParam(); });
+  ASSERT_NE(it, ps.end()) << GetParam();
+  const Program& p = *it;
+  for_each_call_shape(p, [&](const Extents& ext, int64_t salt) {
+    std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
+    ASSERT_EQ(L->kernels.size(), 2u);
+    EXPECT_EQ(L->kernels[0].low.path, LoweredKernel::Path::tensor_core) << L->kernels[0].low.why;
+    check_inputs(p, random_inputs(p, ext, 197 + salt), ext);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Programs, CudaAfterAttention,
+                         ::testing::Values("row_center", "mix_only", "head_softmax", "group_norm",
+                                           "norm_peak"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            return std::string(i.param);
                          });

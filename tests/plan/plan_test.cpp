@@ -316,13 +316,74 @@ TEST(Plan, AReductionOverAnotherOutputsGridIsCut) {
     const std::vector<std::string> r1 = plan.reads(1);
     EXPECT_EQ(r1, std::vector<std::string>{tmp.name});
   }
+  // head_norm's o reads the reduction over heads of the attention's o1: o1 is materialized on
+  // the attention's grid, and the max over heads and keys is cut there, its partial stored
+  // beside o1 (tests/programs/after_attention.attn has more)
   const Program* norm = nullptr;
   for (const Program& p : ps)
     if (p.name == "head_norm") norm = &p;
   ASSERT_NE(norm, nullptr);
   const Plan plan = compile_program(*norm, {}, "fuse").plan;
-  EXPECT_EQ(plan.kernels.size(), 1u) << plan.str();
-  EXPECT_TRUE(plan.materialized().empty());
+  ASSERT_EQ(plan.kernels.size(), 2u) << plan.str();
+  const Program& np = plan.program;
+  std::vector<int> grid = plan.kernels[0].grid;
+  std::sort(grid.begin(), grid.end());
+  EXPECT_EQ(grid, (DimSet{np.find_dim("b"), np.find_dim("h"), np.find_dim("m")}));
+  EXPECT_EQ(plan.kernels[0].red_dim, np.find_dim("n"));
+  ASSERT_EQ(plan.materialized().size(), 2u) << plan.str();
+  for (int b : plan.materialized()) {
+    const std::vector<std::string> w0 = plan.writes(0), r1 = plan.reads(1);
+    EXPECT_NE(std::find(w0.begin(), w0.end(), plan.buffers[b].name), w0.end());
+    EXPECT_NE(std::find(r1.begin(), r1.end(), plan.buffers[b].name), r1.end());
+  }
+  EXPECT_EQ(plan.reads(1).size(), 2u);  // (no q, k or v: nothing recomputed)
+  // --strict: one kernel, h held whole
+  CompileOptions strict;
+  strict.strict = true;
+  EXPECT_EQ(compile_program(*norm, strict, "fuse").plan.kernels.size(), 1u);
+}
+
+// A reduction of the attention's result over a dim its own kernel keeps in the grid (a norm
+// over heads, a mean over rows, a mixture of heads as the only output, a softmax over heads of
+// the log-sum-exp, an RMS norm over a group's query heads): the result is materialized by a
+// kernel over the attention's grid that streams the keys (never the heads with every key held
+// whole), and what reads it runs after; --strict holds the dim whole instead (nothing
+// materialized).
+TEST(Plan, AReductionOfTheAttentionOverItsGridMaterializesIt) {
+  const std::vector<Program> ps =
+      parse_file(testing::source_path("tests/programs/after_attention.attn"));
+  ASSERT_EQ(ps.size(), 5u);
+  for (const Program& prog : ps) {
+    SCOPED_TRACE(prog.name);
+    const Plan plan = compile_program(prog, {}, "fuse").plan;
+    const Program& p = plan.program;
+    ASSERT_EQ(plan.kernels.size(), 2u) << plan.str();
+    const PlanKernel& att = plan.kernels[0];
+    EXPECT_EQ(att.red_dim, p.find_dim("n")) << plan.str();
+    // the attention's grid: every dim of q but the head dim d
+    DimSet want;
+    for (int d : p.params[0].dims)
+      if (p.dims[d] != "d") want = dimset_union(want, {d});
+    std::vector<int> grid = att.grid;
+    std::sort(grid.begin(), grid.end());
+    EXPECT_EQ(grid, want) << p.dim_list(att.grid);
+    // it stores what the rest reads; no later kernel streams the keys again
+    bool stores_materialized = false;
+    for (int b : plan.materialized()) {
+      const std::vector<std::string> w0 = plan.writes(0);
+      stores_materialized = stores_materialized ||
+                            std::find(w0.begin(), w0.end(), plan.buffers[b].name) != w0.end();
+    }
+    EXPECT_TRUE(stores_materialized) << plan.str();
+    for (size_t ki = 1; ki < plan.kernels.size(); ++ki) {
+      EXPECT_NE(plan.kernels[ki].red_dim, p.find_dim("n")) << plan.str();
+      for (const std::string& r : plan.reads(static_cast<int>(ki)))
+        EXPECT_TRUE(r != "q" && r != "k" && r != "v") << r << " read by kernel " << ki;
+    }
+    CompileOptions strict;  // (nothing materialized; head_softmax's two outputs apart)
+    strict.strict = true;
+    EXPECT_TRUE(compile_program(prog, strict, "fuse").plan.materialized().empty());
+  }
 }
 
 // Where the cut does not apply (a review's programs): a partial the attention's kernel cannot
