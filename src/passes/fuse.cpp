@@ -16,8 +16,10 @@
 // brings every exp(a*(y - max(y, R)) + c) / exp2(...) (a > 0, c invariant along R, raw or safe
 // max) into it, and splits sums only where that reaches it. If a group fails, the accumulators
 // it needs early are materialized (computed by an earlier kernel, read back); `materialized`
-// records why.
-// Preconditions: canonical, online-rewritten program. Test: tests/plan/plan_test.cpp.
+// records why. So is a value reduced after the loop over a dim its accumulators are computed
+// per (a norm over heads of the attention's o): its own kernel keeps that dim in the grid.
+// Preconditions: canonical, online-rewritten program. Test: tests/plan/plan_test.cpp
+// (Plan.AReductionOfTheAttentionOverItsGridMaterializesIt and the rest).
 #include <algorithm>
 #include <functional>
 #include <set>

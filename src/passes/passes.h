@@ -29,7 +29,7 @@ Program canonicalize(const Program& p);
 Program online_rewrite(const Program& p, bool distribute_values = true);
 
 // partial_reductions.cpp: each Sum, Max or Min X over batch-like dims H of the grid of a kernel
-// of outputs (`kernels`: the program fused as it is), cut in two where the partial P (X over
+// of outputs or materialized values (`kernels`: the program fused as it is), cut in two where the partial P (X over
 // the rest: the kernel's streamed dim, or nothing) lies on that grid (and dims the kernel stores
 // whole, as o's e), the kernel can compute it
 // and none of its roots needs X: P, and X = the same reduction of P over H. `partials`: the
