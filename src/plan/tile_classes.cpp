@@ -14,7 +14,10 @@
 // as a sum of where(keep, 1, 0) (the summand itself only, not a factor of a product: a cautious
 // reach, which the count of kept keys needs). A data read the rules cannot use (under sin, or
 // in a mask that stays undecided) is listed here all the same: the targets take the ranges that
-// decide tiles (codegen/interval_code.h, deciding_data_ranges).
+// decide tiles (codegen/interval_code.h, deciding_data_ranges). Accumulators whose conditions
+// differ but share a conjunct (the attention's `keep` and a count's `keep and s > 0`) are all
+// killed where that conjunct is false: the mask is the largest conjunct every condition has (a
+// tile where it is true everywhere evaluates the rest of each condition with it assumed true).
 // Preconditions: a plan of a canonical, online-rewritten program (make_plan), whose
 // accumulators carry their exp factors.
 // Test: tests/plan/plan_test.cpp (mask found), tests/cpu (skipping keeps results exact).
@@ -76,6 +79,13 @@ std::vector<DataRange> data_ranges(const Program& p, const PlanKernel& k) {
   }
   return out;
 }
+// c and its conjuncts, recursively (c = a and b: c, a, b and theirs).
+void conjuncts(const Program& p, int c, std::vector<int>& out) {
+  out.push_back(c);
+  const Node& n = p.nodes[c];
+  if (n.op == Op::And)
+    for (int a : n.args) conjuncts(p, a, out);
+}
 }  // namespace
 
 void classify_tiles(Plan& plan) {
@@ -83,8 +93,9 @@ void classify_tiles(Plan& plan) {
   for (PlanKernel& k : plan.kernels) {
     k.tiles = TileClasses{};
     if (k.red_dim < 0 || k.accs.empty()) continue;
-    int mask = -1;
     bool ok = true;
+    std::vector<int> common;  // the conjuncts every accumulator's condition has
+    bool first = true;
     for (const Accumulator& a : k.accs) {
       int c = -1;
       if (a.op == Op::Max || a.op == Op::Min) {
@@ -96,11 +107,32 @@ void classify_tiles(Plan& plan) {
       } else if (a.op == Op::Sum && a.rescale_by.empty()) {
         c = summand_condition(p, p.nodes[a.node].args[0]);  // a plain sum
       }
-      if (c < 0 || (mask >= 0 && c != mask)) {
+      if (c < 0) {
         ok = false;
         break;
       }
-      mask = c;
+      std::vector<int> cs;
+      conjuncts(p, c, cs);
+      if (first) {
+        common = cs;
+      } else {
+        std::vector<int> both;
+        for (int x : common)
+          if (std::find(cs.begin(), cs.end(), x) != cs.end()) both.push_back(x);
+        common = both;
+      }
+      first = false;
+    }
+    // the largest shared conjunct (one that holds the others: keep over its n <= m)
+    int mask = -1;
+    size_t most = 0;
+    for (int x : common) {
+      std::vector<int> xs;
+      conjuncts(p, x, xs);
+      if (xs.size() > most) {
+        most = xs.size();
+        mask = x;
+      }
     }
     if (!ok || mask < 0) {
       k.tiles.note = "no mask kills every accumulator: every tile is computed";

@@ -1279,7 +1279,7 @@ INSTANTIATE_TEST_SUITE_P(Programs, CudaAfterAttention,
 // masks only a weight per diagonal or per key reads, which the mask pass reads itself; mask
 // data read by name, which the tile classifier bounds: a scalar window, a key padding, a
 // per-row limit; a count of kept keys by a bool cast, in f32 and in i64; a row's smallest kept
-// score).
+// score; a count and a capped max whose conditions share the attention's mask as a conjunct).
 struct ProgramCase {
   const char* file;
   const char* program;
@@ -1340,7 +1340,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ProgramCase{"masks_and_outputs.attn", "count_cast"},
                       ProgramCase{"masks_and_outputs.attn", "count_i64"},
                       ProgramCase{"masks_and_outputs.attn", "row_min"},
-                      ProgramCase{"masks_and_outputs.attn", "count_where"}),
+                      ProgramCase{"masks_and_outputs.attn", "count_where"},
+                      ProgramCase{"masks_and_outputs.attn", "capped_peak"}),
     [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
 
 // Weights that are not finite (tests/programs/gates.attn) against the reference:

@@ -259,10 +259,43 @@ program sinpos(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e], po
   }
 }
 
+// Accumulators whose conditions share a conjunct (the attention's keep; a count's
+// `keep and s > 0`, a max's `keep and s < 0.5`): the mask is that conjunct, the largest one they
+// share (keep, not its n <= m). Conditions that share none keep every tile.
+TEST(Plan, ConditionsSharingAConjunctKeepItAsTheTileMask) {
+  const std::vector<Program> ps =
+      parse_file(testing::source_path("tests/programs/masks_and_outputs.attn"));
+  for (const char* name : {"count_where", "capped_peak"}) {
+    SCOPED_TRACE(name);
+    auto it = std::find_if(ps.begin(), ps.end(), [&](const Program& p) { return p.name == name; });
+    ASSERT_NE(it, ps.end());
+    Plan plan = compile_program(*it, {}, "classify_tiles").plan;
+    const Program& p = plan.program;
+    ASSERT_EQ(plan.kernels.size(), 1u);
+    const PlanKernel& k = plan.kernels[0];
+    ASSERT_GE(k.tiles.mask, 0) << k.tiles.note;
+    EXPECT_TRUE(k.tiles.skip_empty && k.tiles.unmasked_full);
+    const Node& mask = p.nodes[k.tiles.mask];
+    EXPECT_EQ(mask.op, Op::And);  // keep = n <= m and m - n <= win[h]
+    EXPECT_EQ(p.nodes[mask.args[0]].op, Op::Le);
+    EXPECT_EQ(mask.dims, (DimSet{p.find_dim("h"), p.find_dim("m"), p.find_dim("n")}));
+  }
+  const Program apart = parse_source(R"(
+program apart(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = where(n <= m, sum(q * k, d), -inf)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+  out c: f32[b, h, m] = sum(where(n >= m and s > 0.0, 1.0, 0.0), n)
+}
+)", "apart.attn").at(0);
+  Plan plan = compile_program(apart, {}, "classify_tiles").plan;
+  EXPECT_LT(plan.kernels.at(0).tiles.mask, 0) << plan.kernels.at(0).tiles.note;
+}
+
 // An output over fewer dims than the attention, reduced over a dim of the attention's grid
 // (tests/programs/partials.attn): the attention's kernel keeps its grid and stores the partial,
 // an intermediate over that grid; a second kernel reduces it over the rest and stores the
-// output. Not where the attention's output reads the reduction (head_norm: one kernel).
+// output. Where the attention's output reads the reduction (head_norm), the attention's result
+// is materialized on its grid and the max over heads is cut there.
 TEST(Plan, AReductionOverAnotherOutputsGridIsCut) {
   const std::vector<Program> ps =
       parse_file(testing::source_path("tests/programs/partials.attn"));
