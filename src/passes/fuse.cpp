@@ -146,8 +146,8 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
         if (beside && missing) elim = dimset_union(elim, {x});
       }
     }
-    // A softmax over a dim held whole (exp(x - max(x, R2)) with R2 eliminated) while a later
-    // candidate streams R2: stream R2 instead (a mixture of heads sum(w * o, h) of the
+    // A softmax over a dim held whole (exp(x - max(x, R2)) with R2 eliminated, no root's dim)
+    // while a later candidate streams R2: stream R2 instead (a mixture of heads sum(w * o, h) of the
     // attention's o streams the keys, not the heads with every key held whole; one kernel,
     // --strict, holds them whole).
     bool softmax_whole = false;
@@ -158,6 +158,7 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
       if (M < 0 || p.nodes[M].op != Op::Max || p.nodes[M].reduce.size() != 1) continue;
       const int r2 = p.nodes[M].reduce[0];
       softmax_whole = softmax_whole || (r2 != R && dimset_contains(elim, r2) &&
+                                        !dimset_contains(root_dims, r2) &&
                                         std::find(order.begin(), order.end(), r2) > 
                                             std::find(order.begin(), order.end(), R));
     }
@@ -441,38 +442,15 @@ Fusion fuse(const Program& p, const std::vector<Materialize>& materialize, bool 
     // (each set: the roots of one kernel, which computes and stores them)
     std::vector<std::vector<int>> sets;
     std::vector<int> outs;  // the outputs' roots: the partials to store with them first
-    std::vector<int> partials;
     for (const Materialize& m : materialize) {
-      if (m.with_outputs) {
+      if (m.with_outputs)
         outs.insert(outs.end(), m.nodes.begin(), m.nodes.end());
-        partials.insert(partials.end(), m.nodes.begin(), m.nodes.end());
-      } else {
+      else
         sets.push_back(m.nodes);
-      }
     }
     std::map<DimSet, std::vector<int>> by_dims;
     for (auto& [id, why] : f.materialized)
       if (!seeded.count(id)) by_dims[p.nodes[id].dims].push_back(id);
-    // A partial to store with the outputs joins instead a set of materialized values whose
-    // kernel computes it on its grid (the partial max over keys of a max over heads and keys,
-    // cut at the grid of the attention's o, where o is materialized for a norm over heads)
-    std::vector<int> rest;
-    for (int id : outs) {
-      bool joined = false;
-      for (auto& [d, ids] : by_dims) {
-        if (joined || !std::count(partials.begin(), partials.end(), id)) break;
-        std::vector<int> with = ids;
-        with.push_back(id);
-        const Attempt set = attempt(p, ids, f.materialized, one_kernel),
-                      both = attempt(p, with, f.materialized, one_kernel);
-        if (set.ok && both.ok && both.group.grid == set.group.grid) {
-          ids = with;
-          joined = true;
-        }
-      }
-      if (!joined) rest.push_back(id);
-    }
-    outs = rest;
     for (auto& [d, ids] : by_dims) sets.push_back(ids);
     // (an output whose node is materialized is stored by the kernel that materializes it)
     for (const Output& o : p.outputs)

@@ -4,14 +4,12 @@
 // `out cnt: [b, m] = sum(x, [h, n])` -- is planned by fusion in a kernel of its own (roots whose
 // joint kernel would reduce over a dim one of them keeps in its grid do not share one:
 // passes/fuse.cpp), which still computes x for every head and key. A Sum, Max or Min X over
-// dims H of the grid G of a kernel of outputs or of materialized values (grid dims other than
-// its row dim; the attention's o materialized for a norm over heads) is cut in two
+// dims H of the grid G of a kernel of outputs (grid dims other than its row dim) is cut in two
 // where the partial P = X's reduction over its other dims -- the kernel's streamed dim R, or
 // nothing (P is then X's argument) -- lies on G (X's dims and H are G, and maybe dims the kernel
 // stores whole: sum(w[h] * o, h) of the attention's o over [b, h, m, e]), is an accumulator of
 // that kernel over R or a value computed from one, needs no reduction over a dim of G, and no
-// root of the kernel needs X whole (and, at a kernel of materialized values, P is a reduction:
-// X's argument itself is read from them): P, and X = the same reduction of P over H. make_plan
+// root of the kernel needs X whole: P, and X = the same reduction of P over H. make_plan
 // materializes P with the outputs (fusion adds it to the roots of that kernel, which stores it
 // beside them) and the reduction over H reads it back in a kernel of its own: x is computed
 // once, in the kernel that computes the attention, and the last step costs a pass over
@@ -68,25 +66,19 @@ PartialReductions partial_reductions(const Program& p, const std::vector<OutputK
           for (int d : p.nodes[a].reduce) over_grid = over_grid || dimset_contains(grid, d);
         }
       if (inner.empty() ? !over_red : inner != DimSet{k.red}) continue;
-      // (a kernel of materialized values stores them: what is left of X after them reads them,
-      // not a partial computed from them)
-      if (inner.empty() && !k.outputs) continue;
       // the kernel can compute P (nothing P needs reduces over its grid) and none of its
       // roots needs X whole
       if (over_grid || needs[ki].count(static_cast<int>(i))) continue;
       std::string name;
       for (const Output& o : p.outputs)
         if (name.empty() && std::find(k.roots.begin(), k.roots.end(), o.node) != k.roots.end())
-          name = "output '" + o.name + "'";
-      if (name.empty())
-        name = std::string("the materialized ") + op_name(p.nodes[k.roots[0]].op) + " " +
-               p.dim_list(p.nodes[k.roots[0]].dims);
+          name = o.name;
       cuts[static_cast<int>(i)] = {
           inner, h,
           std::string("the partial ") + op_name(x.op) +
               (inner.empty() ? "" : " over " + p.dim_list(inner)) + " of a " + op_name(x.op) +
-              " over " + p.dim_list(x.reduce) + ", stored by the kernel of " + name +
-              " (whose grid has " + p.dim_list(h) + "): the rest, over " + p.dim_list(h) +
+              " over " + p.dim_list(x.reduce) + ", stored by the kernel of output '" + name +
+              "' (whose grid has " + p.dim_list(h) + "): the rest, over " + p.dim_list(h) +
               ", runs in a kernel of its own"};
       break;
     }

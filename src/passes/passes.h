@@ -29,7 +29,7 @@ Program canonicalize(const Program& p);
 Program online_rewrite(const Program& p, bool distribute_values = true);
 
 // partial_reductions.cpp: each Sum, Max or Min X over batch-like dims H of the grid of a kernel
-// of outputs or materialized values (`kernels`: the program fused as it is), cut in two where the partial P (X over
+// of outputs (`kernels`: the program fused as it is), cut in two where the partial P (X over
 // the rest: the kernel's streamed dim, or nothing) lies on that grid (and dims the kernel stores
 // whole, as o's e), the kernel can compute it
 // and none of its roots needs X: P, and X = the same reduction of P over H. `partials`: the
@@ -39,7 +39,6 @@ struct OutputKernel {
   DimSet grid;             // its grid (sorted)
   DimSet stored_whole;     // dims it holds whole that its roots are over (o's value dim e)
   int red = -1, row = -1;  // its streamed dim and row dim
-  bool outputs = true;     // its roots include an output (else: values materialized)
 };
 struct PartialReductions {
   Program program;

@@ -27,28 +27,25 @@ bool is_operand(const Program& p, int id) {
 Plan make_plan(const Program& prog, const CompileOptions& opt,
                const std::vector<Materialize>& materialize) {
   Plan plan;
-  // passes/partial_reductions.cpp: a reduction over a batch-like dim of the grid of a kernel
-  // that stores outputs or a materialized value is cut at that grid, its partial stored by that
-  // kernel (the kernels of the program fused as it is, without `materialize`, which names nodes
-  // of the cut program; not under --strict, which asks for one kernel and nothing materialized;
-  // nor with one output and nothing materialized: that kernel needs every reduction).
+  // passes/partial_reductions.cpp: a reduction over a batch-like dim of the grid of a kernel of
+  // outputs is cut at that grid, its partial stored by that kernel (the kernels of the program
+  // fused as it is, without `materialize`, which names nodes of the cut program; not under
+  // --strict, which asks for one kernel and nothing materialized; nor with one output, which
+  // needs every reduction of the program).
   std::set<int> out_nodes;
   for (const Output& o : prog.outputs) out_nodes.insert(o.node);
   std::vector<OutputKernel> kernels;
-  if (!opt.strict) {
-    const Fusion uncut = fuse(prog);
-    if (out_nodes.size() > 1 || !uncut.materialized.empty())
-      for (const KernelGroup& g : uncut.groups) {
-        DimSet stored;
-        bool outputs = false;
-        for (int r : g.roots) {
-          stored = dimset_union(stored, prog.nodes[r].dims);
-          outputs = outputs || out_nodes.count(r) > 0;
-        }
-        kernels.push_back(
-            {g.roots, g.grid, dimset_intersect(g.elim, stored), g.red, g.row, outputs});
+  if (!opt.strict && out_nodes.size() > 1)
+    for (const KernelGroup& g : fuse(prog).groups) {
+      bool outputs = false;
+      DimSet stored;
+      for (int r : g.roots) {
+        outputs = outputs || out_nodes.count(r) > 0;
+        stored = dimset_union(stored, prog.nodes[r].dims);
       }
-  }
+      if (outputs)
+        kernels.push_back({g.roots, g.grid, dimset_intersect(g.elim, stored), g.red, g.row});
+    }
   PartialReductions cut = partial_reductions(prog, kernels);
   plan.program = std::move(cut.program);
   const Program& p = plan.program;

@@ -1206,8 +1206,8 @@ INSTANTIATE_TEST_SUITE_P(Programs, CudaNorms,
 // over a dim the attention keeps in its grid (passes/partial_reductions.cpp): the attention's
 // kernel stores the partial and a kernel of its own reduces it, so the attention keeps its grid
 // and the tensor cores (head_norm's output reads the reduction over heads: the attention's o
-// is materialized on its grid, the max over heads cut there); at every call shape of
-// for_each_call_shape against the reference.
+// is materialized on its grid, and a second kernel computes o and the max over heads and keys);
+// at every call shape of for_each_call_shape against the reference.
 class CudaPartials : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaPartials, TheAttentionKeepsItsGrid) {
@@ -1234,8 +1234,8 @@ INSTANTIATE_TEST_SUITE_P(Programs, CudaPartials,
 
 // tests/programs/after_attention.attn: a reduction of the attention's result over a dim its
 // kernel keeps in the grid (passes/fuse.cpp): the attention on the tensor cores over its own
-// grid, storing its result, then kernels that read it (none of q, k or v); at every call shape
-// of for_each_call_shape against the reference.
+// grid, storing its result, then a kernel that reads it; at every call shape of
+// for_each_call_shape against the reference.
 class CudaAfterAttention : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaAfterAttention, TheAttentionIsMaterializedOnItsGrid) {
