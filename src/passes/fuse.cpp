@@ -448,10 +448,17 @@ Fusion fuse(const Program& p, const std::vector<Materialize>& materialize, bool 
       else
         sets.push_back(m.nodes);
     }
-    std::map<DimSet, std::vector<int>> by_dims;
-    for (auto& [id, why] : f.materialized)
-      if (!seeded.count(id)) by_dims[p.nodes[id].dims].push_back(id);
-    for (auto& [d, ids] : by_dims) sets.push_back(ids);
+    // (grouped by the grid of each one's own kernel, else by dims: the attention's o and its
+    // log-sum-exp, materialized for reductions over heads, share the attention's kernel)
+    std::map<std::pair<bool, DimSet>, std::vector<int>> by_grid;
+    for (auto& [id, why] : f.materialized) {
+      if (seeded.count(id)) continue;
+      const Attempt alone = attempt(p, {id}, f.materialized, one_kernel);
+      by_grid[alone.ok ? std::make_pair(true, alone.group.grid)
+                       : std::make_pair(false, p.nodes[id].dims)]
+          .push_back(id);
+    }
+    for (auto& [key, ids] : by_grid) sets.push_back(ids);
     // (an output whose node is materialized is stored by the kernel that materializes it)
     for (const Output& o : p.outputs)
       if (!f.materialized.count(o.node) && std::find(outs.begin(), outs.end(), o.node) == outs.end())
