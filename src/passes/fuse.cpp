@@ -274,7 +274,8 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
     // would hold every accumulator of each point of x in one grid point, where the
     // accumulators' own kernel keeps x in its grid. Unless something else holds x whole in the
     // loop (a contraction's dim, a dim beside the streamed one in a parameter and missing from
-    // a reduction over it: v's e), the value it reduces is materialized: followed down from the
+    // a reduction over it or from the rows' parameters: v's e), the value it reduces is
+    // materialized: followed down from the
     // reduction through element-wise nodes of one late argument, to the first value of
     // several (o = sum(p * v, n) / sum(p, n)) or to an accumulator. (Not for one kernel,
     // --strict: that holds x whole.)
@@ -300,6 +301,17 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
         }
         if (x != R && beside && missing) whole = dimset_union(whole, {x});
       }
+      // a dim only beside R: in a parameter with R and in none without it (a head dim of v, as
+      // e of linear attention's sum(k * v, n) normalized over e), unlike a batch dim that the
+      // rows' parameters have too (h of q)
+      DimSet beside_r, rows;
+      for (int id : k.members) {
+        const Node& n = p.nodes[id];
+        if (n.op != Op::Param) continue;
+        if (dimset_contains(n.dims, R)) beside_r = dimset_union(beside_r, n.dims);
+        else rows = dimset_union(rows, n.dims);
+      }
+      whole = dimset_union(whole, dimset_minus(dimset_minus(beside_r, rows), {R}));
       for (int id : k.members) {
         const Node& n = p.nodes[id];
         if (!is_reduction(n.op) || accs.count(id) || !late[n.args[0]]) continue;

@@ -1256,7 +1256,7 @@ TEST_P(CudaAfterAttention, TheAttentionIsMaterializedOnItsGrid) {
 
 INSTANTIATE_TEST_SUITE_P(Programs, CudaAfterAttention,
                          ::testing::Values("row_center", "mix_only", "head_softmax", "group_norm",
-                                           "norm_peak"),
+                                           "norm_peak", "pad_norm"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            return std::string(i.param);
                          });

@@ -379,11 +379,12 @@ TEST(Plan, AReductionOverAnotherOutputsGridIsCut) {
 // kernel over the attention's grid that streams the keys (never the heads with every key held
 // whole), and what reads it runs after; --strict holds the dim whole instead (nothing
 // materialized). Softmaxes over a root's dim inside a sum over keys (over heads, over a group's
-// query heads) stay one kernel.
+// query heads) stay one kernel, and so does a norm over a dim only the keys' parameters have
+// (linear attention's e).
 TEST(Plan, AReductionOfTheAttentionOverItsGridMaterializesIt) {
   const std::vector<Program> ps =
       parse_file(testing::source_path("tests/programs/after_attention.attn"));
-  ASSERT_EQ(ps.size(), 5u);
+  ASSERT_EQ(ps.size(), 6u);
   for (const Program& prog : ps) {
     SCOPED_TRACE(prog.name);
     const Plan plan = compile_program(prog, {}, "fuse").plan;
@@ -423,6 +424,10 @@ program hsoft(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
 program rsoft(q: bf16[b, g, r, m, d], k: bf16[b, g, n, d], v: bf16[b, g, n, e]) {
   s = sum(q * k, d)
   out o: f32[b, g, r, m, e] = sum(softmax(s, r) * softmax(s, n) * v, n)
+}
+program lin_norm(k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  st = sum(k * v, n)
+  out o: f32[b, h, d, e] = st / sqrt(sum(st * st, e))
 }
 )", "inner.attn");
   for (const Program& prog : inner) {
