@@ -75,8 +75,9 @@ void product_factors(const Program& p, int id, std::vector<int>& out, std::vecto
 
 Attempt try_group(const Program& p, const std::vector<int>& roots,
                   const std::set<int>& computed_here, const std::map<int, std::string>& mat,
-                  bool one_kernel) {
+                  bool one_kernel, bool skip_softmax_whole = true) {
   Attempt at;
+  bool skipped = false;
   KernelGroup& g = at.group;
   g.roots = roots;
   // Members: everything the roots need, stopping at materialized nodes made elsewhere.
@@ -162,7 +163,10 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
                                         std::find(order.begin(), order.end(), r2) > 
                                             std::find(order.begin(), order.end(), R));
     }
-    if (softmax_whole && !one_kernel) continue;
+    if (softmax_whole && !one_kernel && skip_softmax_whole) {
+      skipped = true;
+      continue;
+    }
     k.elim = elim;
     k.grid = dimset_minus(g0, elim);
     bool roots_fit = true;
@@ -319,21 +323,33 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
         for (int a : late_src[n.args[0]]) per = dimset_union(per, p.nodes[a].dims);
         const DimSet x = dimset_minus(dimset_intersect(n.reduce, per), whole);
         if (x.empty()) continue;
-        int v = n.args[0];
-        for (;;) {
+        // the values to materialize: down element-wise nodes of one late argument; a node of
+        // several is materialized where no reduction after the loop is in it (o1 = num / den,
+        // an lse), else each late argument is followed (exp(lse - max(lse, h)) * o1: lse, o1)
+        std::function<bool(int)> after = [&](int v) {  // a reduction after the loop in v
           const Node& vn = p.nodes[v];
-          if (is_reduction(vn.op)) break;
+          if (is_reduction(vn.op) && !accs.count(v)) return true;
+          for (int a : vn.args)
+            if (in_kernel(a) && late[a] && after(a)) return true;
+          return false;
+        };
+        std::function<void(int)> take = [&](int v) {
+          const Node& vn = p.nodes[v];
           std::set<int> late_args;
           for (int a : vn.args)
             if (in_kernel(a) && late[a]) late_args.insert(a);
-          if (late_args.size() != 1) break;
-          v = *late_args.begin();
-        }
-        // (a value already materialized is a root here: the roots' split keeps x on its grid)
-        if (!need.count(v) && !mat.count(v))
-          need[v] = describe(p, v) + " is reduced over " + p.dim_list(x) + " by " +
-                    describe(p, id) + ", after the loop over " + dname(p, R) +
-                    ": its own kernel keeps " + p.dim_list(x) + " in the grid";
+          const bool acc = is_reduction(vn.op) && accs.count(v);
+          if (!acc && (is_reduction(vn.op) || late_args.size() == 1 || after(v))) {
+            for (int a : late_args) take(a);
+            return;
+          }
+          // (a value already materialized is a root here: the roots' split keeps x on its grid)
+          if (!need.count(v) && !mat.count(v))
+            need[v] = describe(p, v) + " is reduced over " + p.dim_list(x) + " by " +
+                      describe(p, id) + ", after the loop over " + dname(p, R) +
+                      ": its own kernel keeps " + p.dim_list(x) + " in the grid";
+        };
+        take(n.args[0]);
       }
     }
     if (!need.empty()) {
@@ -392,6 +408,10 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
     return at;
   }
   at.need = first_need;
+  // (the streamed R2 needs values whole before its loop ends, as a softmax over keys inside a
+  // sum over keys and heads: stream the skipped candidate after all)
+  if (skipped && !first_need.empty() && !at.after_loop)
+    return try_group(p, roots, computed_here, mat, one_kernel, false);
   return at;
 }
 
@@ -446,6 +466,7 @@ Fusion fuse(const Program& p, const std::vector<Materialize>& materialize, bool 
       f.materialized[id] = m.why;
       seeded.insert(id);
     }
+  bool group_by_grid = true;
   for (int iter = 0; iter < 1000; ++iter) {
     f.groups.clear();
     bool restart = false;
@@ -465,7 +486,9 @@ Fusion fuse(const Program& p, const std::vector<Materialize>& materialize, bool 
     std::map<std::pair<bool, DimSet>, std::vector<int>> by_grid;
     for (auto& [id, why] : f.materialized) {
       if (seeded.count(id)) continue;
-      const Attempt alone = attempt(p, {id}, f.materialized, one_kernel);
+      // (after a cycle, by dims only)
+      const Attempt alone = group_by_grid ? attempt(p, {id}, f.materialized, one_kernel)
+                                          : Attempt{};
       by_grid[alone.ok ? std::make_pair(true, alone.group.grid)
                        : std::make_pair(false, p.nodes[id].dims)]
           .push_back(id);
@@ -534,8 +557,15 @@ Fusion fuse(const Program& p, const std::vector<Materialize>& materialize, bool 
         for (int r : f.groups[i].roots) stored.insert(r);
       }
     }
-    if (ordered.size() != f.groups.size())
+    if (ordered.size() != f.groups.size()) {
+      // Two materialized values one kernel computes, one needing a value that needs the other
+      // (through a kernel of its own): group them by dims, as fusion did before, then give up.
+      if (group_by_grid) {
+        group_by_grid = false;
+        continue;
+      }
       throw ProgramError(p.loc, "internal error: kernels depend on each other in a cycle");
+    }
     f.groups = ordered;
     return f;
   }

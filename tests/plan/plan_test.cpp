@@ -429,12 +429,38 @@ program lin_norm(k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
   st = sum(k * v, n)
   out o: f32[b, h, d, e] = st / sqrt(sum(st * st, e))
 }
+program keys_and_heads(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  out o: f32[b, m, e] = sum(softmax(sum(q * k, d), n) * v, n, h)
+}
 )", "inner.attn");
   for (const Program& prog : inner) {
     SCOPED_TRACE(prog.name);
     const Plan plan = compile_program(prog, {}, "fuse").plan;
     EXPECT_EQ(plan.kernels.size(), 1u) << plan.str();
     EXPECT_TRUE(plan.materialized().empty());
+  }
+  // (a review's programs: what a reduction over heads reads mixes the attention's o with a
+  // softmax over heads of its log-sum-exp; o and the lse are materialized, in one kernel, and
+  // a second kernel does the rest -- not a dependency cycle)
+  const std::vector<Program> pools = parse_source(R"(
+program headpool_lse(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  o1 = sum(softmax(s, n) * v, n)
+  out a: f32[b, m, e] = sum(softmax(logsumexp(s, n), h) * o1, h)
+}
+program rowmix(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = where(n <= m, sum(q * k, d) / sqrt(size(d)), -inf)
+  o1 = sum(softmax(s, n) * v, n)
+  out a: f32[b, h, e] = sum(softmax(max(s, n), m) * o1, m)
+}
+)", "pools.attn");
+  for (const Program& prog : pools) {
+    SCOPED_TRACE(prog.name);
+    const Plan plan = compile_program(prog, {}, "fuse").plan;
+    ASSERT_EQ(plan.kernels.size(), 2u) << plan.str();
+    EXPECT_EQ(plan.materialized().size(), 2u) << plan.str();
+    EXPECT_EQ(plan.kernels[0].red_dim, plan.program.find_dim("n"));
+    for (const std::string& r : plan.reads(1)) EXPECT_TRUE(r != "q" && r != "k" && r != "v") << r;
   }
 }
 
