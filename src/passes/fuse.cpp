@@ -52,17 +52,6 @@ std::string describe(const Program& p, int id) {
   return os.str();
 }
 
-// Reductions nest: depth of a node = number of reductions on its deepest input path.
-std::vector<int> reduction_depth(const Program& p) {
-  std::vector<int> depth(p.nodes.size(), 0);
-  for (size_t i = 0; i < p.nodes.size(); ++i) {
-    int d = 0;
-    for (int a : p.nodes[i].args) d = std::max(d, depth[a]);
-    depth[i] = d + (is_reduction(p.nodes[i].op) ? 1 : 0);
-  }
-  return depth;
-}
-
 void product_factors(const Program& p, int id, std::vector<int>& out, std::vector<int>* muls) {
   if (p.nodes[id].op == Op::Mul) {
     if (muls) muls->push_back(id);
@@ -75,7 +64,7 @@ void product_factors(const Program& p, int id, std::vector<int>& out, std::vecto
 
 Attempt try_group(const Program& p, const std::vector<int>& roots,
                   const std::set<int>& computed_here, const std::map<int, std::string>& mat,
-                  bool one_kernel, bool skip_softmax_whole = true) {
+                  bool one_kernel, bool prefer = true) {
   Attempt at;
   bool skipped = false;
   KernelGroup& g = at.group;
@@ -104,7 +93,14 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
     g0 = keep;
   }
   // Candidate streamed dims, outermost reduction first.
-  std::vector<int> depth = reduction_depth(p);
+  // (depth within the kernel: a loaded value is a leaf)
+  std::vector<int> depth(p.nodes.size(), 0);
+  for (int id : g.members) {  // (ids ascend: arguments first)
+    int d = 0;
+    for (int a : p.nodes[id].args)
+      if (mem.count(a)) d = std::max(d, depth[a]);
+    depth[id] = d + (is_reduction(p.nodes[id].op) ? 1 : 0);
+  }
   std::map<int, int> cand;  // dim -> max depth
   DimSet reduced;
   for (int id : g.members) {
@@ -115,9 +111,25 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
       cand[d] = std::max(cand[d], depth[id]);
     }
   }
+  // (of one depth -- max(s, [h, n]) -- a dim some parameter lacks first: the keys, which k and
+  // v have and q lacks, before a batch dim of every parameter)
+  std::set<int> in_every;
+  for (const auto& [d, dep] : cand) {
+    bool every = true;
+    for (int id : g.members)
+      if (p.nodes[id].op == Op::Param && !dimset_contains(p.nodes[id].dims, d)) every = false;
+    if (every) in_every.insert(d);
+  }
   std::vector<int> order;
   for (auto& [d, dep] : cand) order.push_back(d);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return cand[a] > cand[b]; });
+  const std::vector<int> plain = order;
+  if (prefer)
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      if (cand[a] != cand[b]) return cand[a] > cand[b];
+      return in_every.count(a) < in_every.count(b);
+    });
+  const bool reordered = order != plain;
   order.push_back(-1);
 
   std::map<int, std::string> first_need;
@@ -163,7 +175,7 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
                                         std::find(order.begin(), order.end(), r2) > 
                                             std::find(order.begin(), order.end(), R));
     }
-    if (softmax_whole && !one_kernel && skip_softmax_whole) {
+    if (softmax_whole && !one_kernel && prefer) {
       skipped = true;
       continue;
     }
@@ -408,9 +420,9 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
     return at;
   }
   at.need = first_need;
-  // (the streamed R2 needs values whole before its loop ends, as a softmax over keys inside a
-  // sum over keys and heads: stream the skipped candidate after all)
-  if (skipped && !first_need.empty() && !at.after_loop)
+  // (the preferred candidate needs values whole before its loop ends, as a softmax over keys
+  // inside a sum over keys and heads: the candidates by depth alone, none skipped)
+  if ((skipped || reordered) && !first_need.empty() && !at.after_loop)
     return try_group(p, roots, computed_here, mat, one_kernel, false);
   return at;
 }

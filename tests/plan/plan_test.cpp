@@ -462,6 +462,17 @@ program rowmix(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
     EXPECT_EQ(plan.kernels[0].red_dim, plan.program.find_dim("n"));
     for (const std::string& r : plan.reads(1)) EXPECT_TRUE(r != "q" && r != "k" && r != "v") << r;
   }
+  // Of two dims one reduction reduces (a count over heads and keys alone), the keys are
+  // streamed (q lacks them; every parameter has h), not the heads with every key held whole
+  const Program count = parse_source(R"(
+program cnt_only(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  out cnt: i64[b, m] = sum(i64(s > 0.0), h, n)
+}
+)", "cnt.attn").at(0);
+  const Plan cp = compile_program(count, {}, "fuse").plan;
+  ASSERT_EQ(cp.kernels.size(), 1u);
+  EXPECT_EQ(cp.kernels[0].red_dim, cp.program.find_dim("n"));
 }
 
 // Where the cut does not apply (a review's programs): a partial the attention's kernel cannot
