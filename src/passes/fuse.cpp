@@ -335,6 +335,19 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
         for (int a : late_src[n.args[0]]) per = dimset_union(per, p.nodes[a].dims);
         const DimSet x = dimset_minus(dimset_intersect(n.reduce, per), whole);
         if (x.empty()) continue;
+        // (not where the reduction's result flows back into the loop: into a value over R or
+        // an accumulator, as sum(p * sum(o1, h), n))
+        std::set<int> down = {id};
+        bool back = false;
+        for (int j : k.members) {
+          if (j <= id) continue;
+          bool reads = false;
+          for (int a : p.nodes[j].args) reads = reads || down.count(a) > 0;
+          if (!reads) continue;
+          down.insert(j);
+          back = back || accs.count(j) || dimset_contains(p.nodes[j].dims, R);
+        }
+        if (back) continue;
         // the values to materialize: down element-wise nodes of one late argument; a node of
         // several is materialized where no reduction after the loop is in it (o1 = num / den,
         // an lse), else each late argument is followed (exp(lse - max(lse, h)) * o1: lse, o1)
@@ -345,6 +358,7 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
             if (in_kernel(a) && late[a] && after(a)) return true;
           return false;
         };
+        std::map<int, std::string> targets;
         std::function<void(int)> take = [&](int v) {
           const Node& vn = p.nodes[v];
           std::set<int> late_args;
@@ -355,13 +369,30 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
             for (int a : late_args) take(a);
             return;
           }
-          // (a value already materialized is a root here: the roots' split keeps x on its grid)
-          if (!need.count(v) && !mat.count(v))
-            need[v] = describe(p, v) + " is reduced over " + p.dim_list(x) + " by " +
-                      describe(p, id) + ", after the loop over " + dname(p, R) +
-                      ": its own kernel keeps " + p.dim_list(x) + " in the grid";
+          targets[v] = describe(p, v) + " is reduced over " + p.dim_list(x) + " by " +
+                       describe(p, id) + ", after the loop over " + dname(p, R) +
+                       ": its own kernel keeps " + p.dim_list(x) + " in the grid";
         };
         take(n.args[0]);
+        // Not an accumulator itself (a running max over keys, reduced over heads): the online
+        // sums of this kernel rescale by it, and reading it back would make them two passes.
+        bool acc_target = false;
+        for (const auto& [v, why] : targets) acc_target = acc_target || accs.count(v) > 0;
+        if (acc_target) continue;
+        // Nor where a root still needs, besides those values, an accumulator computed per x
+        // (o = sum(o1, h) * sum(p, n) / sum(p, n) would loop over the keys again with x whole).
+        std::set<int> seen;
+        bool again = false;
+        std::function<void(int)> reach = [&](int v) {
+          if (again || !in_kernel(v) || targets.count(v) || !seen.insert(v).second) return;
+          if (accs.count(v) && !dimset_intersect(p.nodes[v].dims, x).empty()) again = true;
+          for (int a : p.nodes[v].args) reach(a);
+        };
+        for (int r : roots) reach(r);
+        if (again) continue;
+        // (a value already materialized is a root here: the roots' split keeps x on its grid)
+        for (const auto& [v, why] : targets)
+          if (!need.count(v) && !mat.count(v)) need[v] = why;
       }
     }
     if (!need.empty()) {

@@ -448,10 +448,10 @@ program headpool_lse(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, 
   o1 = sum(softmax(s, n) * v, n)
   out a: f32[b, m, e] = sum(softmax(logsumexp(s, n), h) * o1, h)
 }
-program rowmix(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
-  s = where(n <= m, sum(q * k, d) / sqrt(size(d)), -inf)
+program gpool(q: bf16[b, g, r, m, d], k: bf16[b, g, n, d], v: bf16[b, g, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
   o1 = sum(softmax(s, n) * v, n)
-  out a: f32[b, h, e] = sum(softmax(max(s, n), m) * o1, m)
+  out a: f32[b, g, m, e] = sum(softmax(logsumexp(s, n), r) * o1, r)
 }
 )", "pools.attn");
   for (const Program& prog : pools) {
@@ -461,6 +461,27 @@ program rowmix(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
     EXPECT_EQ(plan.materialized().size(), 2u) << plan.str();
     EXPECT_EQ(plan.kernels[0].red_dim, plan.program.find_dim("n"));
     for (const std::string& r : plan.reads(1)) EXPECT_TRUE(r != "q" && r != "k" && r != "v") << r;
+  }
+  // Not where what the reduction reads is a running max over the keys (the kernel's online
+  // sums rescale by it: reading it back would make them two passes), nor where a root needs
+  // another accumulator per head besides (a review's sweep: both held h whole before and
+  // still do)
+  const std::vector<Program> kept = parse_source(R"(
+program max_pool(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  o1 = sum(softmax(s, n) * v, n)
+  out o: f32[b, h, m, e] = o1 / max(max(s, n), h)
+}
+program back_in(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  o1 = sum(softmax(s, n) * v, n)
+  out o: f32[b, h, m, e] = sum(softmax(s, n) * sum(o1, h), n)
+}
+)", "kept.attn");
+  for (const Program& prog : kept) {
+    SCOPED_TRACE(prog.name);
+    const Plan plan = compile_program(prog, {}, "fuse").plan;
+    EXPECT_EQ(plan.kernels.size(), 1u) << plan.str();
   }
   // Of two dims one reduction reduces (a count over heads and keys alone), the keys are
   // streamed (q lacks them; every parameter has h), not the heads with every key held whole
