@@ -160,9 +160,9 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
       }
     }
     // A softmax over a dim held whole (exp(x - max(x, R2)) with R2 eliminated, no root's dim)
-    // while a later candidate streams R2: stream R2 instead (a mixture of heads sum(w * o, h) of the
-    // attention's o streams the keys, not the heads with every key held whole; one kernel,
-    // --strict, holds them whole).
+    // while a later candidate streams R2: stream R2 instead (a mixture of heads sum(w * o, h)
+    // of the attention's o streams the keys, not the heads with every key held whole; one
+    // kernel, --strict, holds them whole).
     bool softmax_whole = false;
     for (int id : k.members) {
       const Node& n = p.nodes[id];
@@ -172,7 +172,7 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
       const int r2 = p.nodes[M].reduce[0];
       softmax_whole = softmax_whole || (r2 != R && dimset_contains(elim, r2) &&
                                         !dimset_contains(root_dims, r2) &&
-                                        std::find(order.begin(), order.end(), r2) > 
+                                        std::find(order.begin(), order.end(), r2) >
                                             std::find(order.begin(), order.end(), R));
     }
     if (softmax_whole && !one_kernel && prefer) {
@@ -289,12 +289,10 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
     // per (o / sqrt(sum(o * o, [h, e])), or mean(o, m), of the attention's o): holding x whole
     // would hold every accumulator of each point of x in one grid point, where the
     // accumulators' own kernel keeps x in its grid. Unless something else holds x whole in the
-    // loop (a contraction's dim, a dim beside the streamed one in a parameter and missing from
-    // a reduction over it or from the rows' parameters: v's e), the value it reduces is
-    // materialized: followed down from the
-    // reduction through element-wise nodes of one late argument, to the first value of
-    // several (o = sum(p * v, n) / sum(p, n)) or to an accumulator. (Not for one kernel,
-    // --strict: that holds x whole.)
+    // loop (a contraction's dim; v's e: beside the streamed dim in a parameter and missing from
+    // a reduction over it, or from every parameter without it), the values it reads from the
+    // loop are materialized (see `take` below). (Not for one kernel, --strict: that holds x
+    // whole.)
     const bool before = !need.empty();
     if (need.empty() && !one_kernel) {
       DimSet whole;  // held whole in the loop by more than the reductions after it
@@ -351,15 +349,19 @@ Attempt try_group(const Program& p, const std::vector<int>& roots,
         // the values to materialize: down element-wise nodes of one late argument; a node of
         // several is materialized where no reduction after the loop is in it (o1 = num / den,
         // an lse), else each late argument is followed (exp(lse - max(lse, h)) * o1: lse, o1)
+        std::map<int, bool> after_of;  // (memo: a DAG, not a tree)
         std::function<bool(int)> after = [&](int v) {  // a reduction after the loop in v
+          auto it = after_of.find(v);
+          if (it != after_of.end()) return it->second;
           const Node& vn = p.nodes[v];
-          if (is_reduction(vn.op) && !accs.count(v)) return true;
-          for (int a : vn.args)
-            if (in_kernel(a) && late[a] && after(a)) return true;
-          return false;
+          bool a = is_reduction(vn.op) && !accs.count(v);
+          for (int u : vn.args) a = a || (in_kernel(u) && late[u] && after(u));
+          return after_of[v] = a;
         };
         std::map<int, std::string> targets;
+        std::set<int> taken;
         std::function<void(int)> take = [&](int v) {
+          if (!taken.insert(v).second) return;
           const Node& vn = p.nodes[v];
           std::set<int> late_args;
           for (int a : vn.args)

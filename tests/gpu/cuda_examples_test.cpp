@@ -1202,20 +1202,32 @@ INSTANTIATE_TEST_SUITE_P(Programs, CudaNorms,
                            return std::string(i.param);
                          });
 
-// tests/programs/partials.attn: an output over fewer dims than the attention beside it, reduced
-// over a dim the attention keeps in its grid (passes/partial_reductions.cpp): the attention's
-// kernel stores the partial and a kernel of its own reduces it, so the attention keeps its grid
-// and the tensor cores (head_norm's output reads the reduction over heads: the attention's o
-// is materialized on its grid, and a second kernel computes o and the max over heads and keys);
-// at every call shape of for_each_call_shape against the reference.
-class CudaPartials : public ::testing::TestWithParam<const char*> {};
+// (a program of a tests/programs file; gtest prints a failing case's parameter with PrintTo)
+struct ProgramCase {
+  const char* file;
+  const char* program;
+};
+void PrintTo(const ProgramCase& c, std::ostream* os) { *os << c.file << ":" << c.program; }
+
+// Two kernels, the attention's first, on the tensor cores over its own grid, at every call
+// shape of for_each_call_shape against the reference:
+// - tests/programs/partials.attn: an output over fewer dims than the attention beside it,
+//   reduced over a dim the attention keeps in its grid (passes/partial_reductions.cpp): the
+//   attention's kernel stores the partial and a kernel of its own reduces it (head_norm's
+//   output reads the reduction over heads: its o is materialized, as below, and the second
+//   kernel computes o and the max over heads and keys);
+// - tests/programs/after_attention.attn: a reduction of the attention's result over a dim its
+//   kernel keeps in the grid (passes/fuse.cpp): the result is stored on that grid and the
+//   second kernel reads it.
+class CudaPartials : public ::testing::TestWithParam<ProgramCase> {};
 
 TEST_P(CudaPartials, TheAttentionKeepsItsGrid) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-  const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/partials.attn"));
+  const std::vector<Program> ps =
+      parse_file(testing::source_path(std::string("tests/programs/") + GetParam().file));
   auto it = std::find_if(ps.begin(), ps.end(),
-                         [&](const Program& p) { return p.name == GetParam(); });
-  ASSERT_NE(it, ps.end()) << GetParam();
+                         [&](const Program& p) { return p.name == GetParam().program; });
+  ASSERT_NE(it, ps.end()) << GetParam().program;
   const Program& p = *it;
   for_each_call_shape(p, [&](const Extents& ext, int64_t salt) {
     std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
@@ -1225,41 +1237,23 @@ TEST_P(CudaPartials, TheAttentionKeepsItsGrid) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Programs, CudaPartials,
-                         ::testing::Values("head_count", "head_peak", "mean_lse", "group_min",
-                                           "int_count", "head_mix", "row_count", "head_norm"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           return std::string(i.param);
-                         });
-
-// tests/programs/after_attention.attn: a reduction of the attention's result over a dim its
-// kernel keeps in the grid (passes/fuse.cpp): the attention on the tensor cores over its own
-// grid, storing its result, then a kernel that reads it; at every call shape of
-// for_each_call_shape against the reference.
-class CudaAfterAttention : public ::testing::TestWithParam<const char*> {};
-
-TEST_P(CudaAfterAttention, TheAttentionIsMaterializedOnItsGrid) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-  const std::vector<Program> ps =
-      parse_file(testing::source_path("tests/programs/after_attention.attn"));
-  auto it = std::find_if(ps.begin(), ps.end(),
-                         [&](const Program& p) { return p.name == GetParam(); });
-  ASSERT_NE(it, ps.end()) << GetParam();
-  const Program& p = *it;
-  for_each_call_shape(p, [&](const Extents& ext, int64_t salt) {
-    std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
-    ASSERT_EQ(L->kernels.size(), 2u);
-    EXPECT_EQ(L->kernels[0].low.path, LoweredKernel::Path::tensor_core) << L->kernels[0].low.why;
-    check_inputs(p, random_inputs(p, ext, 197 + salt), ext);
-  });
-}
-
-INSTANTIATE_TEST_SUITE_P(Programs, CudaAfterAttention,
-                         ::testing::Values("row_center", "mix_only", "head_softmax", "group_norm",
-                                           "norm_peak", "pad_norm"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           return std::string(i.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Programs, CudaPartials,
+    ::testing::Values(ProgramCase{"partials.attn", "head_count"},
+                      ProgramCase{"partials.attn", "head_peak"},
+                      ProgramCase{"partials.attn", "mean_lse"},
+                      ProgramCase{"partials.attn", "group_min"},
+                      ProgramCase{"partials.attn", "int_count"},
+                      ProgramCase{"partials.attn", "head_mix"},
+                      ProgramCase{"partials.attn", "row_count"},
+                      ProgramCase{"partials.attn", "head_norm"},
+                      ProgramCase{"after_attention.attn", "row_center"},
+                      ProgramCase{"after_attention.attn", "mix_only"},
+                      ProgramCase{"after_attention.attn", "head_softmax"},
+                      ProgramCase{"after_attention.attn", "group_norm"},
+                      ProgramCase{"after_attention.attn", "norm_peak"},
+                      ProgramCase{"after_attention.attn", "pad_norm"}),
+    [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
 
 // One program of a tests/programs file at every call shape of for_each_call_shape: one kernel
 // on the tensor cores against the reference. A test per program, so that shards share them.
@@ -1280,12 +1274,6 @@ INSTANTIATE_TEST_SUITE_P(Programs, CudaAfterAttention,
 // data read by name, which the tile classifier bounds: a scalar window, a key padding, a
 // per-row limit; a count of kept keys by a bool cast, in f32 and in i64; a row's smallest kept
 // score; a count and a capped max whose conditions share the attention's mask as a conjunct).
-struct ProgramCase {
-  const char* file;
-  const char* program;
-};
-// (gtest prints a failing case's parameter with this)
-void PrintTo(const ProgramCase& c, std::ostream* os) { *os << c.file << ":" << c.program; }
 class CudaPrograms : public ::testing::TestWithParam<ProgramCase> {};
 
 TEST_P(CudaPrograms, OneTensorCoreKernelMatchesTheReference) {
