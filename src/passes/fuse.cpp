@@ -507,9 +507,9 @@ Fusion fuse(const Program& p, const std::vector<Materialize>& materialize, bool 
   Fusion f;
   std::set<int> seeded;
   for (const Materialize& m : materialize)
-    for (int id : m.nodes) {
-      f.materialized[id] = m.why;
-      seeded.insert(id);
+    for (size_t i = 0; i < m.nodes.size(); ++i) {
+      f.materialized[m.nodes[i]] = i < m.whys.size() ? m.whys[i] : m.why;
+      seeded.insert(m.nodes[i]);
     }
   bool group_by_grid = true;
   for (int iter = 0; iter < 1000; ++iter) {

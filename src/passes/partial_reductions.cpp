@@ -1,25 +1,28 @@
-// partial_reductions: the cut of a reduction over a batch-like dim of another output's grid.
+// partial_reductions: the cut of a reduction over dims of another kernel's grid.
 //
 // An output over fewer dims than the attention beside it -- `out o: [b, h, m, e]` and
 // `out cnt: [b, m] = sum(x, [h, n])` -- is planned by fusion in a kernel of its own (roots whose
 // joint kernel would reduce over a dim one of them keeps in its grid do not share one:
 // passes/fuse.cpp), which still computes x for every head and key. A Sum, Max or Min X over
-// dims H of the grid G of a kernel of outputs (grid dims other than its row dim) is cut in two
-// where the partial P = X's reduction over its other dims -- the kernel's streamed dim R, or
-// nothing (P is then X's argument) -- lies on G (X's dims and H are G, and maybe dims the kernel
-// stores whole: sum(w[h] * o, h) of the attention's o over [b, h, m, e]), is an accumulator of
-// that kernel over R or a value computed from one, needs no reduction over a dim of G, and no
-// root of the kernel needs X whole: P, and X = the same reduction of P over H. make_plan
-// materializes P with the outputs (fusion adds it to the roots of that kernel, which stores it
-// beside them) and the reduction over H reads it back in a kernel of its own: x is computed
-// once, in the kernel that computes the attention, and the last step costs a pass over
-// b * h * m values instead of b * h * m * n.
+// dims H of the grid G of a kernel of outputs, or of a kernel of values fusion materializes (the
+// attention's o1 for a norm over heads), is cut in two where the partial P = X's reduction over
+// its other dims -- the kernel's streamed dim R, or nothing (P is then X's argument; only at a
+// kernel of outputs and with H not covering the row dim) -- lies on G (X's dims and H are G, and
+// maybe dims the kernel stores whole: sum(w[h] * o, h) of the attention's o over [b, h, m, e]),
+// is an accumulator of that kernel over R or a value computed from one, needs no reduction over
+// a dim of G, and no root of the kernel needs X whole: P, and X = the same reduction of P over
+// H. make_plan materializes P with the outputs (fusion adds it to the roots of that kernel,
+// which stores it beside them), or in one set with the kernel's materialized values, and the
+// reduction over H reads it back in a kernel of its own: x is computed once, in the kernel that
+// computes the attention, and the last step costs a pass over b * h * m values instead of
+// b * h * m * n.
 // The cut changes only the order of a reduction (exact for Max, Min and integer sums; float
 // sums are reassociated, as any tiled kernel reassociates them).
 // Preconditions: a canonical, online-rewritten program; `kernels` from fusing it (make_plan;
 // not under --strict). Test: tests/plan/plan_test.cpp (Plan.AReductionOverAnotherOutputsGridIsCut,
-// Plan.APartialIsCutOnlyWhereTheOutputsKernelComputesIt); tests/programs/partials.attn on every
-// backend.
+// Plan.APartialIsCutOnlyWhereTheOutputsKernelComputesIt,
+// Plan.APartialIsCutAtTheKernelThatMaterializesTheAttention); tests/programs/partials.attn on
+// every backend.
 #include <algorithm>
 #include <set>
 
@@ -31,6 +34,7 @@ PartialReductions partial_reductions(const Program& p, const std::vector<OutputK
   struct Cut {
     DimSet inner, outer;  // P reduces over inner (maybe none); X then reduces P over outer
     std::string why;
+    int kernel;           // the kernel that stores P
   };
   std::map<int, Cut> cuts;
   std::vector<std::set<int>> needs;  // per kernel: every node its roots need
@@ -49,9 +53,8 @@ PartialReductions partial_reductions(const Program& p, const std::vector<OutputK
       const OutputKernel& k = kernels[ki];
       if (k.red < 0) continue;
       const DimSet grid = k.grid;
-      // H: the batch-like dims of the grid X reduces (not the row dim: a reduction over rows
-      // is the kernel's own business); P = X over the rest lies on the grid
-      const DimSet h = dimset_minus(dimset_intersect(x.reduce, grid), DimSet{k.row});
+      // H: the dims of the grid X reduces; P = X over the rest lies on the grid
+      const DimSet h = dimset_intersect(x.reduce, grid);
       const DimSet on = dimset_union(x.dims, h);  // P's dims: the grid, and dims stored whole
       if (h.empty() || !dimset_subset(grid, on) ||
           !dimset_subset(on, dimset_union(grid, k.stored_whole)))
@@ -66,26 +69,29 @@ PartialReductions partial_reductions(const Program& p, const std::vector<OutputK
           for (int d : p.nodes[a].reduce) over_grid = over_grid || dimset_contains(grid, d);
         }
       if (inner.empty() ? !over_red : inner != DimSet{k.red}) continue;
+      // A partial over nothing only where H are batch-like dims (heads: P is the lse per head)
+      // and the kernel stores outputs: over the rows too, P would be a value per (row, key) the
+      // size of the grid, cheaper recomputed than stored; at a kernel of materialized values it
+      // is a value of them, which the kernel reading them computes.
+      if (inner.empty() && (k.values || dimset_contains(h, k.row))) continue;
       // the kernel can compute P (nothing P needs reduces over its grid) and none of its
       // roots needs X whole
       if (over_grid || needs[ki].count(static_cast<int>(i))) continue;
-      std::string name;
-      for (const Output& o : p.outputs)
-        if (name.empty() && std::find(k.roots.begin(), k.roots.end(), o.node) != k.roots.end())
-          name = o.name;
       cuts[static_cast<int>(i)] = {
           inner, h,
           std::string("the partial ") + op_name(x.op) +
               (inner.empty() ? "" : " over " + p.dim_list(inner)) + " of a " + op_name(x.op) +
-              " over " + p.dim_list(x.reduce) + ", stored by the kernel of output '" + name +
-              "' (whose grid has " + p.dim_list(h) + "): the rest, over " + p.dim_list(h) +
-              ", runs in a kernel of its own"};
+              " over " + p.dim_list(x.reduce) + ", stored by the kernel of " + k.what +
+              " (whose grid has " + p.dim_list(h) + "): the rest, over " + p.dim_list(h) +
+              ", runs in a kernel of its own",
+          static_cast<int>(ki)};
       break;
     }
   }
   PartialReductions out;
   if (cuts.empty()) {
     out.program = p;
+    for (size_t i = 0; i < p.nodes.size(); ++i) out.ids.push_back(static_cast<int>(i));
     return out;
   }
   std::map<int, int> partial_of;  // old node -> builder id of its partial
@@ -110,13 +116,14 @@ PartialReductions partial_reductions(const Program& p, const std::vector<OutputK
         n.reduce = it->second.outer;
         return b.add_node(n);
       },
-      &final_ids);
+      &final_ids, &out.ids);
   for (auto& [old, part] : partial_of) {
     const int id = final_ids[part];
     // (one partial two cuts share is stored once)
     if (id < 0 || std::find(out.partials.begin(), out.partials.end(), id) != out.partials.end())
       continue;
     out.partials.push_back(id);
+    out.kernel.push_back(cuts.at(old).kernel);
     out.why.push_back(cuts.at(old).why);
   }
   return out;

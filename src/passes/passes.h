@@ -29,30 +29,37 @@ Program canonicalize(const Program& p);
 Program online_rewrite(const Program& p, bool distribute_values = true);
 
 // partial_reductions.cpp: each Sum, Max or Min X over batch-like dims H of the grid of a kernel
-// of outputs (`kernels`: the program fused as it is), cut in two where the partial P (X over
-// the rest: the kernel's streamed dim, or nothing) lies on that grid (and dims the kernel stores
-// whole, as o's e), the kernel can compute it
-// and none of its roots needs X: P, and X = the same reduction of P over H. `partials`: the
-// partials' node ids in `program`, to materialize with the outputs; `why`: each one's reason.
+// of outputs or of materialized values (`kernels`: the program fused as it is), cut in two where
+// the partial P (X over the rest: the kernel's streamed dim, or nothing) lies on that grid (and
+// dims the kernel stores whole, as o's e), the kernel can compute it and none of its roots needs
+// X: P, and X = the same reduction of P over H. `partials`: the partials' node ids in
+// `program`, to store with that kernel's roots (`kernel`: its index in `kernels`); `why`: each
+// one's reason; `ids`: each node of `p` in `program` (-1 where gone).
 struct OutputKernel {
   std::vector<int> roots;  // the nodes it stores
   DimSet grid;             // its grid (sorted)
   DimSet stored_whole;     // dims it holds whole that its roots are over (o's value dim e)
   int red = -1, row = -1;  // its streamed dim and row dim
+  std::string what;        // what it stores, for the reasons ("output 'o'")
+  bool values = false;     // its roots are values fusion materializes, not outputs
 };
 struct PartialReductions {
   Program program;
   std::vector<int> partials;
+  std::vector<int> kernel;
   std::vector<std::string> why;
+  std::vector<int> ids;
 };
 PartialReductions partial_reductions(const Program& p, const std::vector<OutputKernel>& kernels);
 
 // Rebuilds `p` node by node through a fresh builder. `fn(b, old_id, args)` returns the new node
 // id for old node `old_id` given its already-mapped args, or -1 to copy the node unchanged.
 // final_ids (optional): the id in the result of each node id of the builder that `fn` was given
-// (-1 for a node no output needs).
+// (-1 for a node no output needs); old_ids (optional): the id in the result of each node of `p`
+// (-1 likewise).
 using RewriteFn = std::function<int(ProgramBuilder& b, int old_id, const std::vector<int>& args)>;
-Program rebuild(const Program& p, const RewriteFn& fn, std::vector<int>* final_ids = nullptr);
+Program rebuild(const Program& p, const RewriteFn& fn, std::vector<int>* final_ids = nullptr,
+                std::vector<int>* old_ids = nullptr);
 
 // Helpers for passes: the node "where(M == -inf, 0, M)" that makes exp(x - M) safe when every
 // x is -inf (the canonical softmax/logsumexp form), and its recognizer.

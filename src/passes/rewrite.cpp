@@ -6,7 +6,8 @@
 
 namespace flashgen {
 
-Program rebuild(const Program& p, const RewriteFn& fn, std::vector<int>* final_ids) {
+Program rebuild(const Program& p, const RewriteFn& fn, std::vector<int>* final_ids,
+                std::vector<int>* old_ids) {
   ProgramBuilder b = ProgramBuilder::with_declarations_of(p);
   std::vector<int> map(p.nodes.size(), -1);
   for (size_t i = 0; i < p.nodes.size(); ++i) {
@@ -26,7 +27,15 @@ Program rebuild(const Program& p, const RewriteFn& fn, std::vector<int>* final_i
     for (int d : o.dims) dims.push_back(p.dims[d]);
     b.output(o.name, o.type, dims, Value{&b, map[o.node]}, o.loc);
   }
-  return b.build(final_ids);
+  std::vector<int> ids;
+  Program out = b.build(&ids);
+  if (old_ids) {
+    old_ids->assign(p.nodes.size(), -1);
+    for (size_t i = 0; i < p.nodes.size(); ++i)
+      if (map[i] >= 0 && map[i] < static_cast<int>(ids.size())) (*old_ids)[i] = ids[map[i]];
+  }
+  if (final_ids) *final_ids = std::move(ids);
+  return out;
 }
 
 std::set<int> closure_of(const Program& p, int id, const std::function<bool(int)>& stop) {

@@ -28,30 +28,67 @@ Plan make_plan(const Program& prog, const CompileOptions& opt,
                const std::vector<Materialize>& materialize) {
   Plan plan;
   // passes/partial_reductions.cpp: a reduction over a batch-like dim of the grid of a kernel of
-  // outputs is cut at that grid, its partial stored by that kernel (the kernels of the program
+  // outputs, or of a kernel of values fusion materializes (the attention's o, for a norm over
+  // heads), is cut at that grid, its partial stored by that kernel (the kernels of the program
   // fused as it is, without `materialize`, which names nodes of the cut program; not under
-  // --strict, which asks for one kernel and nothing materialized; nor with one output, which
-  // needs every reduction of the program).
+  // --strict, which asks for one kernel and nothing materialized). With one output and nothing
+  // materialized there is no such kernel to cut at: the output's kernel needs every reduction.
   std::set<int> out_nodes;
   for (const Output& o : prog.outputs) out_nodes.insert(o.node);
   std::vector<OutputKernel> kernels;
-  if (!opt.strict && out_nodes.size() > 1)
-    for (const KernelGroup& g : fuse(prog).groups) {
-      bool outputs = false;
-      DimSet stored;
-      for (int r : g.roots) {
-        outputs = outputs || out_nodes.count(r) > 0;
-        stored = dimset_union(stored, prog.nodes[r].dims);
-      }
-      if (outputs)
-        kernels.push_back({g.roots, g.grid, dimset_intersect(g.elim, stored), g.red, g.row});
+  Fusion uncut;
+  if (!opt.strict) uncut = fuse(prog);
+  for (const KernelGroup& g : uncut.groups) {
+    std::string what;
+    bool values = true;  // every root a value fusion materialized
+    DimSet stored;
+    for (int r : g.roots) {
+      if (what.empty() && out_nodes.count(r))
+        for (const Output& o : prog.outputs)
+          if (what.empty() && o.node == r) what = "output '" + o.name + "'";
+      values = values && !out_nodes.count(r) && uncut.materialized.count(r);
+      stored = dimset_union(stored, prog.nodes[r].dims);
     }
+    if (values)
+      what = std::string("the materialized ") + op_name(prog.nodes[g.roots[0]].op) + " " +
+             prog.dim_list(prog.nodes[g.roots[0]].dims);
+    if ((!what.empty() && out_nodes.size() > 1) || values)
+      kernels.push_back(
+          {g.roots, g.grid, dimset_intersect(g.elim, stored), g.red, g.row, what, values});
+  }
+  // (kernels of outputs first: a partial both could store goes with the outputs)
+  std::stable_partition(kernels.begin(), kernels.end(),
+                        [](const OutputKernel& k) { return !k.values; });
   PartialReductions cut = partial_reductions(prog, kernels);
   plan.program = std::move(cut.program);
   const Program& p = plan.program;
   std::vector<Materialize> all = materialize;
-  for (size_t i = 0; i < cut.partials.size(); ++i)
-    all.push_back({{cut.partials[i]}, cut.why[i], /*with_outputs=*/true});
+  // A partial goes with the outputs (fusion stores it in their kernel), or, an accumulator of
+  // a kernel that materializes values (the attention's o, itself an output or not), in one set
+  // with them: fusion would otherwise compute it in a kernel of its own, and where it is the
+  // softmax's running max, the attention would read it back.
+  std::map<int, Materialize> beside;  // per kernel that materializes values: them and partials
+  for (size_t i = 0; i < cut.partials.size(); ++i) {
+    const OutputKernel& k = kernels[cut.kernel[i]];
+    const Node& part = p.nodes[cut.partials[i]];
+    std::vector<int> values;
+    if (is_reduction(part.op) && dimset_contains(part.reduce, k.red))
+      for (int r : k.roots)
+        if (uncut.materialized.count(r)) values.push_back(r);
+    if (values.empty()) {
+      all.push_back({{cut.partials[i]}, cut.why[i], /*with_outputs=*/true});
+      continue;
+    }
+    auto [it, fresh] = beside.try_emplace(cut.kernel[i]);
+    if (fresh)
+      for (int r : values) {
+        it->second.nodes.push_back(cut.ids[r]);
+        it->second.whys.push_back(uncut.materialized.at(r));
+      }
+    it->second.nodes.push_back(cut.partials[i]);
+    it->second.whys.push_back(cut.why[i]);
+  }
+  for (auto& [ki, m] : beside) all.push_back(m);
   Fusion f = fuse(p, all, opt.strict);
 
   std::vector<int> param_buf(p.params.size());

@@ -51,10 +51,13 @@ struct PlanBuffer {
 // Nodes a kernel of their own computes and stores (make_plan's `materialize`: lowering's
 // kernels per softmax cluster), and why. with_outputs: computed and stored by the kernel of the
 // outputs they share a grid with instead (passes/partial_reductions.cpp's partials).
+// whys: one reason per node where they differ (a materialized value and the partial stored
+// beside it), else `why` for all.
 struct Materialize {
   std::vector<int> nodes;
   std::string why;
   bool with_outputs = false;
+  std::vector<std::string> whys = {};
 };
 
 struct PlanValue {

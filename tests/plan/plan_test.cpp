@@ -350,8 +350,8 @@ TEST(Plan, AReductionOverAnotherOutputsGridIsCut) {
     EXPECT_EQ(r1, std::vector<std::string>{tmp.name});
   }
   // head_norm's o reads the reduction over heads of the attention's o1: o1 is materialized on
-  // the attention's grid; o and the max over heads and keys read it after (the max recomputes
-  // q.k there, with h whole: no cut at a kernel of materialized values)
+  // the attention's grid, and the max over heads and keys is cut at that kernel (the partial
+  // max over keys stored beside o1); o and the rest of the max read them after
   const Program* norm = nullptr;
   for (const Program& p : ps)
     if (p.name == "head_norm") norm = &p;
@@ -361,12 +361,30 @@ TEST(Plan, AReductionOverAnotherOutputsGridIsCut) {
   const Program& np = plan.program;
   std::vector<int> grid = plan.kernels[0].grid;
   std::sort(grid.begin(), grid.end());
-  EXPECT_EQ(grid, (DimSet{np.find_dim("b"), np.find_dim("h"), np.find_dim("m")}));
+  const DimSet bhm{np.find_dim("b"), np.find_dim("h"), np.find_dim("m")};
+  EXPECT_EQ(grid, bhm);
   EXPECT_EQ(plan.kernels[0].red_dim, np.find_dim("n"));
-  ASSERT_EQ(plan.materialized().size(), 1u) << plan.str();
-  const std::string tmp = plan.buffers[plan.materialized()[0]].name;
-  EXPECT_EQ(plan.writes(0), std::vector<std::string>{tmp});
-  EXPECT_EQ(plan.reads(1), (std::vector<std::string>{"q", "k", tmp}));
+  ASSERT_EQ(plan.materialized().size(), 2u) << plan.str();
+  std::vector<std::string> tmps;
+  for (int b : plan.materialized()) {
+    const PlanBuffer& t = plan.buffers[b];
+    tmps.push_back(t.name);
+    const Node& n = np.nodes[t.node];
+    if (n.op == Op::Max) {  // the partial: a max over the keys on the attention's grid
+      EXPECT_EQ(n.reduce, DimSet{np.find_dim("n")});
+      EXPECT_EQ(n.dims, bhm);
+      EXPECT_NE(t.reason.find("stored by the kernel of the materialized"), std::string::npos)
+          << t.reason;
+    } else {
+      EXPECT_EQ(n.dims, dimset_union(bhm, {np.find_dim("e")}));
+    }
+  }
+  std::sort(tmps.begin(), tmps.end());
+  std::vector<std::string> w0 = plan.writes(0), r1 = plan.reads(1);
+  std::sort(w0.begin(), w0.end());
+  std::sort(r1.begin(), r1.end());
+  EXPECT_EQ(w0, tmps);
+  EXPECT_EQ(r1, tmps);
   // --strict: one kernel, h held whole
   CompileOptions strict;
   strict.strict = true;
@@ -399,8 +417,8 @@ TEST(Plan, AReductionOfTheAttentionOverItsGridMaterializesIt) {
     std::vector<int> grid = att.grid;
     std::sort(grid.begin(), grid.end());
     EXPECT_EQ(grid, want) << p.dim_list(att.grid);
-    // it stores what the rest reads; no later kernel reads v (the attention runs once), and
-    // none but norm_peak's (its max over heads and keys) reads q or k
+    // it stores what the rest reads; no later kernel reads q, k or v (the attention runs
+    // once: norm_peak's max over heads and keys is cut, its partial stored beside o1)
     bool stores_materialized = false;
     for (int b : plan.materialized()) {
       const std::vector<std::string> w0 = plan.writes(0);
@@ -410,7 +428,7 @@ TEST(Plan, AReductionOfTheAttentionOverItsGridMaterializesIt) {
     EXPECT_TRUE(stores_materialized) << plan.str();
     for (size_t ki = 1; ki < plan.kernels.size(); ++ki)
       for (const std::string& r : plan.reads(static_cast<int>(ki)))
-        EXPECT_TRUE(r != "v" && (prog.name == "norm_peak" || (r != "q" && r != "k")))
+        EXPECT_TRUE(r != "v" && r != "q" && r != "k")
             << r << " read by kernel " << ki;
     CompileOptions strict;  // (nothing materialized; head_softmax's two outputs apart)
     strict.strict = true;
@@ -494,6 +512,70 @@ program cnt_only(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) 
   const Plan cp = compile_program(count, {}, "fuse").plan;
   ASSERT_EQ(cp.kernels.size(), 1u);
   EXPECT_EQ(cp.kernels[0].red_dim, cp.program.find_dim("n"));
+}
+
+// A reduction over a dim of the grid of a kernel that materializes the attention's result (a
+// norm over heads beside a max over heads and keys, with one output or two; the result also an
+// output, beside a max over batch, rows and keys; a sum over heads, rows and keys) is cut at
+// that kernel: its partial over the keys is stored beside the result, and the attention runs
+// once -- one kernel reads q, k and v, and it reads nothing back (a partial that is the
+// softmax's running max goes in the same kernel, not one before it). A partial over nothing
+// that would cover the rows is not cut: a value per (row, key) is cheaper recomputed than stored.
+TEST(Plan, APartialIsCutAtTheKernelThatMaterializesTheAttention) {
+  const std::vector<Program> ps = parse_source(R"(
+program one_out(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  o1 = sum(softmax(s, n) * v, n)
+  out o: f32[b, h, m, e] = o1 * rsqrt(sum(o1 * o1, h, e)) / max(s, h, n)
+}
+program also_out(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  o1 = sum(softmax(s, n) * v, n)
+  out o: bf16[b, h, m, e] = o1
+  out tot: f32[e] = sum(o1, b, h, m)
+  out ph: f32[h] = max(s, b, m, n)
+}
+program over_rows(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = where(n <= m, sum(q * k, d) / sqrt(size(d)), -inf)
+  o1 = sum(softmax(s, n) * v, n)
+  out o: f32[b, h, m, e] = o1 - mean(o1, h)
+  out z: f32[b] = sum(exp(s), h, m, n)
+}
+program group_peak(q: bf16[b, g, r, m, d], k: bf16[b, g, n, d], v: bf16[b, g, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  o1 = sum(softmax(s, n) * v, n)
+  out o: f32[b, g, r, m, e] = o1 / sqrt(mean(o1 * o1, r) + 1e-6)
+  out pk: f32[b, g, m] = min(s, r, n)
+}
+)", "beside.attn");
+  for (const Program& prog : ps) {
+    SCOPED_TRACE(prog.name);
+    const Plan plan = compile_program(prog, {}, "fuse").plan;
+    const Program& p = plan.program;
+    ASSERT_GE(plan.kernels.size(), 2u) << plan.str();
+    EXPECT_EQ(plan.kernels[0].red_dim, p.find_dim("n"));
+    bool partial = false;
+    for (int b : plan.materialized()) {
+      const Node& n = p.nodes[plan.buffers[b].node];
+      if (is_reduction(n.op)) {
+        partial = true;
+        EXPECT_EQ(n.reduce, DimSet{p.find_dim("n")}) << plan.str();
+      }
+    }
+    EXPECT_TRUE(partial) << plan.str();
+    for (size_t ki = 0; ki < plan.kernels.size(); ++ki)
+      for (const std::string& r : plan.reads(static_cast<int>(ki))) {
+        const bool input = r == "q" || r == "k" || r == "v";
+        EXPECT_EQ(input, ki == 0) << r << " read by kernel " << ki << "\n" << plan.str();
+      }
+  }
+  const Program rows = parse_source(R"(
+program rows(a: f32[m, d], c: f32[n, d]) {
+  out o: f32[m] = max(sum(a * c, d), n)
+  out z: f32[m, n] = sum(a * c, d) * 2.0
+}
+)", "rows.attn").at(0);
+  EXPECT_TRUE(compile_program(rows, {}, "fuse").plan.materialized().empty());
 }
 
 // Where the cut does not apply (a review's programs): a partial the attention's kernel cannot
