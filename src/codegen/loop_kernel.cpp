@@ -98,9 +98,23 @@ class KernelWriter {
     for (const Accumulator& a : k_.accs)
       for (int m : a.rescale_by) olds_.insert(m);
     if (gpu() && e_->thread_per_point) {
-      // A point per thread, its arrays (one element each) in registers.
-      for (const ElementArray& a : e_->arrays)
-        os_ << "  " << a.ctype << " " << (a.old_max ? "O" : "A") << a.node << "[1];\n";
+      // A point per thread: arrays of one element in registers, the others in the block's
+      // workspace, element-major (element i of this thread at i * threads + threadIdx.x).
+      bool workspace = false;
+      for (const ElementArray& a : e_->arrays) workspace = workspace || !a.dims.empty();
+      if (workspace)
+        os_ << "  extern __shared__ __align__(16) char fg_smem[];\n"
+            << "  char* const fg_ws = P.use_smem ? fg_smem : P.scratch + (int64_t)blockIdx.x * "
+               "P.ws;\n";
+      for (size_t i = 0; i < e_->arrays.size(); ++i) {
+        const ElementArray& a = e_->arrays[i];
+        const std::string name = (a.old_max ? "O" : "A") + std::to_string(a.node);
+        if (a.dims.empty())
+          os_ << "  " << a.ctype << " " << name << "[1];\n";
+        else
+          os_ << "  " << a.ctype << "* const " << name << " = (" << a.ctype
+              << "*)(fg_ws + P.off[" << i << "]);\n";
+      }
       os_ << "  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; "
              "t += (int64_t)gridDim.x * blockDim.x) {\n";
     } else if (gpu()) {
@@ -242,9 +256,15 @@ class KernelWriter {
   }
   // The order of a value's local array (ElementArray::layout: the lowering's choice).
   const std::vector<int>& layout(int node) const { return layouts_.at(node); }
-  std::string arr(int node) const {
-    return "A" + std::to_string(node) + "[" + offset(layout(node)) + "]";
+  // The element of array `name` (A<n> or O<n>) at `offset` in storage order `dims`: a point per
+  // thread interleaves the threads' elements (ElementLaunch::thread_per_point).
+  std::string element(const std::string& name, const std::vector<int>& dims) const {
+    const std::string off = offset(dims);
+    if (per_thread() && !dims.empty())
+      return name + "[(" + off + ") * " + std::to_string(e_->threads) + " + threadIdx.x]";
+    return name + "[" + off + "]";
   }
+  std::string arr(int node) const { return element("A" + std::to_string(node), layout(node)); }
   std::string index_of(int d) const {
     const std::string& nm = p_.dims[d];
     if (d == k_.row_dim) return "(r0 + i_" + nm + ")";
@@ -416,9 +436,8 @@ class KernelWriter {
     std::string first = arr(a.node), hoist;
     bool invariant = !v.local_dims.empty();
     for (int m : a.rescale_by) {
-      std::string off = offset(layout(m));
-      std::string r = "fg_rescale(O" + std::to_string(m) + "[" + off + "], A" +
-                      std::to_string(m) + "[" + off + "])";
+      std::string r = "fg_rescale(" + element("O" + std::to_string(m), layout(m)) + ", " +
+                      arr(m) + ")";
       first = "fg_mul0(" + first + ", " + r + ")";
       hoist = hoist.empty() ? r : "(" + hoist + ") * " + r;
       for (int d : k_.value(m)->local_dims)
@@ -463,7 +482,7 @@ class KernelWriter {
     for (int m : olds_) {
       const PlanValue& v = *k_.value(m);
       open_elements(v.local_dims, false);
-      os_ << ind_ << "O" << m << "[" << offset(layout(m)) << "] = " << arr(m) << ";\n";
+      os_ << ind_ << element("O" + std::to_string(m), layout(m)) << " = " << arr(m) << ";\n";
       close_elements(v.local_dims.size());
     }
     for (const Accumulator& a : k_.accs)

@@ -58,7 +58,7 @@ struct CudaShape {
   std::string why;  // when it does not fit
   Sm80Launch launch;
   int threads = 0;  // the element path's block
-  bool thread_per_point = false;  // (ElementLaunch::thread_per_point: no workspace)
+  bool thread_per_point = false;  // (ElementLaunch::thread_per_point)
   // The element path's workspace per block at the given sizes (-1: an extent is not given),
   // and whether it stays in shared memory.
   int64_t workspace = -1;
@@ -98,7 +98,6 @@ CudaShape cuda_shape(const Plan& plan, const LoweredKernel& lk, const Extents& s
   s.why = lk.why;
   s.threads = lk.element.threads;
   s.thread_per_point = lk.element.thread_per_point;
-  if (s.thread_per_point) return s;
   std::vector<int64_t> extv;
   for (const std::string& d : plan.program.dims) {
     auto it = sizes.find(d);
@@ -141,11 +140,11 @@ std::vector<std::string> data_bounded(const Plan& plan, const PlanKernel& k) {
 std::string cuda_text(const CudaShape& s) {
   if (!s.fits) {
     std::string ws;
-    if (s.workspace >= 0)
+    if (s.workspace > 0 || (s.workspace == 0 && !s.thread_per_point))
       ws = "; a workspace of " + std::to_string(s.workspace) + " bytes per block in " +
            (s.in_smem ? "shared memory" : "device memory");
     return "  cuda:      element path (" + std::to_string(s.threads) + " threads per block, " +
-           (s.thread_per_point ? "one thread per grid point, its values in registers"
+           (s.thread_per_point ? "one thread per grid point, values of one element in registers"
                                : "one block per grid point") +
            ws + "): " + s.why + "\n";
   }

@@ -451,7 +451,7 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
       kp.blocks_per_sm = K.low.element.blocks_per_sm;
       if (K.low.element.thread_per_point)
         kp.note += std::string(kp.note.empty() ? "" : "; ") +
-                   "a thread per grid point (every value one element, in registers)";
+                   "a thread per grid point";
       if (bk.scratch_bytes > 0)
         kp.note += std::string(kp.note.empty() ? "" : "; ") + "its workspace (" +
                    std::to_string(bk.scratch_bytes) + " bytes) is in device memory";

@@ -702,9 +702,14 @@ void bind_element(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
   }
   // (a block per point, or a thread per point: enough blocks for every point's thread)
   const int64_t per_block = e.thread_per_point ? e.threads : 1;
-  const int64_t blocks =
+  int64_t blocks =
       std::min<int64_t>((points + per_block - 1) / per_block, std::max<int64_t>(1, most_blocks));
   const bool smem = ws <= e.smem_limit;
+  // (a thread per point holds every thread's arrays: where they spill to device memory, fewer
+  // blocks keep the scratch within kPerThreadScratch; the grid-stride loop covers the rest)
+  constexpr int64_t kPerThreadScratch = int64_t{256} << 20;
+  if (!smem && e.thread_per_point && ws > 0)
+    blocks = std::max<int64_t>(1, std::min<int64_t>(blocks, kPerThreadScratch / ws));
   bk.params[l.ws()] = ws;
   bk.params[l.use_smem()] = smem ? 1 : 0;
   bk.params[l.scratch()] = static_cast<int64_t>(scratch);

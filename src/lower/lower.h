@@ -52,9 +52,12 @@ struct ElementLaunch {
   int blocks_per_sm = 4;              // the grid covers at most sm_count * this many blocks
   std::vector<ElementArray> arrays;   // workspace order; each starts 16-byte aligned
   int smem_limit = 0;                 // bytes: a workspace up to this stays in shared memory
-  // Every array holds one element per grid point (no row tile, key tile or head dim in any):
-  // each thread computes a point of its own, its arrays in registers, no barriers and no
-  // workspace (a block per point would leave all threads but one idle).
+  // Each thread computes a grid point of its own, no barriers: where every array holds one
+  // element per point (a block per point would leave all threads but one idle), or where the
+  // kernel has no key loop or row tile and its stored buffers have a grid dim innermost
+  // (adjacent threads, adjacent addresses). Arrays of one element are registers; an array over
+  // local dims is in the workspace, threads * its elements a block, element i of thread t at
+  // i * threads + t.
   bool thread_per_point = false;
 };
 

@@ -86,11 +86,13 @@ int64_t element_workspace(const PlanKernel& k, const ElementLaunch& e,
   constexpr int64_t kLimit = int64_t{1} << 62;
   int64_t total = 0;
   if (offsets) offsets->clear();
-  if (e.thread_per_point) return 0;  // (its arrays are registers)
   for (const ElementArray& a : e.arrays) {
     total = (total + 15) / 16 * 16;
     if (offsets) offsets->push_back(total);
-    int64_t n = a.elem_bytes;
+    // (a point per thread: one element a point in registers; an array over local dims has
+    // each thread's elements, element-major)
+    if (e.thread_per_point && a.dims.empty()) continue;
+    int64_t n = a.elem_bytes * (e.thread_per_point ? e.threads : 1);
     for (int d : a.dims) {
       const int64_t x = d == k.row_dim ? k.row_tile : d == k.red_dim ? k.red_tile : extv[d];
       if (x != 0 && n > kLimit / x) return -1;
@@ -158,16 +160,24 @@ LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
       e.arrays = element_arrays(plan, k);
       // A block spreads each value's elements over its threads: 256 when some array spans a
       // key tile or a head dim (hundreds of elements), else 64 (a row tile's 16 elements).
-      // A kernel whose arrays and stored values are all one element per point computes a
-      // point per thread.
+      // A kernel computes a point per thread where its arrays and stored values are all one
+      // element per point, or where it has no key loop or row tile and every buffer it
+      // stores has a grid dim innermost: a warp's threads then take adjacent points, and
+      // their loads and stores of a point's whole dims (a norm's query heads r in
+      // [b, g, r, m, e]) coalesce, where a block per point would read them a sector apart.
       bool wide = false, scalars = true;
       for (const ElementArray& a : e.arrays) {
         for (int d : a.dims) wide = wide || d == k.red_dim || dimset_contains(k.elim, d);
         scalars = scalars && a.dims.empty();
       }
       for (int b : k.writes) scalars = scalars && k.value(plan.buffers[b].node)->local_dims.empty();
-      e.thread_per_point = scalars;
-      e.threads = scalars ? 128 : wide ? 256 : 64;
+      bool points_inner = k.red_dim < 0 && k.row_dim < 0 && !k.writes.empty();
+      for (int b : k.writes) {
+        const std::vector<int>& dims = plan.buffers[b].dims;
+        points_inner = points_inner && !dims.empty() && dimset_contains(k.grid, dims.back());
+      }
+      e.thread_per_point = scalars || points_inner;
+      e.threads = e.thread_per_point ? 128 : wide ? 256 : 64;
       e.blocks_per_sm = 2048 / e.threads;  // a full SM of threads, for the grid-stride loop
       e.smem_limit = budget.per_block;
     }
@@ -382,8 +392,8 @@ std::string LoweredCuda::str(const Plan& plan) const {
     if (k.row_dim >= 0) os << " (" << p.dims[k.row_dim] << " in tiles of " << k.row_tile << ")";
     os << ", grid-stride, at most " << e.blocks_per_sm << " blocks per SM\n";
     if (e.thread_per_point)
-      os << "  block: " << e.threads << " threads, a point each (every value one element: "
-         << "registers, no workspace)\n";
+      os << "  block: " << e.threads << " threads, a point each (values of one element in "
+         << "registers, arrays over whole dims in the workspace, element-major)\n";
     else
       os << "  block: " << e.threads << " threads, each value's elements spread over them\n";
     if (k.red_dim >= 0) {
@@ -393,10 +403,10 @@ std::string LoweredCuda::str(const Plan& plan) const {
            << (k.tiles.unmasked_full ? " (empty skipped, full unmasked)" : " (empty skipped)");
       os << "\n";
     }
-    os << (e.thread_per_point ? "  registers of each thread:\n"
-                              : "  workspace (shared memory up to " +
-                                    std::to_string(e.smem_limit) +
-                                    " bytes, else device memory):\n");
+    os << (e.thread_per_point ? "  arrays of each thread (one element: a register; else in "
+                                "the workspace, "
+                              : "  workspace (")
+       << "shared memory up to " << e.smem_limit << " bytes, else device memory):\n";
     for (const ElementArray& a : e.arrays) {
       os << "    " << (a.old_max ? "O" : "A") << a.node << " " << a.ctype << "[";
       for (size_t i = 0; i < a.dims.size(); ++i) {

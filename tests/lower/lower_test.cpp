@@ -1829,6 +1829,60 @@ program heads(x: f32[b, h, m]) {
   EXPECT_EQ(h.lowered.kernels[0].element.threads, 64);
 }
 
+// A kernel without a key loop or row tile whose stored buffers have a grid dim innermost takes
+// a point per thread too, its arrays over whole dims in the workspace, element-major (a warp's
+// threads at adjacent points: a norm over the query heads r of [b, r, m, e], a centring over
+// the rows of [b, m, e]); one whose stored buffer has a whole dim innermost (a norm over e)
+// keeps a block per point, its threads over that dim.
+TEST(Lower, WholeDimsOfPointsAdjacentInMemoryTakeAThreadEach) {
+  const std::vector<Program> progs = parse_source(R"(
+program norm_r(x: f32[b, r, m, e]) {
+  out o: f32[b, r, m, e] = x / sqrt(mean(x * x, r) + 1e-6)
+}
+program center_m(x: bf16[b, m, e], w: f32[m]) {
+  out o: bf16[b, m, e] = x * w - mean(x * w, m)
+  out top: f32[b, e] = max(x, m)
+}
+program norm_e(x: f32[b, m, e]) {
+  out o: f32[b, m, e] = x / sqrt(sum(x * x, e))
+}
+)", "whole.attn");
+  for (int i = 0; i < 2; ++i) {
+    const Program& p = progs.at(i);
+    SCOPED_TRACE(p.name);
+    Compiled c = lowered(p, Target::cuda_sm90, {});
+    ASSERT_EQ(c.lowered.kernels.size(), 1u);
+    const ElementLaunch& e = c.lowered.kernels[0].element;
+    EXPECT_TRUE(e.thread_per_point);
+    EXPECT_EQ(e.threads, 128);
+    const int whole = p.find_dim(i == 0 ? "r" : "m");
+    // the workspace: each array over the whole dim, once per thread; none for one element
+    std::vector<int64_t> extv(p.dims.size(), 5);
+    extv[whole] = 7;
+    int64_t want = 0, arrays = 0;
+    for (const ElementArray& a : e.arrays) {
+      if (a.dims.empty()) continue;
+      EXPECT_EQ(a.dims, std::vector<int>{whole});
+      want = (want + 15) / 16 * 16 + 128 * 7 * a.elem_bytes;
+      ++arrays;
+    }
+    EXPECT_GE(arrays, 1);
+    std::vector<int64_t> offsets;
+    EXPECT_EQ(element_workspace(c.plan.kernels[0], e, extv, &offsets), (want + 15) / 16 * 16);
+    EXPECT_EQ(offsets.size(), e.arrays.size());
+    // no barrier; each thread's element of an array at (i * 128 + threadIdx.x)
+    const std::string src = compile_program(p, [] {
+      CompileOptions o;
+      o.target = Target::cuda_sm90;
+      return o;
+    }(), "emit").sources.at(0);
+    EXPECT_EQ(src.find("__syncthreads"), std::string::npos);
+    EXPECT_NE(src.find(") * 128 + threadIdx.x]"), std::string::npos);
+  }
+  Compiled n = lowered(progs.at(2), Target::cuda_sm90, {});
+  EXPECT_FALSE(n.lowered.kernels.at(0).element.thread_per_point);
+}
+
 // Kernels pass values through intermediates: a tensor-core kernel writes one and reads one in
 // its epilogue (a cluster split), or one per row or per key in its score code (a norm:
 // HeadDimReductionsPerRowOrKeyRunInKernelsOfTheirOwn), but one over rows and keys (a matrix of
