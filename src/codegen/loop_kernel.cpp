@@ -398,6 +398,38 @@ class KernelWriter {
       close_loops(1 + n.reduce.size() + outer.size());
       return;
     }
+    if (gpu() && !per_thread() && v.local_dims.empty() && !n.reduce.empty()) {
+      // One element reduced over whole dims (a norm over heads and value columns): the
+      // block's threads take its terms in turn, then combine their partials in a tree in the
+      // block's reduction slots (ElementLaunch: after the arrays). The order of a float sum
+      // changes, as any tiled kernel's does; max, min and integer sums are exact.
+      std::string count = "(int64_t)1";
+      for (int d : n.reduce) count += " * " + loop_bound(d);
+      const std::string red = "((" + ty + "*)(fg_ws + P.off[" +
+                              std::to_string(e_->arrays.size()) + "]))";
+      os_ << ind_ << ty << " fg_p = " << init_of(op, n.type) << ";\n";
+      os_ << ind_ << "for (int64_t fg_i = threadIdx.x; fg_i < " << count
+          << "; fg_i += blockDim.x) {\n";
+      ind_ += "  ";
+      os_ << ind_ << "int64_t fg_r = fg_i;\n";
+      for (size_t i = n.reduce.size(); i-- > 0;) {
+        const std::string& nm = p_.dims[n.reduce[i]];
+        if (i == 0) os_ << ind_ << "const int64_t i_" << nm << " = fg_r;\n";
+        else
+          os_ << ind_ << "const int64_t i_" << nm << " = fg_r % " << loop_bound(n.reduce[i])
+              << "; fg_r /= " << loop_bound(n.reduce[i]) << ";\n";
+      }
+      os_ << ind_ << "fg_p = " << combine(op, "fg_p", x) << ";\n";
+      close_loops(1);
+      os_ << ind_ << red << "[threadIdx.x] = fg_p;\n" << ind_ << "__syncthreads();\n";
+      os_ << ind_ << "for (int fg_s = (int)blockDim.x / 2; fg_s > 0; fg_s /= 2) {\n"
+          << ind_ << "  if ((int)threadIdx.x < fg_s) " << red << "[threadIdx.x] = "
+          << combine(op, red + "[threadIdx.x]", red + "[threadIdx.x + fg_s]") << ";\n"
+          << ind_ << "  __syncthreads();\n" << ind_ << "}\n";
+      os_ << ind_ << "if (threadIdx.x == 0) " << dst << " = " << combine(op, first, red + "[0]")
+          << ";\n" << ind_ << "__syncthreads();\n";
+      return;
+    }
     open_elements(v.local_dims, false);
     os_ << ind_ << ty << " acc = " << first << ";\n";
     open_loops(n.reduce);
@@ -649,7 +681,7 @@ ElementParamLayout element_param_layout(const Plan& plan, const ElementLaunch& e
   l.bufs = std::max<size_t>(1, plan.buffers.size());
   l.strides = std::max<size_t>(1, strides);
   l.dims = std::max<size_t>(1, plan.program.dims.size());
-  l.arrays = std::max<size_t>(1, e.arrays.size());
+  l.arrays = std::max<size_t>(1, e.arrays.size() + (e.thread_per_point ? 0 : 1));
   return l;
 }
 

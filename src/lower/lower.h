@@ -50,7 +50,9 @@ struct ElementArray {
 struct ElementLaunch {
   int threads = 256;                  // per block
   int blocks_per_sm = 4;              // the grid covers at most sm_count * this many blocks
-  std::vector<ElementArray> arrays;   // workspace order; each starts 16-byte aligned
+  std::vector<ElementArray> arrays;   // workspace order; each starts 16-byte aligned (a block
+                                      // per point: then 8 bytes a thread, where the block's
+                                      // threads combine a reduction's partials)
   int smem_limit = 0;                 // bytes: a workspace up to this stays in shared memory
   // Each thread computes a grid point of its own, no barriers: where every array holds one
   // element per point (a block per point would leave all threads but one idle), or where the

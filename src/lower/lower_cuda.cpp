@@ -101,6 +101,11 @@ int64_t element_workspace(const PlanKernel& k, const ElementLaunch& e,
     if (n > kLimit - total) return -1;
     total += n;
   }
+  if (!e.thread_per_point) {  // the block's reduction slots: one 8-byte partial a thread
+    total = (total + 15) / 16 * 16;
+    if (offsets) offsets->push_back(total);
+    total += int64_t{8} * e.threads;
+  }
   return (total + 15) / 16 * 16;
 }
 

@@ -74,6 +74,12 @@ PartialReductions partial_reductions(const Program& p, const std::vector<OutputK
       // size of the grid, cheaper recomputed than stored; at a kernel of materialized values it
       // is a value of them, which the kernel reading them computes.
       if (inner.empty() && (k.values || dimset_contains(h, k.row))) continue;
+      // At a kernel of materialized values, only a fresh accumulator: a reduction over R of
+      // values that need no reduction over R themselves (the scores' max over keys, not the
+      // sum of softmax(s, n) nor a value of o1). Fused with the values it must run in their one
+      // pass; one that needs the kernel's own accumulators whole would split the attention into
+      // kernels of its own or, with lowering's cuts, close a dependency cycle.
+      if (k.values && over_red) continue;
       // the kernel can compute P (nothing P needs reduces over its grid) and none of its
       // roots needs X whole
       if (over_grid || needs[ki].count(static_cast<int>(i))) continue;

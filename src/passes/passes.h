@@ -33,8 +33,9 @@ Program online_rewrite(const Program& p, bool distribute_values = true);
 // the partial P (X over the rest: the kernel's streamed dim, or nothing) lies on that grid (and
 // dims the kernel stores whole, as o's e), the kernel can compute it and none of its roots needs
 // X: P, and X = the same reduction of P over H. `partials`: the partials' node ids in
-// `program`, to store with that kernel's roots (`kernel`: its index in `kernels`); `why`: each
-// one's reason; `ids`: each node of `p` in `program` (-1 where gone).
+// `program`, to store with that kernel's roots (`kernel`: its index in `kernels`; `fresh`: P
+// is a fresh accumulator, see below); `why`: each one's reason; `ids`: each node of `p` in
+// `program` (-1 where gone). At a kernel of materialized values only fresh partials are cut.
 struct OutputKernel {
   std::vector<int> roots;  // the nodes it stores
   DimSet grid;             // its grid (sorted)

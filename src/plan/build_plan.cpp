@@ -63,29 +63,38 @@ Plan make_plan(const Program& prog, const CompileOptions& opt,
   plan.program = std::move(cut.program);
   const Program& p = plan.program;
   std::vector<Materialize> all = materialize;
-  // A partial goes with the outputs (fusion stores it in their kernel), or, an accumulator of
-  // a kernel that materializes values (the attention's o, itself an output or not), in one set
+  // A partial goes with the outputs (fusion stores it in their kernel), or, a fresh accumulator
+  // of a kernel that materializes values (the attention's o, itself an output or not), in one set
   // with them: fusion would otherwise compute it in a kernel of its own, and where it is the
   // softmax's running max, the attention would read it back.
   std::map<int, Materialize> beside;  // per kernel that materializes values: them and partials
   for (size_t i = 0; i < cut.partials.size(); ++i) {
     const OutputKernel& k = kernels[cut.kernel[i]];
+    // (a fresh accumulator: nothing it reads reduces over the kernel's streamed dim; see
+    // partial_reductions)
     const Node& part = p.nodes[cut.partials[i]];
+    bool fresh = is_reduction(part.op) && dimset_contains(part.reduce, k.red);
+    if (fresh)
+      for (int a : closure_of(p, part.args[0]))
+        fresh = fresh && !(is_reduction(p.nodes[a].op) && dimset_contains(p.nodes[a].reduce, k.red));
     std::vector<int> values;
-    if (is_reduction(part.op) && dimset_contains(part.reduce, k.red))
+    if (fresh)
       for (int r : k.roots)
         if (uncut.materialized.count(r)) values.push_back(r);
     if (values.empty()) {
       all.push_back({{cut.partials[i]}, cut.why[i], /*with_outputs=*/true});
       continue;
     }
-    auto [it, fresh] = beside.try_emplace(cut.kernel[i]);
-    if (fresh)
+    auto [it, first] = beside.try_emplace(cut.kernel[i]);
+    std::vector<int>& set = it->second.nodes;
+    if (first)
       for (int r : values) {
-        it->second.nodes.push_back(cut.ids[r]);
+        set.push_back(cut.ids[r]);
         it->second.whys.push_back(uncut.materialized.at(r));
       }
-    it->second.nodes.push_back(cut.partials[i]);
+    // (the partial may be one of those values: the running max the uncut fusion materialized)
+    if (std::find(set.begin(), set.end(), cut.partials[i]) != set.end()) continue;
+    set.push_back(cut.partials[i]);
     it->second.whys.push_back(cut.why[i]);
   }
   for (auto& [ki, m] : beside) all.push_back(m);

@@ -18,6 +18,8 @@
 // differ but share a conjunct (the attention's `keep` and a count's `keep and s > 0`) are all
 // killed where that conjunct is false: the mask is the largest conjunct every condition has (a
 // tile where it is true everywhere evaluates the rest of each condition with it assumed true).
+// A comparison of a masked score with a constant that fails where the score is masked
+// (`s > 0.0` of s = where(keep, q.k, -inf)) has keep as a conjunct too.
 // Preconditions: a plan of a canonical, online-rewritten program (make_plan), whose
 // accumulators carry their exp factors.
 // Test: tests/plan/plan_test.cpp (mask found), tests/cpu (skipping keeps results exact).
@@ -79,12 +81,39 @@ std::vector<DataRange> data_ranges(const Program& p, const PlanKernel& k) {
   }
   return out;
 }
-// c and its conjuncts, recursively (c = a and b: c, a, b and theirs).
+// The M of a comparison of x = where(M, a, -inf) (or +inf) with a constant that is false
+// wherever x is that fill -- x > c, x >= c with c > -inf, and their mirrors; x < c, x <= c with
+// c < inf under +inf -- so that it holds only where M does (a count of positive scores
+// `s > 0.0` of a masked s = where(keep, q.k, -inf)); else -1.
+int implied_mask(const Program& p, int c) {
+  const Node& n = p.nodes[c];
+  if (n.op != Op::Gt && n.op != Op::Ge && n.op != Op::Lt && n.op != Op::Le) return -1;
+  // as x OP k with x the where: a mirrored comparison flips
+  for (int side = 0; side < 2; ++side) {
+    const Node& k = p.nodes[n.args[1 - side]];
+    if (k.op != Op::Const) continue;
+    Op op = n.op;
+    if (side == 1)
+      op = op == Op::Gt ? Op::Lt : op == Op::Lt ? Op::Gt : op == Op::Ge ? Op::Le : Op::Ge;
+    const bool above = op == Op::Gt || op == Op::Ge;  // x > k: false where x = -inf
+    const double fill = above ? -INFINITY : INFINITY;
+    const bool strict = op == Op::Gt || op == Op::Lt;
+    if (!strict && k.value == fill) continue;  // (-inf >= -inf holds)
+    const int m = kill_condition(p, n.args[side], fill);
+    if (m >= 0) return m;
+  }
+  return -1;
+}
+
+// c and its conjuncts, recursively (c = a and b: c, a, b and theirs; a comparison that holds
+// only where a mask M does: M and its conjuncts too).
 void conjuncts(const Program& p, int c, std::vector<int>& out) {
   out.push_back(c);
   const Node& n = p.nodes[c];
   if (n.op == Op::And)
     for (int a : n.args) conjuncts(p, a, out);
+  const int m = implied_mask(p, c);
+  if (m >= 0) conjuncts(p, m, out);
 }
 }  // namespace
 

@@ -1775,11 +1775,13 @@ program sig(q: f32[b, m, d], k: f32[b, n, d], v: f32[b, n, e]) {
   // others in their dims' order.
   EXPECT_EQ(k.element.arrays[1].layout, (std::vector<int>{d, n}));
   for (size_t i : {0u, 2u, 3u, 4u}) EXPECT_EQ(k.element.arrays[i].layout, k.element.arrays[i].dims);
-  // Workspace at b=2 m=100 n=50 d=64 e=32: 16-byte aligned arrays of row_tile / red_tile rows.
+  // Workspace at b=2 m=100 n=50 d=64 e=32: 16-byte aligned arrays of row_tile / red_tile rows,
+  // then the block's reduction slots (8 bytes a thread).
   std::vector<int64_t> off;
   const int64_t ws = element_workspace(pk, k.element, {2, 100, 64, 50, 32}, &off);
   const int64_t R = pk.row_tile, N = pk.red_tile;
-  const std::vector<int64_t> sizes = {R * 64 * 4, N * 64 * 4, N * 32 * 4, R * N * 4, R * 32 * 4};
+  const std::vector<int64_t> sizes = {R * 64 * 4, N * 64 * 4, N * 32 * 4, R * N * 4, R * 32 * 4,
+                                      8 * 256};
   ASSERT_EQ(off.size(), sizes.size());
   int64_t at = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -1881,6 +1883,19 @@ program norm_e(x: f32[b, m, e]) {
   }
   Compiled n = lowered(progs.at(2), Target::cuda_sm90, {});
   EXPECT_FALSE(n.lowered.kernels.at(0).element.thread_per_point);
+  // (its sum over e, one element per point, is shared by the block's threads and combined in
+  // a tree in the reduction slots after the arrays)
+  const std::string src = compile_program(progs.at(2), [] {
+    CompileOptions o;
+    o.target = Target::cuda_sm90;
+    return o;
+  }(), "emit").sources.at(0);
+  EXPECT_NE(src.find("for (int64_t fg_i = threadIdx.x; fg_i < (int64_t)1 * n_e; "
+                     "fg_i += blockDim.x)"),
+            std::string::npos) << src;
+  EXPECT_NE(src.find("P.off[" + std::to_string(n.lowered.kernels[0].element.arrays.size()) +
+                     "]))[threadIdx.x] = fg_p;"),
+            std::string::npos) << src;
 }
 
 // Kernels pass values through intermediates: a tensor-core kernel writes one and reads one in

@@ -284,11 +284,36 @@ TEST(Plan, ConditionsSharingAConjunctKeepItAsTheTileMask) {
 program apart(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
   s = where(n <= m, sum(q * k, d), -inf)
   out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
-  out c: f32[b, h, m] = sum(where(n >= m and s > 0.0, 1.0, 0.0), n)
+  out c: f32[b, h, m] = sum(where(n >= m and q[b, h, m, 0] > 0.0, 1.0, 0.0), n)
 }
 )", "apart.attn").at(0);
   Plan plan = compile_program(apart, {}, "classify_tiles").plan;
   EXPECT_LT(plan.kernels.at(0).tiles.mask, 0) << plan.kernels.at(0).tiles.note;
+  // A count of positive scores of a masked s = where(keep, q.k, -inf) holds only where keep
+  // does (-inf > 0 is false): keep is its conjunct too, and the attention beside it still
+  // skips tiles (a review's windowed count; head_count's key padding)
+  const Program implied = parse_source(R"(
+program implied(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = where(n <= m and n + 128 > m, sum(q * k, d), -inf)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+  out c: f32[b, h, m] = sum(f32(s > 0.0), n)
+  out c2: f32[b, h, m] = sum(f32(-1.0 <= s), n)
+}
+)", "implied.attn").at(0);
+  const Plan ip = compile_program(implied, {}, "classify_tiles").plan;
+  ASSERT_EQ(ip.kernels.size(), 1u);
+  ASSERT_GE(ip.kernels[0].tiles.mask, 0) << ip.kernels[0].tiles.note;
+  EXPECT_EQ(ip.program.nodes[ip.kernels[0].tiles.mask].op, Op::And);
+  // (s >= -inf holds where s is masked: it counts every key, no tile is skipped)
+  const Program all_keys = parse_source(R"(
+program all_keys(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = where(n <= m, sum(q * k, d), -inf)
+  out o: bf16[b, h, m, e] = sum(softmax(s, n) * v, n)
+  out c: f32[b, h, m] = sum(f32(s >= -inf), n)
+}
+)", "all.attn").at(0);
+  const Plan ap = compile_program(all_keys, {}, "classify_tiles").plan;
+  EXPECT_LT(ap.kernels.at(0).tiles.mask, 0) << ap.kernels.at(0).tiles.note;
 }
 
 // An output over fewer dims than the attention, reduced over a dim of the attention's grid
@@ -568,6 +593,43 @@ program group_peak(q: bf16[b, g, r, m, d], k: bf16[b, g, n, d], v: bf16[b, g, n,
         const bool input = r == "q" || r == "k" || r == "v";
         EXPECT_EQ(input, ki == 0) << r << " read by kernel " << ki << "\n" << plan.str();
       }
+  }
+  // Not a partial that needs the kernel's own accumulators over the keys (a review's
+  // programs: the sum of a softmax over keys, a max of s minus its lse, a max of s times a sum
+  // of o1): fused with o1 it would split the attention into kernels of their own or, with
+  // lowering's cuts, close a dependency cycle. The attention runs in one kernel (one reads v),
+  // and the CUDA lowering plans without an internal error.
+  const std::vector<Program> own = parse_source(R"(
+program sm_sum(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  o1 = sum(softmax(s, n) * v, n)
+  out o: f32[b, h, m, e] = o1 * rsqrt(sum(o1 * o1, h, e))
+  out z: f32[b, m] = sum(softmax(s, n), h, n)
+}
+program lse_max(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  o1 = sum(softmax(s, n) * v, n)
+  out o: f32[b, h, m, e] = o1 * rsqrt(sum(o1 * o1, h, e))
+  out z: f32[b, m] = max(s - logsumexp(s, n), h, n)
+}
+program o_max(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e]) {
+  s = sum(q * k, d) / sqrt(size(d))
+  o1 = sum(softmax(s, n) * v, n)
+  out o: f32[b, h, m, e] = o1
+  out z: f32[b, m] = max(s * sum(o1, e), h, n)
+}
+)", "own.attn");
+  for (const Program& prog : own) {
+    SCOPED_TRACE(prog.name);
+    const Plan plan = compile_program(prog, {}, "fuse").plan;
+    int reads_v = 0;
+    for (size_t ki = 0; ki < plan.kernels.size(); ++ki)
+      for (const std::string& r : plan.reads(static_cast<int>(ki))) reads_v += r == "v";
+    EXPECT_EQ(reads_v, 1) << plan.str();
+    CompileOptions cuda;
+    cuda.target = Target::cuda_sm90;
+    cuda.sizes = {{"d", 64}, {"e", 64}};
+    EXPECT_NO_THROW(compile_program(prog, cuda, "lower"));
   }
   const Program rows = parse_source(R"(
 program rows(a: f32[m, d], c: f32[n, d]) {
