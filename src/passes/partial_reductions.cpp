@@ -35,6 +35,7 @@ PartialReductions partial_reductions(const Program& p, const std::vector<OutputK
     DimSet inner, outer;  // P reduces over inner (maybe none); X then reduces P over outer
     std::string why;
     int kernel;           // the kernel that stores P
+    bool fresh;           // P reduces over R values that need nothing reduced over R
   };
   std::map<int, Cut> cuts;
   std::vector<std::set<int>> needs;  // per kernel: every node its roots need
@@ -90,7 +91,7 @@ PartialReductions partial_reductions(const Program& p, const std::vector<OutputK
               " over " + p.dim_list(x.reduce) + ", stored by the kernel of " + k.what +
               " (whose grid has " + p.dim_list(h) + "): the rest, over " + p.dim_list(h) +
               ", runs in a kernel of its own",
-          static_cast<int>(ki)};
+          static_cast<int>(ki), !inner.empty() && !over_red};
       break;
     }
   }
@@ -130,6 +131,7 @@ PartialReductions partial_reductions(const Program& p, const std::vector<OutputK
       continue;
     out.partials.push_back(id);
     out.kernel.push_back(cuts.at(old).kernel);
+    out.fresh.push_back(cuts.at(old).fresh);
     out.why.push_back(cuts.at(old).why);
   }
   return out;

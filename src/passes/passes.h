@@ -48,6 +48,7 @@ struct PartialReductions {
   Program program;
   std::vector<int> partials;
   std::vector<int> kernel;
+  std::vector<bool> fresh;  // P reduces over R values that need nothing reduced over R
   std::vector<std::string> why;
   std::vector<int> ids;
 };

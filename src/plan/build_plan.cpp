@@ -70,15 +70,8 @@ Plan make_plan(const Program& prog, const CompileOptions& opt,
   std::map<int, Materialize> beside;  // per kernel that materializes values: them and partials
   for (size_t i = 0; i < cut.partials.size(); ++i) {
     const OutputKernel& k = kernels[cut.kernel[i]];
-    // (a fresh accumulator: nothing it reads reduces over the kernel's streamed dim; see
-    // partial_reductions)
-    const Node& part = p.nodes[cut.partials[i]];
-    bool fresh = is_reduction(part.op) && dimset_contains(part.reduce, k.red);
-    if (fresh)
-      for (int a : closure_of(p, part.args[0]))
-        fresh = fresh && !(is_reduction(p.nodes[a].op) && dimset_contains(p.nodes[a].reduce, k.red));
     std::vector<int> values;
-    if (fresh)
+    if (cut.fresh[i])
       for (int r : k.roots)
         if (uncut.materialized.count(r)) values.push_back(r);
     if (values.empty()) {
