@@ -97,10 +97,12 @@ class KernelWriter {
     os_ << "  const int64_t total = " << total << ";\n";
     for (const Accumulator& a : k_.accs)
       for (int m : a.rescale_by) olds_.insert(m);
-    if (gpu() && e_->thread_per_point) {
-      // A point per thread: arrays of one element in registers, the others in the block's
-      // workspace, element-major (element i of this thread at i * threads + threadIdx.x).
-      bool workspace = false;
+    if (gpu()) {
+      // The block's workspace: shared memory, or its slice of the device scratch. A point per
+      // thread keeps arrays of one element in registers and the others element-major there
+      // (element i of this thread at i * threads + threadIdx.x); a block per point has every
+      // array there, then the reduction slots.
+      bool workspace = !e_->thread_per_point;
       for (const ElementArray& a : e_->arrays) workspace = workspace || !a.dims.empty();
       if (workspace)
         os_ << "  extern __shared__ __align__(16) char fg_smem[];\n"
@@ -109,25 +111,17 @@ class KernelWriter {
       for (size_t i = 0; i < e_->arrays.size(); ++i) {
         const ElementArray& a = e_->arrays[i];
         const std::string name = (a.old_max ? "O" : "A") + std::to_string(a.node);
-        if (a.dims.empty())
+        if (e_->thread_per_point && a.dims.empty())
           os_ << "  " << a.ctype << " " << name << "[1];\n";
         else
           os_ << "  " << a.ctype << "* const " << name << " = (" << a.ctype
               << "*)(fg_ws + P.off[" << i << "]);\n";
       }
-      os_ << "  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; "
-             "t += (int64_t)gridDim.x * blockDim.x) {\n";
-    } else if (gpu()) {
-      // The block's workspace: shared memory, or its slice of the device scratch.
-      os_ << "  extern __shared__ __align__(16) char fg_smem[];\n"
-          << "  char* const fg_ws = P.use_smem ? fg_smem : P.scratch + (int64_t)blockIdx.x * "
-             "P.ws;\n";
-      for (size_t i = 0; i < e_->arrays.size(); ++i) {
-        const ElementArray& a = e_->arrays[i];
-        os_ << "  " << a.ctype << "* const " << (a.old_max ? "O" : "A") << a.node << " = ("
-            << a.ctype << "*)(fg_ws + P.off[" << i << "]);\n";
-      }
-      os_ << "  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {\n";
+      if (e_->thread_per_point)
+        os_ << "  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; "
+               "t += (int64_t)gridDim.x * blockDim.x) {\n";
+      else
+        os_ << "  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {\n";
     } else {
       os_ << "#pragma omp parallel\n  {\n";
       for (const ElementArray& a : arrays) {
@@ -337,7 +331,11 @@ class KernelWriter {
       os_ << ind_ << "for (int64_t fg_e = threadIdx.x; fg_e < " << count
           << "; fg_e += blockDim.x) {\n";
     ind_ += "  ";
-    if (!dims.empty()) os_ << ind_ << "int64_t fg_r = fg_e;\n";
+    decode("fg_e", dims);
+  }
+  // The index i_<dim> of each of `dims` from the flat index `flat` (the last dim fastest).
+  void decode(const std::string& flat, const std::vector<int>& dims) {
+    if (!dims.empty()) os_ << ind_ << "int64_t fg_r = " << flat << ";\n";
     for (size_t i = dims.size(); i-- > 0;) {
       const std::string& nm = p_.dims[dims[i]];
       if (i == 0) os_ << ind_ << "const int64_t i_" << nm << " = fg_r;\n";
@@ -411,14 +409,7 @@ class KernelWriter {
       os_ << ind_ << "for (int64_t fg_i = threadIdx.x; fg_i < " << count
           << "; fg_i += blockDim.x) {\n";
       ind_ += "  ";
-      os_ << ind_ << "int64_t fg_r = fg_i;\n";
-      for (size_t i = n.reduce.size(); i-- > 0;) {
-        const std::string& nm = p_.dims[n.reduce[i]];
-        if (i == 0) os_ << ind_ << "const int64_t i_" << nm << " = fg_r;\n";
-        else
-          os_ << ind_ << "const int64_t i_" << nm << " = fg_r % " << loop_bound(n.reduce[i])
-              << "; fg_r /= " << loop_bound(n.reduce[i]) << ";\n";
-      }
+      decode("fg_i", n.reduce);
       os_ << ind_ << "fg_p = " << combine(op, "fg_p", x) << ";\n";
       close_loops(1);
       os_ << ind_ << red << "[threadIdx.x] = fg_p;\n" << ind_ << "__syncthreads();\n";

@@ -28,7 +28,7 @@ Program canonicalize(const Program& p);
 // only (CUDA's tensor cores); the CPU computes such a value per key as written.
 Program online_rewrite(const Program& p, bool distribute_values = true);
 
-// partial_reductions.cpp: each Sum, Max or Min X over batch-like dims H of the grid of a kernel
+// partial_reductions.cpp: each Sum, Max or Min X over dims H of the grid of a kernel
 // of outputs or of materialized values (`kernels`: the program fused as it is), cut in two where
 // the partial P (X over the rest: the kernel's streamed dim, or nothing) lies on that grid (and
 // dims the kernel stores whole, as o's e), the kernel can compute it and none of its roots needs
