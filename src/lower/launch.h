@@ -6,14 +6,16 @@
 // Spec mapping). The decisions are made by lower_tensor_core (lower/tensor_core.h), the printing
 // by print_tensor_core (codegen/cuda/emit_sm80.cpp).
 //
-// What fits: one kernel with one streamed reduction dim; 1-2 score contractions of two float
+// What fits: one kernel with one streamed reduction dim; score contractions of two float
 // parameters over one eliminated dim (the tensor-core Q.K^T; operands other than one 16-bit
-// type as bf16 pieces); 1-2 groups: online Max accumulators (softmax groups) whose argument is
-// element code over the scores, with online Sum accumulators that are either exp(x_g -
-// safe(M_g)) (row sums) or exp(x_g - safe(M_g)) * v (P.V with a parameter v), or plain groups:
-// Sum accumulators of weights w (element code over the scores) or w * v, with no max;
-// epilogue values over (row, value dim) or (row). Anything else is a
-// BackendError that says what did not fit (no silent fallback).
+// type as bf16 pieces); groups: online Max (or Min) accumulators whose argument is element
+// code over the scores, with online Sum accumulators that are either exp(x_g - safe(M_g)) (row
+// sums) or exp(x_g - safe(M_g)) * v (P.V with a parameter v), or none (a bare group), or plain
+// groups: Sum accumulators of weights w (element code over the scores) or w * v, with no max;
+// epilogue values over (row, value dim) or (row). How many of each fit is a matter of
+// resources: the scores' and groups' weights of a key tile and the accumulators of a value
+// chunk within the registers, the stages of K and V tiles within shared memory. Anything else
+// is a BackendError that says what did not fit (no silent fallback).
 // Head dims (the eliminated dims) and dtypes specialize the source; every other extent is a
 // run-time value in Params, so one compiled kernel serves every batch, head count and length.
 // Accumulators wider than the register budget split the value columns across blocks (a grid
@@ -69,6 +71,9 @@ struct Sm80Structure {
     // A weight reads a score (attention entropy: sum(p * s, n)): the kernel computes the
     // weights with the scores, before the probabilities replace them.
     bool weight_reads_scores = false;
+    // Its running max is all the kernel keeps of it (a max or min over the keys beside the
+    // attention: no row sums, no P.V): no exponentials, no P operands.
+    bool bare = false;
   };
   struct PV { int node, group, v_buffer; };
   std::vector<Score> scores;

@@ -349,7 +349,8 @@ std::string LoweredCuda::str(const Plan& plan) const {
         else
           os << "  group " << g << ": running " << (st.groups[g].negate ? "min" : "max") << " %"
              << st.groups[g].max_node << " of %"
-             << st.groups[g].arg << score_form_text(st.groups[g]) << ", row sums";
+             << st.groups[g].arg << score_form_text(st.groups[g])
+             << (st.groups[g].bare ? " alone (no exponentials)" : "") << ", row sums";
         for (int s : st.groups[g].sums) os << " %" << s;
         if (st.groups[g].sums.empty()) os << " none";
         if (!st.groups[g].pv_weight.empty()) {

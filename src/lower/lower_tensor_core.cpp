@@ -169,7 +169,6 @@ class Lowering : public TensorCoreView {
       }
       fail("no tensor-core contraction (q.k over a head dim) feeds the loop");
     }
-    if (scores_.size() > 2) fail(S(scores_.size()) + " score contractions (at most 2)");
     // Groups: online Max over the key dim.
     for (const Accumulator& a : k_.accs) {
       const Node& n = N(a.node);
@@ -326,12 +325,14 @@ class Lowering : public TensorCoreView {
     for (const OnlineSum& o : online)
       if (o.v < 0) groups_[group_of(o)].sums.push_back(o.node);
     if (groups_.empty()) fail("no reduction over the key dim of score element code");
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      bool read = !groups_[g].sums.empty();
+      for (const Acc& pv : pv_) read = read || pv.group == static_cast<int>(g);
+      groups_[g].bare = groups_[g].max_node >= 0 && !read;
+    }
     for (Group& g : groups_)
       if (g.max_node >= 0) score_form(g);
-    if (groups_.size() > 2) fail(S(groups_.size()) + " groups (softmax or plain; at most 2)");
     if (pv_.empty()) fail("no P.V accumulator (a sum over the key dim of weights times v)");
-    if (pv_.size() > 4) fail(S(pv_.size()) + " P.V accumulators (at most 4)");
-    if (vbufs_.size() > 2) fail(S(vbufs_.size()) + " value tensors (at most 2)");
     choose_pieces();
     // Every body value must be score element code or a recognized accumulator part. A P.V
     // weight is score element code of its own: it reads no accumulator and nothing the key
@@ -457,14 +458,22 @@ class Lowering : public TensorCoreView {
     // measurements: bench/NOTES.md).
     // (not with operands in pieces: their tiles and fragments take pieces times the room)
     const bool small_heads = Dt_ + DVt_ <= 64 && Sn == 1 && A == 1 && launch_.pieces == 1;
-    // (pieces: the P operands of every piece live through P.V: 16 rows a warp)
+    // (pieces: the P operands of every piece live through P.V: 16 rows a warp; 32 rows a warp
+    // where a tile's scores or groups' weights and the accumulators fit mma_live_regs at two
+    // blocks an SM)
+    const int G = static_cast<int>(groups_.size());
     mw_ = (Sn == 1 && A == 1 && DVt_ <= 128 && Dt_ <= 128 && !small_heads &&
-           launch_.pieces == 1) ? 2 : 1;
+           launch_.pieces == 1 && mma_live_regs(Sn, G, A, 2, 64, DVt_) <= 2 * kAccRegs)
+              ? 2 : 1;
     // Value-column split: when the accumulators of all value columns would not fit the
     // registers (more than 128 f32 per thread), blocks take column chunks of the value dim
     // (a grid factor) and recompute the scores per chunk, as FA2 does for wide heads.
     vsplit_ = value_split_while([&](int vs) { return A * mw_ * (DVt_ / vs) / 2 > kAccRegs; });
     DVc_ = DVt_ / vsplit_;
+    if (A * mw_ * DVc_ / 2 > kMaxAccRegs)
+      fail(S(A) + " P.V accumulators would take " + S(A * mw_ * DVc_ / 2) +
+           " registers a thread at the narrowest value chunk of " + S(DVc_) + " columns (at most " +
+           S(kMaxAccRegs) + ")");
     launch_.value_split = vsplit_;
     if (vsplit_ > 1)
       launch_.value_split_why = "the accumulators of all value columns would not fit the registers";
@@ -488,6 +497,13 @@ class Lowering : public TensorCoreView {
         launch_.block_m = 16 * mw_ * 4;
       }
     }
+    // The groups' weights of a key tile live beside the accumulators: keys in tiles of 32
+    // where those of 64 would take more than kAccRegs registers a thread.
+    if (max_weight_regs(Sn, G, mw_, launch_.block_n) > kAccRegs) launch_.block_n = 32;
+    if (max_weight_regs(Sn, G, mw_, launch_.block_n) > kAccRegs)
+      fail(S(G) + " groups: their weights of a tile of " + S(launch_.block_n) +
+           " keys would take " + S(max_weight_regs(Sn, G, mw_, launch_.block_n)) +
+           " registers a thread (at most " + S(kAccRegs) + ")");
     staged_ = fit_staged(launch_.min_blocks);
     // Small heads: staged tiles are worth more than a fifth block (bench/NOTES.md).
     if (small_heads && fit_staged(4).size() > staged_.size()) {
@@ -502,7 +518,8 @@ class Lowering : public TensorCoreView {
     // tiles, keys in tiles of 64) and the combine kernel of split key loops; the host picks
     // both per call (choose_key_split).
     launch_.few_entry = k_.name + "_few";
-    launch_.few_block_n = launch_.pieces > 1 ? launch_.block_n : 64;
+    launch_.few_block_n = launch_.pieces > 1 || max_weight_regs(Sn, G, 1, 64) > kAccRegs
+                              ? launch_.block_n : 64;
     choose_few_value_split(A);
     launch_.few_smem_bytes =
         smem_bytes(staged_, 16, launch_.few_block_n, 2, false, launch_.few_value_cols);
@@ -917,7 +934,7 @@ class Lowering : public TensorCoreView {
     const int G = static_cast<int>(groups_.size());
     const int64_t mma_work = products_per_pair(Sn, A, vsplit_);
     int exps = 0;  // a softmax group's exponential per (row, key) pair and value chunk
-    for (const Group& g : groups_) exps += g.max_node >= 0;
+    for (const Group& g : groups_) exps += g.max_node >= 0 && !g.bare;
     for (vs *= 2;; vs *= 2) {
       if (DVt_ != DV_) {
         launch_.products_why += "; a padded value dim is not split wider";
@@ -969,6 +986,17 @@ class Lowering : public TensorCoreView {
   }
   // f32 accumulators a thread of the mma.sync shape holds at most (more spill)
   static constexpr int kAccRegs = 128;
+  // ... and past which a kernel is not built: accumulators that spill more than twice a
+  // thread's register file (where the value dim cannot split further: chunks of 32 columns, or
+  // a padded value dim, which is not split; four accumulators of 256 padded columns take 512)
+  static constexpr int kMaxAccRegs = 512;
+  // mma.sync: registers a thread holds for a key tile's scores, or the groups' weights that
+  // may take their registers (whichever is more), at mw m-blocks of 16 rows a warp and bn keys
+  // a tile; with the A accumulators of dvc columns: mma_live_regs.
+  static int max_weight_regs(int Sn, int G, int mw, int bn) { return std::max(Sn, G) * mw * bn / 2; }
+  static int mma_live_regs(int Sn, int G, int A, int mw, int bn, int64_t dvc) {
+    return max_weight_regs(Sn, G, mw, bn) + A * mw * static_cast<int>(dvc) / 2;
+  }
   // The few-rows kernel's value split (Sm80Launch::few_value_split): its one warp holds at most
   // kFewValueCols value columns of each accumulator, and its accumulators take at most
   // kAccRegs registers a thread (the mma.sync rule at 16 rows a warp, for kernels of three or
@@ -1001,6 +1029,10 @@ class Lowering : public TensorCoreView {
     const int vs = value_split_while([&](int s) { return !why(s).empty(); });
     launch_.few_value_split = vs;
     launch_.few_value_cols = static_cast<int>(DVt_ / vs);
+    if (A * launch_.few_value_cols / 2 > kMaxAccRegs)
+      fail("the few-rows kernel's " + S(A) + " P.V accumulators would take " +
+           S(A * launch_.few_value_cols / 2) + " registers a thread at the narrowest value chunk "
+           "of " + S(launch_.few_value_cols) + " columns (at most " + S(kMaxAccRegs) + ")");
     if (vs > 1) launch_.few_value_split_why = why(vs / 2);
   }
   // Multiply-adds per (row, key) pair at value split vs: every chunk recomputes the scores.

@@ -533,8 +533,8 @@ program causal32(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
 // unbounded) in the careful build; a weight read from the score through a checked gather; the
 // programs of values computed per key (tests/programs/value_sums.attn) and of score values
 // computed once per key of a tile (tests/programs/key_values.attn); the variants of
-// tests/programs/mixed_kinds.attn, masks_and_outputs.attn, partials.attn and
-// after_attention.attn.
+// tests/programs/mixed_kinds.attn, masks_and_outputs.attn, partials.attn,
+// after_attention.attn and groups.attn (kernels of three to five groups).
 TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
@@ -577,6 +577,18 @@ TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
         compiles(p, Target::cuda_sm90, "sm_90a", b, kernels);
       if (std::string(file).find("mixed_kinds") == std::string::npos)
         compiles(p, Target::cuda_sm80, "sm_80", CudaBuild::plain, kernels);
+    }
+  // kernels of three to five groups, and three score maps (groups.attn: one kernel, or a
+  // kernel per map where that pays)
+  for (const Program& p : parse_file(testing::source_path("tests/programs/groups.attn")))
+    for (const auto& [target, arch] : {std::pair{Target::cuda_sm90, "sm_90a"},
+                                       std::pair{Target::cuda_sm80, "sm_80"}}) {
+      CompileOptions o;
+      o.target = target;
+      o.sizes = heads;
+      const size_t kernels = compile_to_target(p, o).sources.size();
+      for (CudaBuild b : {CudaBuild::plain, CudaBuild::careful})
+        compiles(p, target, arch, b, kernels);
     }
   const Program f16 = parse_source(R"(
 program gate16(q: f16[h, m, d], k: f16[h, n, d], v: f16[h, n, e], g: f32[n]) {
@@ -933,16 +945,34 @@ std::string element_why(const Program& p, const Extents& sizes, bool strict = fa
 }
 
 TEST(CudaEmit, UnfitProgramsTakeTheElementPathAndSayWhy) {
-  // Three groups beside one another (a softmax, a min and a max of another expression over the
-  // key dim; the template holds two): not the template.
+  // Nine groups beside one another (a softmax and eight counts over the key dim): their
+  // weights of a key tile would not fit the registers even at 32 keys a tile. (Three -- a
+  // softmax, a min and a max of another expression -- take the template:
+  // Lower.EveryGroupOfAKernelIsOneOfItsTemplateGroups.)
+  std::string counts;
+  for (int i = 0; i < 8; ++i)
+    counts += "  out c" + std::to_string(i) + ": f32[m] = sum(f32(sum(q * k, d) > " +
+              std::to_string(i) + ".0), n)\n";
   Program p = parse_source(
+      "program f(q: bf16[m, d], k: bf16[n, d], v: bf16[n, e]) {\n"
+      "  out o: f32[m, e] = sum(softmax(sum(q * k, d), n) * v, n)\n" + counts + "}\n",
+      "f.attn").at(0);
+  const std::string why = element_why(p, {{"d", 64}, {"e", 64}}, /*strict=*/true);
+  EXPECT_NE(why.find("does not fit the CUDA sm80 attention template"), std::string::npos) << why;
+  EXPECT_NE(why.find("9 groups: their weights"), std::string::npos) << why;
+  Program three = parse_source(
       "program f(q: bf16[m, d], k: bf16[n, d], v: bf16[n, e]) {\n"
       "  out o: f32[m, e] = sum(softmax(sum(q * k, d), n) * v, n)\n"
       "  out lo: f32[m] = min(sum(q * k, d), n)\n"
       "  out hi: f32[m] = max(tanh(sum(q * k, d)), n)\n}\n", "f.attn").at(0);
-  const std::string why = element_why(p, {{"d", 64}, {"e", 64}}, /*strict=*/true);
-  EXPECT_NE(why.find("does not fit the CUDA sm80 attention template"), std::string::npos) << why;
-  EXPECT_NE(why.find("3 groups"), std::string::npos) << why;
+  CompileOptions o3;
+  o3.target = Target::cuda_sm80;
+  o3.sizes = {{"d", 64}, {"e", 64}};
+  o3.strict = true;
+  const Compiled c3 = compile_to_target(three, o3);
+  ASSERT_EQ(c3.lowered.kernels.size(), 1u);
+  EXPECT_EQ(c3.lowered.kernels[0].path, LoweredKernel::Path::tensor_core) << c3.lowered.kernels[0].why;
+  EXPECT_EQ(c3.lowered.kernels[0].tensor_core.groups.size(), 3u);
   // A per-row norm of q (a reduction before the key loop) has no place in the template: in one
   // kernel (--strict) the element path; otherwise the norm runs in a kernel of its own
   // (Lower.HeadDimReductionsPerRowOrKeyRunInKernelsOfTheirOwn).

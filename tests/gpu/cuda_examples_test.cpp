@@ -1124,8 +1124,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Cuts between softmax clusters: a bf16 cut (its rounded value through the f32 intermediate),
 // one over [b, h, e, m], a per-row output of the first group (its logsumexp, stored by the first
-// kernel), three softmaxes (one kernel of them would take the element path; here three kernels,
-// decode calls too), and a bool cut at its float argument. A test per program.
+// kernel), three softmaxes (three kernels; a decode call the one kernel of three scores on
+// mma.sync, which reads K and V once), and a bool cut at its float argument. A test per program.
 class CudaClusterCuts : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaClusterCuts, CutsBetweenSoftmaxClustersMatchTheReference) {
@@ -1273,7 +1273,9 @@ INSTANTIATE_TEST_SUITE_P(
 // masks only a weight per diagonal or per key reads, which the mask pass reads itself; mask
 // data read by name, which the tile classifier bounds: a scalar window, a key padding, a
 // per-row limit; a count of kept keys by a bool cast, in f32 and in i64; a row's smallest kept
-// score; a count and a capped max whose conditions share the attention's mask as a conjunct).
+// score; a count and a capped max whose conditions share the attention's mask as a conjunct);
+// groups.attn: kernels of three to five groups (softmax at several temperatures, a max and a
+// min beside the attention, counts, sigmoid and relu weights, grouped queries).
 class CudaPrograms : public ::testing::TestWithParam<ProgramCase> {};
 
 TEST_P(CudaPrograms, OneTensorCoreKernelMatchesTheReference) {
@@ -1329,8 +1331,37 @@ INSTANTIATE_TEST_SUITE_P(
                       ProgramCase{"masks_and_outputs.attn", "count_i64"},
                       ProgramCase{"masks_and_outputs.attn", "row_min"},
                       ProgramCase{"masks_and_outputs.attn", "count_where"},
-                      ProgramCase{"masks_and_outputs.attn", "capped_peak"}),
+                      ProgramCase{"masks_and_outputs.attn", "capped_peak"},
+                      ProgramCase{"groups.attn", "row_stats"},
+                      ProgramCase{"groups.attn", "temperatures"},
+                      ProgramCase{"groups.attn", "gqa_mixed"},
+                      ProgramCase{"groups.attn", "three_weights"},
+                      ProgramCase{"groups.attn", "window_five"}),
     [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
+
+// Three score maps over three value tensors and five P.V accumulators (groups.attn's
+// three_maps): a kernel per map where that pays (d = 128; every map alone takes wgmma on a
+// Hopper GPU), else one kernel of three scores (d = 64 on the sm80 path), on the tensor cores
+// at every call shape against the reference.
+TEST(CudaBackend, ThreeScoreMapsMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/groups.attn"));
+  auto it = std::find_if(ps.begin(), ps.end(),
+                         [](const Program& p) { return p.name == "three_maps"; });
+  ASSERT_NE(it, ps.end());
+  int three_scores = 0;
+  for_each_call_shape(*it, [&](const Extents& ext, int64_t salt) {
+    std::shared_ptr<const CudaLoaded> L = cuda_load(*it, ext);
+    ASSERT_TRUE(L->kernels.size() == 1 || L->kernels.size() == 3) << L->kernels.size();
+    for (const CudaLoadedKernel& k : L->kernels) {
+      ASSERT_EQ(k.low.path, LoweredKernel::Path::tensor_core) << k.low.why;
+      three_scores += k.low.tensor_core.scores.size() == 3;
+    }
+    check_inputs(*it, random_inputs(*it, ext, 181 + salt), ext);
+  });
+  const char* path = std::getenv("FLASHGEN_CUDA_PATH");
+  if (path && std::string(path) == "sm80") EXPECT_GT(three_scores, 0);
+}
 
 // Weights that are not finite (tests/programs/gates.attn) against the reference:
 // gates of inf and NaN at keys the causal mask removes, of 0 over values of inf, of inf over

@@ -141,6 +141,100 @@ program first_key(q: bf16[b, h, m, d], k: bf16[b, h, n, d], v: bf16[b, h, n, e])
   }
 }
 
+// Kernels of three to five groups (tests/programs/groups.attn) take the tensor cores: every
+// softmax, max or min and plain sum beside the attention is a group of the one kernel; a max or
+// min that nothing else reads is bare (no exponentials, no P operands: the Spec's kBareGroups);
+// on mma.sync the groups' weights of a key tile stay within 128 registers a thread (16 rows a
+// warp, keys in tiles of 32 where needed). Past that, the kernel takes the element path and
+// says why.
+TEST(Lower, EveryGroupOfAKernelIsOneOfItsTemplateGroups) {
+  const std::vector<Program> ps = parse_file(testing::source_path("tests/programs/groups.attn"));
+  // program -> groups, and which are bare
+  const std::map<std::string, std::vector<bool>> expect = {
+      {"row_stats", {false, true, false}},
+      {"temperatures", {false, false, false}},
+      {"gqa_mixed", {false, true, false, false}},
+      {"three_weights", {false, false, false}},
+      {"window_five", {false, false, false, true, false}}};
+  ASSERT_EQ(ps.size(), expect.size() + 1);  // (and three_maps, below)
+  for (Target t : {Target::cuda_sm80, Target::cuda_sm90})
+    for (int64_t d : {64, 128})
+      for (const Program& p : ps) {
+        if (p.name == "three_maps") continue;
+        SCOPED_TRACE(std::string(target_name(t)) + " d=" + std::to_string(d) + " " + p.name);
+        const Compiled c = lowered(p, t, {{"d", d}, {"e", d}});
+        ASSERT_EQ(c.lowered.kernels.size(), 1u);
+        const LoweredKernel& lk = c.lowered.kernels[0];
+        ASSERT_EQ(lk.path, LoweredKernel::Path::tensor_core) << lk.why;
+        const TensorCoreKernel& tc = lk.tensor_core;
+        const std::vector<bool>& bare = expect.at(p.name);
+        ASSERT_EQ(tc.groups.size(), bare.size());
+        int bare_bits = 0;
+        for (size_t g = 0; g < bare.size(); ++g) {
+          EXPECT_EQ(tc.groups[g].bare, bare[g]) << "group " << g;
+          if (!bare[g]) continue;
+          bare_bits |= 1 << g;
+          EXPECT_TRUE(tc.groups[g].negate);  // (each program's bare group is a min)
+          EXPECT_TRUE(tc.groups[g].sums.empty());
+          for (const auto& pv : tc.pv) EXPECT_NE(pv.group, static_cast<int>(g));
+        }
+        const Sm80Launch& la = tc.launch;
+        if (!la.wgmma) {  // a tile's weights of the widest group count within 128 registers
+          const int weights = static_cast<int>(std::max(tc.scores.size(), tc.groups.size())) *
+                              (la.rows_per_warp / 16) * la.block_n / 2;
+          EXPECT_LE(weights, 128) << la.block_n;
+        }
+        // the printed Spec carries the bare groups as data
+        CompileOptions opt;
+        opt.target = t;
+        opt.sizes = {{"d", d}, {"e", d}};
+        const std::string src = compile_to_target(p, opt).sources.at(0);
+        EXPECT_EQ(src.find("kBareGroups = " + std::to_string(bare_bits) + ";") !=
+                      std::string::npos,
+                  bare_bits != 0);
+      }
+  // three score maps, three value tensors and five P.V accumulators in one kernel (sm80,
+  // d = 64), its value columns in chunks of 32 (5 x 32 / 2 = 80 registers of accumulators)
+  {
+    const Compiled c = lowered(ps.at(5), Target::cuda_sm80, {{"d", 64}, {"e", 64}});
+    ASSERT_EQ(ps.at(5).name, "three_maps");
+    ASSERT_EQ(c.lowered.kernels.size(), 1u);
+    const TensorCoreKernel& tc = c.lowered.kernels[0].tensor_core;
+    ASSERT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::tensor_core)
+        << c.lowered.kernels[0].why;
+    EXPECT_EQ(tc.scores.size(), 3u);
+    EXPECT_EQ(tc.groups.size(), 3u);
+    EXPECT_EQ(tc.pv.size(), 5u);
+    EXPECT_EQ(tc.launch.value_split, 2);
+    // at d = 128 one kernel would split the values in 4 chunks: a kernel per map instead
+    EXPECT_EQ(lowered(ps.at(5), Target::cuda_sm80, {{"d", 128}, {"e", 128}}).lowered.kernels.size(),
+              3u);
+  }
+  // five groups take keys in tiles of 32 on mma.sync (five tiles of 64 keys' weights: 160)
+  const Compiled five = lowered(ps.at(4), Target::cuda_sm80, {{"d", 128}, {"e", 128}});
+  EXPECT_EQ(five.lowered.kernels.at(0).tensor_core.launch.block_n, 32);
+  // nine groups (a softmax and eight counts) would take 144 registers even at 32 keys a tile
+  std::string counts;
+  for (int i = 0; i < 8; ++i)
+    counts += "  out c" + std::to_string(i) + ": f32[h, m] = sum(f32(s > " + std::to_string(i) +
+              ".5), n)\n";
+  const Program nine = parse_source(
+      "program nine(q: bf16[h, m, d], k: bf16[h, n, d], v: bf16[h, n, e]) {\n"
+      "  s = sum(q * k, d)\n  out o: f32[h, m, e] = sum(softmax(s, n) * v, n)\n" +
+          counts + "}\n",
+      "nine.attn").at(0);
+  for (Target t : {Target::cuda_sm80, Target::cuda_sm90}) {
+    SCOPED_TRACE(target_name(t));
+    const Compiled c = lowered(nine, t, {{"d", 64}, {"e", 64}});
+    const LoweredKernel& lk = c.lowered.kernels.at(0);
+    EXPECT_EQ(lk.path, LoweredKernel::Path::element);
+    EXPECT_NE(lk.why.find("9 groups: their weights of a tile of 32 keys would take 144 "
+                          "registers a thread (at most 128)"),
+              std::string::npos)
+        << lk.why;
+  }
+}
+
 // One kernel's tensor-core lowering at d = e = 64 in every form a test reads: the launch, the
 // text form (--dump-after lower), the printed source and explain's JSON of the kernel.
 // (path: the callers assert it before reading the rest, which is empty off the path)
@@ -2393,21 +2487,30 @@ TEST(Lower, ClustersWhoseAccumulatorsDoNotFitTogetherRunAsKernelsOfTheirOwn) {
   EXPECT_EQ(lc.plan.materialized().size(), 1u);
   for (const LoweredKernel& k : lc.lowered.kernels)
     EXPECT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
-  // three softmaxes: one kernel of them all is beyond the template (3 scores: the element
-  // path); a kernel per softmax takes it, each, and decode calls run them too
+  // three softmaxes: one kernel of them all takes the template (3 scores) on mma.sync; on
+  // sm80 at d = e = 64 it stays one kernel (a kernel per softmax would do as many products and
+  // read v three times), on sm90 a kernel per softmax takes wgmma, each, and decode calls
+  // (fewer K/V reads) run the one kernel
   const Program three = testing::source_program("bench/programs/three_softmax.attn");
   for (const Target t : {Target::cuda_sm80, Target::cuda_sm90}) {
+    SCOPED_TRACE(target_name(t));
     const Compiled one3 = fused(three, t, {{"d", 64}, {"e", 64}});
     ASSERT_EQ(one3.lowered.kernels.size(), 1u);
-    EXPECT_EQ(one3.lowered.kernels[0].path, LoweredKernel::Path::element);
+    EXPECT_EQ(one3.lowered.kernels[0].path, LoweredKernel::Path::tensor_core)
+        << one3.lowered.kernels[0].why;
+    EXPECT_EQ(one3.lowered.kernels[0].tensor_core.scores.size(), 3u);
+    EXPECT_FALSE(one3.lowered.kernels[0].tensor_core.launch.wgmma);
     const Compiled t3 = lowered(three, t, {{"d", 64}, {"e", 64}});
-    ASSERT_EQ(t3.plan.kernels.size(), 3u) << target_name(t);
-    EXPECT_EQ(t3.plan.materialized().size(), 2u);
-    for (const LoweredKernel& k : t3.lowered.kernels)
+    const bool split = t == Target::cuda_sm90;
+    ASSERT_EQ(t3.plan.kernels.size(), split ? 3u : 1u);
+    EXPECT_EQ(t3.plan.materialized().size(), split ? 2u : 0u);
+    for (const LoweredKernel& k : t3.lowered.kernels) {
       EXPECT_EQ(k.path, LoweredKernel::Path::tensor_core) << k.why;
-    EXPECT_EQ(t3.lowered.cluster_split.fused_element_kernels, 1);
+      EXPECT_EQ(k.tensor_core.launch.wgmma, split);
+    }
+    EXPECT_EQ(t3.lowered.cluster_split.fused_element_kernels, 0);
     EXPECT_EQ(t3.lowered.cluster_split.split_element_kernels, 0);
-    EXPECT_FALSE(decode_runs_one_kernel(t3.lowered.cluster_split, 1));
+    if (split) EXPECT_TRUE(decode_runs_one_kernel(t3.lowered.cluster_split, 1));
   }
   // a bool read across clusters (logsumexp(s1) > 0 choosing between the two softmaxes' values)
   // is cut at its float argument, which the tensor-core path can store

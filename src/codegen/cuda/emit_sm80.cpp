@@ -380,6 +380,11 @@ class Printer : public TensorCoreView {
     if (plain_groups)
       os << "  static constexpr int kPlainGroups = " << plain_groups
          << ";  // groups of plain sums (no running max)\n";
+    int bare_groups = 0;
+    for (int g = 0; g < G; ++g) bare_groups |= groups_[g].bare << g;
+    if (bare_groups)
+      os << "  static constexpr int kBareGroups = " << bare_groups
+         << ";  // groups of a running max alone (no row sums, no P.V)\n";
     int weighted_groups = 0, weighed_sums = 0, read_scores = 0;
     for (int g = 0; g < G; ++g) {
       weighted_groups |= !groups_[g].pv_weight.empty() << g;

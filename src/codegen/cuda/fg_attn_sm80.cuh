@@ -46,16 +46,18 @@
 //     // --- compile-time shape ---
 //     using Elem = fg::BF16;             // the 16-bit type of every Q, K and V (fg::BF16 or fg::F16;
 //                                        // P is rounded to it for P.V)
-//     static constexpr int kNumScores;   // S: score contractions c_s = Q_s . K_s^T (1..2)
+//     static constexpr int kNumScores;   // S: score contractions c_s = Q_s . K_s^T (>= 1)
 //     static constexpr int kNumGroups;   // G: softmax groups (each: running max, row sum) or
-//                                        // plain groups (kPlainGroups: weights, row sum) (1..2)
+//                                        // plain groups (kPlainGroups: weights, row sum)
+//                                        // (1..31: a bit each in the group masks below)
 //     static constexpr int kPlainGroups; // optional (default 0): bit g makes group g plain
 //     static constexpr int kWeightedGroups; // optional (default 0): bit g weighs group g's
 //                                        // probabilities before P.V (weight<g>, below)
 //     static constexpr int kWeighedSums; // optional (default 0): bit g: and before the row sums
 //     static constexpr int kWeightsReadScores; // optional (default 0): bit g: weight<g> reads c
-//     static constexpr int kNumV;        // V: distinct value tensors loaded per key tile (1..2)
-//     static constexpr int kNumAcc;      // A: P.V accumulators (1..4)
+//     static constexpr int kNumV;        // V: distinct value tensors loaded per key tile (>= 1)
+//     static constexpr int kNumAcc;      // A: P.V accumulators (>= 1; lowering fits them to
+//                                        // the registers by the value split)
 //     static constexpr int kHeadDim;     // D: width of every Q_s/K_s (32, 64, 96, 128)
 //     static constexpr int kValueDim;    // DV: width of every V / accumulator (32..256, % 32 == 0)
 //     static constexpr int kValueSplit;  // optional (default 1): the value columns are
@@ -376,6 +378,11 @@ FG_OPTIONAL(QBuffersOf, kQBuffers, int, 1)
 // the group's accumulators (sigmoid or relu weights); masked and out-of-range keys weigh 0.
 FG_OPTIONAL(PlainGroupsOf, kPlainGroups, int, 0)
 
+// Optional Spec member kBareGroups (default 0): bit g set: group g's running max is all the
+// kernel keeps of it (a max or min over the keys beside the attention: no row sums, no P.V),
+// so its scores take no exponentials and make no P operands.
+FG_OPTIONAL(BareGroupsOf, kBareGroups, int, 0)
+
 // Optional Spec member kWeightedGroups (default 0): bit g set weighs group g's probabilities
 // before they multiply its values (key gates: sum(softmax(s) * gate * v)): after the row sums
 // took them as they are, each p becomes p times Spec::weight<g>(c, m, n, ctx, tv), the product
@@ -461,6 +468,8 @@ struct AttnSm80 {
   static constexpr int kPitchQK = PitchQKOf<Spec>::value, kPitchV = PitchVOf<Spec>::value;
   // Group g of plain sums (kPlainGroups)
   static constexpr __host__ __device__ bool plain(int g) { return (PlainGroupsOf<Spec>::value >> g) & 1; }
+  // Group g of a running max alone (kBareGroups)
+  static constexpr __host__ __device__ bool bare(int g) { return (BareGroupsOf<Spec>::value >> g) & 1; }
   // what an element the mask removes (or a padded key) holds: a logit of -inf, a plain weight 0
   static __device__ float pad(int g) { return plain(g) ? 0.f : neg_inf(); }
   // Group g of weighted probabilities (kWeightedGroups)
@@ -556,7 +565,7 @@ struct AttnSm80 {
     Spec::make_ctx(p, (int)((unsigned)par / (unsigned)VS), (int)((unsigned)par % (unsigned)VS) * DV,
                    ctx);
   }
-  static_assert(S >= 1 && S <= 2 && G >= 1 && G <= 2 && V >= 1 && V <= 2 && A >= 1 && A <= 4,
+  static_assert(S >= 1 && G >= 1 && G <= 31 && V >= 1 && A >= 1,
                 "unsupported numbers of scores / groups / values / accumulators");
   static_assert(MW == 1 || MW == 2, "a warp owns 16 or 32 query rows");
   static_assert(D % 32 == 0 && D <= 256 && DV % 32 == 0 && DV <= 256, "head dims");
@@ -1381,8 +1390,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     for (int a = 0; a < A; ++a)
 #pragma unroll
       for (int b = 0; b < MW; ++b) zero(o[a][b]);
-    sc[0] = Spec::template score_scale<0>(ctx);
-    if constexpr (G > 1) sc[G - 1] = Spec::template score_scale<G - 1>(ctx);
+    static_for<G>([&](auto g) { sc[g.value] = Spec::template score_scale<g.value>(ctx); });
 #pragma unroll
     for (int g = 0; g < G; ++g)
 #pragma unroll
@@ -1424,8 +1432,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             if (K::weights_read_scores(g)) w = wt[g][b][t][2 * h + j];
           }
           if (!K::weights_read_scores(g))
-            w = g == 0 ? Spec::template weight<0>(none, rm[b][h], nk, ctx, tv)
-                       : Spec::template weight<G - 1>(none, rm[b][h], nk, ctx, tv);
+            static_for<G>([&](auto gi) {  // (g is a constant once the caller's loop unrolls)
+              if (g == gi.value) w = Spec::template weight<gi.value>(none, rm[b][h], nk, ctx, tv);
+            });
           float& p = x[g][b][t][2 * h + j];
           p = (p == 0.f || w == 0.f) ? 0.f : p * w;  // (the strong zero)
         }
@@ -1438,11 +1447,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   auto hold_weights = [&](HeldWeights& wt, const float (&cv)[S], int b, int t, int i, int n,
                           const TileView& tv, bool live) {
     if constexpr (K::kHeldWeights) {
-      if constexpr (K::weights_read_scores(0))
-        wt[0][b][t][i] = live ? Spec::template weight<0>(cv, rm[b][i >> 1], n, ctx, tv) : 0.f;
-      if constexpr (G > 1 && K::weights_read_scores(G - 1))
-        wt[G - 1][b][t][i] =
-            live ? Spec::template weight<G - 1>(cv, rm[b][i >> 1], n, ctx, tv) : 0.f;
+      static_for<G>([&](auto g) {
+        if constexpr (K::weights_read_scores(g.value))
+          wt[g.value][b][t][i] =
+              live ? Spec::template weight<g.value>(cv, rm[b][i >> 1], n, ctx, tv) : 0.f;
+      });
     } else {
       (void)wt, (void)cv, (void)b, (void)t, (void)i, (void)n, (void)tv, (void)live;
     }
@@ -1487,10 +1496,10 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           const int nk = ClampKeysOf<Spec>::value ? min(n, N - 1) : n;
           const bool live = !ChecksReadScoresOf<Spec>::value || n < N;
           hold_weights(wt, cv, b, t, i, nk, tv, live);
-          x[0][b][t][i] = live ? Spec::template score<0>(cv, rm[b][i >> 1], nk, ctx, tv) : K::pad(0);
-          if constexpr (G > 1)
-            x[G - 1][b][t][i] =
-                live ? Spec::template score<G - 1>(cv, rm[b][i >> 1], nk, ctx, tv) : K::pad(G - 1);
+          static_for<G>([&](auto g) {
+            x[g.value][b][t][i] = live ? Spec::template score<g.value>(cv, rm[b][i >> 1], nk, ctx, tv)
+                                       : K::pad(g.value);
+          });
         }
     // A partial tile (or the last one, past N): its padded keys, and its elements the tile mask
     // removes (kKeep), take the group's pad (-inf, a plain group's 0).
@@ -1507,10 +1516,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             if constexpr (KeepOf<Spec>::value)
               kept = Spec::keep(rm[b][i >> 1], ClampKeysOf<Spec>::value ? min(n, N - 1) : n, ctx,
                                 tv) & kept;
-            if (!kept) {
-              x[0][b][t][i] = K::pad(0);
-              if constexpr (G > 1) x[G - 1][b][t][i] = K::pad(G - 1);
-            }
+            if (!kept)
+#pragma unroll
+              for (int g = 0; g < G; ++g) x[g][b][t][i] = K::pad(g);
           }
     }
 #pragma unroll
@@ -1527,6 +1535,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           }
           // running max in score units; base-2 exponent = (x - max) * sc as one FFMA
           const float mnew = fmaxf(mrun[g][b][h], row_max(x[g][b], h));
+          if (K::bare(g)) {  // (nothing to rescale, no probabilities)
+            alpha[g][b][h] = 1.f;
+            mrun[g][b][h] = mnew;
+            continue;
+          }
           const float nbase = mnew == neg_inf() ? 0.f : -mnew * sc[g];
           grew[g][b] |= mnew != mrun[g][b][h];
           alpha[g][b][h] = mnew == mrun[g][b][h] ? 1.f : ex2(fmaf(mrun[g][b][h], sc[g], nbase));
@@ -1560,6 +1573,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       for (int b = 0; b < MW; ++b)
 #pragma unroll
         for (int p = 0; p < K::NP; ++p) {
+          if (K::bare(g)) continue;  // (no P.V reads them)
           acc_to_a<typename Spec::Elem, KB>(pa_out[g * K::NP + p][b], x[g][b]);
           if (p + 1 < K::NP) sub_a_frags<typename Spec::Elem, KB>(x[g][b], pa_out[g * K::NP + p][b]);
         }
@@ -1571,7 +1585,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     for (int g = 0; g < G; ++g)
 #pragma unroll
       for (int b = 0; b < MW; ++b)
-        if (!K::kSkipRescale || __any_sync(0xffffffffu, grew[g][b])) {
+        if (!K::bare(g) && (!K::kSkipRescale || __any_sync(0xffffffffu, grew[g][b]))) {
 #pragma unroll
           for (int a = 0; a < A; ++a)
             if (Spec::acc_group(a) == g) rescale_rows<kCareful>(o[a][b], alpha[g][b][0], alpha[g][b][1]);
@@ -1678,7 +1692,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #pragma unroll
             for (int kb = 0; kb < KB; ++kb)
 #pragma unroll
-              for (int r = 0; r < 4; ++r) np |= x2_any_nonfinite<typename Spec::Elem>(pa[g * K::NP][b][kb][r]);
+              for (int r = 0; r < 4; ++r)
+                np |= !K::bare(g) && x2_any_nonfinite<typename Spec::Elem>(pa[g * K::NP][b][kb][r]);
         if (K::sync_compute_or(np)) add_nonfinite_weights<K, Spec>(o, pa, vt, lane);
       }
       bool nf = false;
@@ -2002,8 +2017,7 @@ FG_DEV void attn_combine_sm80(const typename Spec::Params& params) {
   const int m = idx / (DV / 2), e0 = (idx % (DV / 2)) * 2;
   if (m >= M) return;
   float sc[G];
-  sc[0] = Spec::template score_scale<0>(ctx);
-  if constexpr (G > 1) sc[G - 1] = Spec::template score_scale<G - 1>(ctx);
+  static_for<G>([&](auto g) { sc[g.value] = Spec::template score_scale<g.value>(ctx); });
   RowStats<G> rs;
   float mx[G];
 #pragma unroll
