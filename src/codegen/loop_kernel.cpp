@@ -102,7 +102,7 @@ class KernelWriter {
       // thread keeps arrays of one element in registers and the others element-major there
       // (element i of this thread at i * threads + threadIdx.x); a block per point has every
       // array there, then the reduction slots.
-      bool workspace = !e_->thread_per_point;
+      bool workspace = !e_->thread_per_point || lanes();
       for (const ElementArray& a : e_->arrays) workspace = workspace || !a.dims.empty();
       if (workspace)
         os_ << "  extern __shared__ __align__(16) char fg_smem[];\n"
@@ -111,15 +111,30 @@ class KernelWriter {
       for (size_t i = 0; i < e_->arrays.size(); ++i) {
         const ElementArray& a = e_->arrays[i];
         const std::string name = (a.old_max ? "O" : "A") + std::to_string(a.node);
-        if (e_->thread_per_point && a.dims.empty())
+        if (e_->thread_per_point && !lanes() && a.dims.empty())
           os_ << "  " << a.ctype << " " << name << "[1];\n";
         else
           os_ << "  " << a.ctype << "* const " << name << " = (" << a.ctype
               << "*)(fg_ws + P.off[" << i << "]);\n";
       }
-      if (e_->thread_per_point)
+      if (lanes()) {
+        // fg_L lanes a point (the host's choice; 1 where the block has one thread, as in the
+        // host's emulation), fg_P points a block; slot fg_q, lane fg_l. Every thread runs every
+        // block-wide iteration (the barriers); a slot past the last point computes the last
+        // point again and stores nothing.
+        os_ << "  const int fg_L = (int)P.off[" << e_->arrays.size() + 1
+            << "] < (int)blockDim.x ? (int)P.off[" << e_->arrays.size() + 1
+            << "] : (int)blockDim.x;\n"
+            << "  const int fg_P = (int)blockDim.x / fg_L;\n"
+            << "  const int fg_q = (int)threadIdx.x % fg_P, fg_l = (int)threadIdx.x / fg_P;\n"
+            << "  for (int64_t fg_t0 = (int64_t)blockIdx.x * fg_P; fg_t0 < total; "
+               "fg_t0 += (int64_t)gridDim.x * fg_P) {\n"
+            << "      const bool fg_live = fg_t0 + fg_q < total;\n"
+            << "      const int64_t t = fg_live ? fg_t0 + fg_q : total - 1;\n";
+      } else if (e_->thread_per_point) {
         os_ << "  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; "
                "t += (int64_t)gridDim.x * blockDim.x) {\n";
+      }
       else
         os_ << "  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {\n";
     } else {
@@ -216,6 +231,8 @@ class KernelWriter {
 
   bool gpu() const { return s_ == LoopSkeleton::cuda_block; }
   bool per_thread() const { return gpu() && e_->thread_per_point; }
+  // A point's lanes (ElementLaunch::lane_dims): fg_L threads a point, fg_P points a block.
+  bool lanes() const { return per_thread() && !e_->lane_dims.empty(); }
   static std::string min_of(const std::string& a, const std::string& b) {
     return "((" + a + ") < (" + b + ") ? (int64_t)(" + a + ") : (int64_t)(" + b + "))";
   }
@@ -254,6 +271,7 @@ class KernelWriter {
   // thread interleaves the threads' elements (ElementLaunch::thread_per_point).
   std::string element(const std::string& name, const std::vector<int>& dims) const {
     const std::string off = offset(dims);
+    if (lanes()) return name + "[(" + off + ") * fg_P + fg_q]";
     if (per_thread() && !dims.empty())
       return name + "[(" + off + ") * " + std::to_string(e_->threads) + " + threadIdx.x]";
     return name + "[" + off + "]";
@@ -325,7 +343,9 @@ class KernelWriter {
     }
     std::string count = "(int64_t)1";
     for (int d : dims) count += " * " + loop_bound(d);
-    if (per_thread())  // (a point's elements, by its one thread)
+    if (lanes())  // (a point's elements, by its lanes in turn)
+      os_ << ind_ << "for (int64_t fg_e = fg_l; fg_e < " << count << "; fg_e += fg_L) {\n";
+    else if (per_thread())  // (a point's elements, by its one thread)
       os_ << ind_ << "for (int64_t fg_e = 0; fg_e < " << count << "; ++fg_e) {\n";
     else
       os_ << ind_ << "for (int64_t fg_e = threadIdx.x; fg_e < " << count
@@ -347,7 +367,7 @@ class KernelWriter {
   void close_elements(size_t dims) {
     if (!gpu()) return close_loops(dims);
     close_loops(1);
-    if (!per_thread()) os_ << ind_ << "__syncthreads();\n";
+    if (!per_thread() || lanes()) os_ << ind_ << "__syncthreads();\n";
   }
   std::string init_of(Op op, DType t) const {
     bool integer = is_integer(t);
@@ -396,29 +416,36 @@ class KernelWriter {
       close_loops(1 + n.reduce.size() + outer.size());
       return;
     }
-    if (gpu() && !per_thread() && v.local_dims.empty() && !n.reduce.empty()) {
-      // One element reduced over whole dims (a norm over heads and value columns): the
-      // block's threads take its terms in turn, then combine their partials in a tree in the
-      // block's reduction slots (ElementLaunch: after the arrays). The order of a float sum
-      // changes, as any tiled kernel's does; max, min and integer sums are exact.
+    if (gpu() && (!per_thread() || lanes()) && v.local_dims.empty() && !n.reduce.empty()) {
+      // One element reduced over whole dims (a norm over heads and value columns; a lanes
+      // kernel's mean over rows): the threads of its point (the block, or the point's lanes)
+      // take its terms in turn, then combine their partials in a tree in the block's reduction
+      // slots (ElementLaunch: after the arrays; a lanes kernel's partial of lane l, slot q at
+      // l * fg_P + q). The order of a float sum changes, as any tiled kernel's does; max, min
+      // and integer sums are exact.
+      const bool ln = lanes();
+      const std::string lane = ln ? "fg_l" : "threadIdx.x", L = ln ? "fg_L" : "blockDim.x";
+      auto slot = [ln](const std::string& i) { return ln ? "(" + i + ") * fg_P + fg_q" : i; };
       std::string count = "(int64_t)1";
       for (int d : n.reduce) count += " * " + loop_bound(d);
       const std::string red = "((" + ty + "*)(fg_ws + P.off[" +
                               std::to_string(e_->arrays.size()) + "]))";
       os_ << ind_ << ty << " fg_p = " << init_of(op, n.type) << ";\n";
-      os_ << ind_ << "for (int64_t fg_i = threadIdx.x; fg_i < " << count
-          << "; fg_i += blockDim.x) {\n";
+      os_ << ind_ << "for (int64_t fg_i = " << lane << "; fg_i < " << count << "; fg_i += " << L
+          << ") {\n";
       ind_ += "  ";
       decode("fg_i", n.reduce);
       os_ << ind_ << "fg_p = " << combine(op, "fg_p", x) << ";\n";
       close_loops(1);
-      os_ << ind_ << red << "[threadIdx.x] = fg_p;\n" << ind_ << "__syncthreads();\n";
-      os_ << ind_ << "for (int fg_s = (int)blockDim.x / 2; fg_s > 0; fg_s /= 2) {\n"
-          << ind_ << "  if ((int)threadIdx.x < fg_s) " << red << "[threadIdx.x] = "
-          << combine(op, red + "[threadIdx.x]", red + "[threadIdx.x + fg_s]") << ";\n"
+      const std::string mine = red + "[" + slot(lane) + "]";
+      os_ << ind_ << mine << " = fg_p;\n" << ind_ << "__syncthreads();\n";
+      os_ << ind_ << "for (int fg_s = (int)" << L << " / 2; fg_s > 0; fg_s /= 2) {\n"
+          << ind_ << "  if ((int)" << lane << " < fg_s) " << mine << " = "
+          << combine(op, mine, red + "[" + slot(lane + " + fg_s") + "]") << ";\n"
           << ind_ << "  __syncthreads();\n" << ind_ << "}\n";
-      os_ << ind_ << "if (threadIdx.x == 0) " << dst << " = " << combine(op, first, red + "[0]")
-          << ";\n" << ind_ << "__syncthreads();\n";
+      os_ << ind_ << "if (" << lane << " == 0) " << dst << " = "
+          << combine(op, first, red + "[" + slot("0") + "]") << ";\n"
+          << ind_ << "__syncthreads();\n";
       return;
     }
     open_elements(v.local_dims, false);
@@ -534,7 +561,7 @@ class KernelWriter {
     open_elements(v.local_dims, false);
     const std::string e = em_.value(B.node, c);
     const bool declared = gpu() && B.kind == PlanBuffer::Output;
-    os_ << ind_ << "B" << b << "[" << buffer_offset(b) << "] = "
+    os_ << ind_ << (lanes() ? "if (fg_live) " : "") << "B" << b << "[" << buffer_offset(b) << "] = "
         << (declared ? store_element(B.type, e) : "(" + held_ctype(b) + ")(" + e + ")")
         << ";\n";
     close_elements(v.local_dims.size());
@@ -672,7 +699,9 @@ ElementParamLayout element_param_layout(const Plan& plan, const ElementLaunch& e
   l.bufs = std::max<size_t>(1, plan.buffers.size());
   l.strides = std::max<size_t>(1, strides);
   l.dims = std::max<size_t>(1, plan.program.dims.size());
-  l.arrays = std::max<size_t>(1, e.arrays.size() + (e.thread_per_point ? 0 : 1));
+  // (then the reduction slots' offset, and a lanes kernel's lanes a point)
+  l.arrays = std::max<size_t>(1, e.arrays.size() + (e.thread_per_point ? 0 : 1) +
+                                     (e.lane_dims.empty() ? 0 : 2));
   return l;
 }
 

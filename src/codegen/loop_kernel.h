@@ -35,7 +35,8 @@ std::string emit_loop_kernel(const Plan& plan, const PlanKernel& k, LoopSkeleton
 std::string loop_gather_helpers(const Plan& plan, LoopSkeleton s);
 // The CUDA element kernel's parameter struct for kernel `k` (fields in this order, all 8
 // bytes): buf[buffers], st[sum of buffer ranks], ext[dims], err, scratch, ws, use_smem,
-// off[arrays]. run_cuda binds it.
+// off[arrays] (then, a block per point or a lanes kernel, the reduction slots' offset; a
+// lanes kernel, its lanes a point: ElementParamLayout::lanes). run_cuda binds it.
 std::string cuda_element_params(const Plan& plan, const PlanKernel& k, const ElementLaunch& e);
 // The word counts of that struct's arrays (each at least 1) and where each field starts.
 struct ElementParamLayout {
@@ -48,6 +49,7 @@ struct ElementParamLayout {
   size_t use_smem() const { return err() + 3; }
   size_t off() const { return err() + 4; }
   size_t words() const { return off() + arrays; }
+  size_t lanes() const { return words() - 1; }  // (a lanes kernel's last word)
 };
 ElementParamLayout element_param_layout(const Plan& plan, const ElementLaunch& e);
 

@@ -700,8 +700,11 @@ void bind_element(const Plan& plan, const PlanKernel& k, const ElementLaunch& e,
     bk.empty = true;
     return;
   }
-  // (a block per point, or a thread per point: enough blocks for every point's thread)
-  const int64_t per_block = e.thread_per_point ? e.threads : 1;
+  // (a block per point, or a thread per point: enough blocks for every point's thread; a
+  // lanes kernel's blocks hold threads / lanes points)
+  const int lanes = lanes_for(e, extv);
+  if (!e.lane_dims.empty()) bk.params[l.lanes()] = lanes;
+  const int64_t per_block = e.thread_per_point ? e.threads / lanes : 1;
   int64_t blocks =
       std::min<int64_t>((points + per_block - 1) / per_block, std::max<int64_t>(1, most_blocks));
   const bool smem = ws <= e.smem_limit;

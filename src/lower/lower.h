@@ -61,7 +61,21 @@ struct ElementLaunch {
   // local dims is in the workspace, threads * its elements a block, element i of thread t at
   // i * threads + t.
   bool thread_per_point = false;
+  // Lanes of a point (thread_per_point kernels that reduce a value of one element over the
+  // point's whole dims, such as a mean over the rows of a materialized result): these dims'
+  // extents at the call give each point `lanes` threads (lanes_for), the block threads / lanes
+  // points, a point's slot the fast thread index (adjacent points, adjacent addresses). The
+  // lanes take a point's elements in turn and combine a reduction's partials in a tree in the
+  // block's reduction slots; every array is in the workspace, point-major within an element.
+  // Empty: one thread a point.
+  std::vector<int> lane_dims;
 };
+
+// The lanes of each point of a lanes kernel (ElementLaunch::lane_dims) at the call's extents
+// (by dim id): a power of two, at most 32, leaving each lane at least kLaneTerms of the
+// product of the lane dims' extents and the block at least 8 points; 1 for other kernels.
+inline constexpr int64_t kLaneTerms = 16;
+int lanes_for(const ElementLaunch& e, const std::vector<int64_t>& extv);
 
 struct LoweredKernel {
   int plan_kernel = -1;

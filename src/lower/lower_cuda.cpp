@@ -90,9 +90,10 @@ int64_t element_workspace(const PlanKernel& k, const ElementLaunch& e,
     total = (total + 15) / 16 * 16;
     if (offsets) offsets->push_back(total);
     // (a point per thread: one element a point in registers; an array over local dims has
-    // each thread's elements, element-major)
-    if (e.thread_per_point && a.dims.empty()) continue;
-    int64_t n = a.elem_bytes * (e.thread_per_point ? e.threads : 1);
+    // each thread's elements, element-major; a lanes kernel has every array there, a point's
+    // slot each)
+    if (e.thread_per_point && e.lane_dims.empty() && a.dims.empty()) continue;
+    int64_t n = a.elem_bytes * (e.thread_per_point ? e.threads / lanes_for(e, extv) : 1);
     for (int d : a.dims) {
       const int64_t x = d == k.row_dim ? k.row_tile : d == k.red_dim ? k.red_tile : extv[d];
       if (x != 0 && n > kLimit / x) return -1;
@@ -101,7 +102,8 @@ int64_t element_workspace(const PlanKernel& k, const ElementLaunch& e,
     if (n > kLimit - total) return -1;
     total += n;
   }
-  if (!e.thread_per_point) {  // the block's reduction slots: one 8-byte partial a thread
+  if (!e.thread_per_point || !e.lane_dims.empty()) {  // the block's reduction slots: one
+                                                       // 8-byte partial a thread
     total = (total + 15) / 16 * 16;
     if (offsets) offsets->push_back(total);
     total += int64_t{8} * e.threads;
@@ -183,6 +185,17 @@ LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
       }
       e.thread_per_point = scalars || points_inner;
       e.threads = e.thread_per_point ? 128 : wide ? 256 : 64;
+      // Lanes: a value of one element reduced over the point's whole dims (a mean over the
+      // rows: thousands of terms a point, where the points alone are too few threads to
+      // hide the loads' latency).
+      if (points_inner) {
+        for (const PlanValue& v : k.values) {
+          const Node& n = plan.program.nodes[v.node];
+          if (v.inlined || !v.local_dims.empty() || !is_reduction(n.op)) continue;
+          e.lane_dims = dimset_union(e.lane_dims, n.reduce);
+        }
+        if (!e.lane_dims.empty()) e.threads = 256;
+      }
       e.blocks_per_sm = 2048 / e.threads;  // a full SM of threads, for the grid-stride loop
       e.smem_limit = budget.per_block;
     }
@@ -190,6 +203,15 @@ LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
   }
   out.storage = device_storage(plan, out.kernels);
   return out;
+}
+
+int lanes_for(const ElementLaunch& e, const std::vector<int64_t>& extv) {
+  if (e.lane_dims.empty()) return 1;
+  int64_t terms = 1;
+  for (int d : e.lane_dims) terms = std::min<int64_t>(terms * std::max<int64_t>(extv[d], 1), 1 << 20);
+  int lanes = 1;
+  while (lanes < 32 && 2 * lanes * 8 <= e.threads && 2 * lanes * kLaneTerms <= terms) lanes *= 2;
+  return lanes;
 }
 
 int kernels_on_path(const LoweredCuda& lowered, LoweredKernel::Path path) {
@@ -397,7 +419,12 @@ std::string LoweredCuda::str(const Plan& plan) const {
        << dims_text(points);
     if (k.row_dim >= 0) os << " (" << p.dims[k.row_dim] << " in tiles of " << k.row_tile << ")";
     os << ", grid-stride, at most " << e.blocks_per_sm << " blocks per SM\n";
-    if (e.thread_per_point)
+    if (e.thread_per_point && !e.lane_dims.empty())
+      os << "  block: " << e.threads << " threads, lanes of a point by the extents of "
+         << dims_text(e.lane_dims) << " at the call (at most 32; each at least " << kLaneTerms
+         << " terms of its reductions), the block's points adjacent (every array in the "
+         << "workspace, point-major within an element; a reduction's partials in a tree)\n";
+    else if (e.thread_per_point)
       os << "  block: " << e.threads << " threads, a point each (values of one element in "
          << "registers, arrays over whole dims in the workspace, element-major)\n";
     else

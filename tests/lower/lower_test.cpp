@@ -1926,10 +1926,13 @@ program heads(x: f32[b, h, m]) {
 }
 
 // A kernel without a key loop or row tile whose stored buffers have a grid dim innermost takes
-// a point per thread too, its arrays over whole dims in the workspace, element-major (a warp's
-// threads at adjacent points: a norm over the query heads r of [b, r, m, e], a centring over
-// the rows of [b, m, e]); one whose stored buffer has a whole dim innermost (a norm over e)
-// keeps a block per point, its threads over that dim.
+// a point per thread too, its arrays over whole dims in the workspace (a warp's threads at
+// adjacent points: a norm over the query heads r of [b, r, m, e], a centring over the rows of
+// [b, m, e]). Where it reduces a value of one element over those whole dims (the mean), a
+// point takes lanes by their extents at the call (ElementLaunch::lane_dims, lanes_for): each
+// array point-major within an element, a reduction's partials in a tree in the slots after
+// the arrays. One whose stored buffer has a whole dim innermost (a norm over e) keeps a block
+// per point, its threads over that dim.
 TEST(Lower, WholeDimsOfPointsAdjacentInMemoryTakeAThreadEach) {
   const std::vector<Program> progs = parse_source(R"(
 program norm_r(x: f32[b, r, m, e]) {
@@ -1942,6 +1945,9 @@ program center_m(x: bf16[b, m, e], w: f32[m]) {
 program norm_e(x: f32[b, m, e]) {
   out o: f32[b, m, e] = x / sqrt(sum(x * x, e))
 }
+program scale_m(x: f32[b, m, e], w: f32[m]) {
+  out o: f32[b, m, e] = x * w[m]
+}
 )", "whole.attn");
   for (int i = 0; i < 2; ++i) {
     const Program& p = progs.at(i);
@@ -1950,30 +1956,64 @@ program norm_e(x: f32[b, m, e]) {
     ASSERT_EQ(c.lowered.kernels.size(), 1u);
     const ElementLaunch& e = c.lowered.kernels[0].element;
     EXPECT_TRUE(e.thread_per_point);
-    EXPECT_EQ(e.threads, 128);
+    EXPECT_EQ(e.threads, 256);
     const int whole = p.find_dim(i == 0 ? "r" : "m");
-    // the workspace: each array over the whole dim, once per thread; none for one element
-    std::vector<int64_t> extv(p.dims.size(), 5);
-    extv[whole] = 7;
-    int64_t want = 0, arrays = 0;
-    for (const ElementArray& a : e.arrays) {
-      if (a.dims.empty()) continue;
-      EXPECT_EQ(a.dims, std::vector<int>{whole});
-      want = (want + 15) / 16 * 16 + 128 * 7 * a.elem_bytes;
-      ++arrays;
+    EXPECT_EQ(e.lane_dims, std::vector<int>{whole});
+    // lanes: a power of two up to 32, each lane at least kLaneTerms terms; 8 points a block
+    for (const auto& [extent, lanes] : std::vector<std::pair<int64_t, int>>{
+             {1, 1}, {7, 1}, {31, 1}, {32, 2}, {100, 4}, {511, 16}, {512, 32}, {1 << 20, 32}}) {
+      std::vector<int64_t> extv(p.dims.size(), 5);
+      extv[whole] = extent;
+      EXPECT_EQ(lanes_for(e, extv), lanes) << extent;
     }
-    EXPECT_GE(arrays, 1);
-    std::vector<int64_t> offsets;
-    EXPECT_EQ(element_workspace(c.plan.kernels[0], e, extv, &offsets), (want + 15) / 16 * 16);
-    EXPECT_EQ(offsets.size(), e.arrays.size());
-    // no barrier; each thread's element of an array at (i * 128 + threadIdx.x)
+    // the workspace at 7 (1 lane, 256 points a block) and at 4096 (32 lanes, 8 points): each
+    // array over the whole dim once per point of the block, one element a point for the
+    // others, then the block's reduction slots
+    for (const int64_t extent : {int64_t{7}, int64_t{4096}}) {
+      std::vector<int64_t> extv(p.dims.size(), 5);
+      extv[whole] = extent;
+      const int64_t points = 256 / lanes_for(e, extv);
+      int64_t want = 0, arrays = 0;
+      for (const ElementArray& a : e.arrays) {
+        want = (want + 15) / 16 * 16 + points * (a.dims.empty() ? 1 : extent) * a.elem_bytes;
+        if (a.dims.empty()) continue;
+        EXPECT_EQ(a.dims, std::vector<int>{whole});
+        ++arrays;
+      }
+      EXPECT_GE(arrays, 1);
+      want = (want + 15) / 16 * 16 + 8 * 256;
+      std::vector<int64_t> offsets;
+      EXPECT_EQ(element_workspace(c.plan.kernels[0], e, extv, &offsets), (want + 15) / 16 * 16);
+      EXPECT_EQ(offsets.size(), e.arrays.size() + 1);
+    }
     const std::string src = compile_program(p, [] {
       CompileOptions o;
       o.target = Target::cuda_sm90;
       return o;
     }(), "emit").sources.at(0);
+    EXPECT_NE(src.find("for (int64_t fg_e = fg_l; fg_e < (int64_t)1 * n_" + p.dims[whole] +
+                       "; fg_e += fg_L)"),
+              std::string::npos) << src;
+    EXPECT_NE(src.find(") * fg_P + fg_q]"), std::string::npos);
+    EXPECT_NE(src.find("for (int fg_s = (int)fg_L / 2; fg_s > 0; fg_s /= 2)"), std::string::npos);
+    EXPECT_NE(src.find("if (fg_live) B"), std::string::npos);
+  }
+  // without a reduction over the whole dim: one thread a point, no barrier, each thread's
+  // element of an array at (i * 128 + threadIdx.x)
+  {
+    Compiled c = lowered(progs.at(3), Target::cuda_sm90, {});
+    const ElementLaunch& e = c.lowered.kernels.at(0).element;
+    EXPECT_TRUE(e.thread_per_point);
+    EXPECT_TRUE(e.lane_dims.empty());
+    EXPECT_EQ(e.threads, 128);
+    std::vector<int64_t> extv(progs.at(3).dims.size(), 4096);
+    EXPECT_EQ(lanes_for(e, extv), 1);
+    const std::string src = compile_program(progs.at(3), [] {
+      CompileOptions o;
+      o.target = Target::cuda_sm90;
+      return o;
+    }(), "emit").sources.at(0);
     EXPECT_EQ(src.find("__syncthreads"), std::string::npos);
-    EXPECT_NE(src.find(") * 128 + threadIdx.x]"), std::string::npos);
   }
   Compiled n = lowered(progs.at(2), Target::cuda_sm90, {});
   EXPECT_FALSE(n.lowered.kernels.at(0).element.thread_per_point);
