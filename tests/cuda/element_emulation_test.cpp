@@ -4,8 +4,10 @@
 // block on host memory bound by the real host binding (bind_element). Every example and every
 // kind of tests/programs/unseen_kinds.attn and more_kinds.attn, plus random programs of the CPU property test's
 // generator (fixed seed, printed), against the f64 reference at odd sizes; both workspace homes
-// (shared memory and the device scratch). What this cannot show, the GPU tests do
-// (tests/gpu/element_gpu_test.cpp): the elements spread over many threads and their barriers.
+// (shared memory and the device scratch). The kernels whose threads share a point run once
+// more with each block's real threads (kThreadShim): their elements over the threads, the
+// trees of partials and the barriers. What this cannot show, the GPU tests do
+// (tests/gpu/element_gpu_test.cpp): warps, the GPU's memory order, its shared memory.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -57,11 +59,69 @@ static inline float __fmul_rn(float a, float b) { return a * b; }
 __attribute__((aligned(16))) char fg_smem[1 << 22];
 )";
 
+// The same spellings for a block of blockDim.x real threads (run_emulated's `threads`): each
+// thread its own threadIdx and blockIdx, __syncthreads a barrier of the block's threads,
+// shared memory a buffer per block. A barrier that waits past fg_wait_s seconds (a thread
+// that never arrives: a barrier some threads skip) ends the process with a message.
+const char* kThreadShim = R"(
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+#define int64_t fg_i64
+#define uint64_t fg_u64
+#define uint32_t fg_u32
+#define uint16_t fg_u16
+#define uint8_t fg_u8
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __shared__
+#define __align__(n) __attribute__((aligned(n)))
+struct fg_dim3 { long long x, y, z; };
+static thread_local fg_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0};
+static fg_dim3 blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
+struct fg_block { std::mutex mu; std::condition_variable cv; int n = 1, arrived = 0; long long gen = 0; };
+static thread_local fg_block* fg_this_block = nullptr;
+static thread_local char* fg_smem = nullptr;
+static const double fg_wait_s = 120;
+static inline void __syncthreads() {
+  fg_block* b = fg_this_block;
+  std::unique_lock<std::mutex> lk(b->mu);
+  if (++b->arrived == b->n) { b->arrived = 0; ++b->gen; b->cv.notify_all(); return; }
+  const long long g = b->gen;
+  if (!b->cv.wait_for(lk, std::chrono::duration<double>(fg_wait_s), [&] { return b->gen != g; })) {
+    fprintf(stderr, "emulated block %lld: %d of %d threads at a barrier after %.0f s\n",
+            blockIdx.x, b->arrived, b->n, fg_wait_s);
+    abort();
+  }
+}
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long c,
+                                           unsigned long long v) {
+  __atomic_compare_exchange_n(p, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); return c;
+}
+static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+static inline unsigned __float_as_uint(float f) { unsigned u; __builtin_memcpy(&u, &f, 4); return u; }
+static inline float __int_as_float(int i) { float f; __builtin_memcpy(&f, &i, 4); return f; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+)";
+
 constexpr int64_t kSmem = 1 << 22;
 
 // Runs program `p` on the element path of the host emulation; outputs of their declared dtype.
 // `smem_limit`: the lowered limit under which a workspace stays in (emulated) shared memory.
-TensorMap run_emulated(const Program& p, const TensorMap& inputs, int64_t smem_limit) {
+// `threads`: a block is one thread (kShim), or its launch's blockDim.x real threads
+// (kThreadShim), the blocks one after another.
+TensorMap run_emulated(const Program& p, const TensorMap& inputs, int64_t smem_limit,
+                       bool threads = false) {
   const Extents ext = bind_extents(p, inputs);
   CompileOptions o;
   o.target = Target::cuda_sm80;  // no head sizes: every kernel takes the element path
@@ -98,15 +158,35 @@ TensorMap run_emulated(const Program& p, const TensorMap& inputs, int64_t smem_l
     EXPECT_EQ(lk.path, LoweredKernel::Path::element);
     lk.element.smem_limit = static_cast<int>(std::min<int64_t>(smem_limit, kSmem));
     const PlanKernel& k = plan.kernels[lk.plan_kernel];
-    const std::string src = std::string(kShim) + c.sources[i] +
-                            "\nextern \"C\" __attribute__((visibility(\"default\"))) void "
-                            "fg_emulate(const void* params, long long blocks) {\n"
-                            "  gridDim.x = blocks;\n"
-                            "  for (long long b = 0; b < blocks; ++b) { blockIdx.x = b; " +
-                            lk.entry + "(*(const " + lk.entry + "_params*)params); }\n}\n";
+    const std::string call = lk.entry + "(*(const " + lk.entry + "_params*)params);";
+    std::string src;
+    if (!threads) {
+      src = std::string(kShim) + c.sources[i] +
+            "\nextern \"C\" __attribute__((visibility(\"default\"))) void "
+            "fg_emulate(const void* params, long long blocks, int, long long) {\n"
+            "  gridDim.x = blocks;\n"
+            "  for (long long b = 0; b < blocks; ++b) { blockIdx.x = b; " + call + " }\n}\n";
+    } else {
+      // (the kernel's `extern __shared__` array is the shim's pointer to its block's buffer)
+      std::string kernel = c.sources[i];
+      const std::string decl = "extern __shared__ __align__(16) char fg_smem[];";
+      for (size_t at; (at = kernel.find(decl)) != std::string::npos;) kernel.erase(at, decl.size());
+      src = std::string(kThreadShim) + kernel +
+            "\nextern \"C\" __attribute__((visibility(\"default\"))) void "
+            "fg_emulate(const void* params, long long blocks, int threads, long long smem) {\n"
+            "  gridDim.x = blocks; blockDim.x = threads;\n"
+            "  for (long long b = 0; b < blocks; ++b) {\n"
+            "    fg_block block; block.n = threads;\n"
+            "    std::vector<long long> buf((size_t)(smem / 8 + 2), -1);  /* (NaN bytes) */\n"
+            "    std::vector<std::thread> ts;\n"
+            "    for (int t = 0; t < threads; ++t)\n"
+            "      ts.emplace_back([&, t] { threadIdx.x = t; blockIdx.x = b; fg_this_block = &block;\n"
+            "                               fg_smem = (char*)buf.data(); " + call + " });\n"
+            "    for (std::thread& th : ts) th.join();\n  }\n}\n";
+    }
     HostCompileOptions hco;
     // Hidden symbols: the kernel's name (also a CPU kernel's) binds inside this library.
-    hco.extra_flags = {"-O1", "-w", "-fvisibility=hidden"};
+    hco.extra_flags = {"-O1", "-w", "-fvisibility=hidden", "-pthread"};
     auto lib = host_compile(src, hco);
     CudaBoundKernel bk;
     bind_element(plan, k, lk.element, ptrs, strides, reinterpret_cast<DevicePtr>(err), 0, extv,
@@ -119,18 +199,52 @@ TensorMap run_emulated(const Program& p, const TensorMap& inputs, int64_t smem_l
                    extv, 7, bk);
     }
     if (!bk.empty)
-      lib->function<void(const void*, long long)>("fg_emulate")(bk.params.data(), bk.grid.x);
+      lib->function<void(const void*, long long, int, long long)>("fg_emulate")(
+          bk.params.data(), bk.grid.x, static_cast<int>(bk.block.x),
+          static_cast<long long>(bk.smem));
   }
   if (err[0]) cuda_raise_error_word(p, plan, extv, err);
   return out;
 }
 
 void expect_matches(const Program& p, const TensorMap& in, int64_t smem_limit,
-                    const std::string& what) {
-  EXPECT_EQ(testing::element_mismatch(p, run_emulated(p, in, smem_limit),
+                    const std::string& what, bool threads = false) {
+  EXPECT_EQ(testing::element_mismatch(p, run_emulated(p, in, smem_limit, threads),
                                       evaluate_reference(p, in)),
             "")
       << what;
+}
+
+// The kernels whose threads share a point (a block per point, the lanes of a point) with every
+// block's real threads, against the reference: the elements in turn over the threads, the
+// partials' trees, the barriers between them, a point slot past the last point (which stores
+// nothing). Lanes from 1 to 32 (the rows' extents 7 to 1000), and a block per point over e;
+// both workspace homes. Sizes keep each launch to a few blocks of 256 threads.
+TEST(ElementEmulation, PointsSharedByThreadsMatchTheReferenceWithRealThreads) {
+  std::vector<Program> ps;
+  for (const Program& p : parse_file(testing::source_path("tests/programs/unseen_kinds.attn")))
+    for (const char* name : {"norm_r", "center_m", "norm_e", "col_softmax", "col_stats", "two_whole"})
+      if (p.name == name) ps.push_back(p);
+  ASSERT_EQ(ps.size(), 6u);
+  int lanes_seen = 0;
+  for (const Program& p : ps)
+    for (const int64_t m : {int64_t{7}, int64_t{100}, int64_t{1000}}) {
+      Extents all = {{"b", 2}, {"r", 3}, {"m", m}, {"e", 9}}, ext;
+      if (p.name == "norm_e") all = {{"b", 2}, {"m", 5}, {"e", m}};  // (a block per (b, m))
+      for (const std::string& d : p.dims) ext[d] = all.at(d);
+      CompileOptions o;
+      o.target = Target::cuda_sm80;
+      const Compiled c = compile_to_target(p, o);
+      std::vector<int64_t> extv;
+      for (const std::string& d : p.dims) extv.push_back(ext.at(d));
+      lanes_seen = std::max(lanes_seen, lanes_for(c.lowered.kernels.at(0).element, extv));
+      const TensorMap in = random_inputs(p, ext, 37);
+      for (const int64_t limit : {kSmem, int64_t{0}})
+        expect_matches(p, in, limit, p.name + " m=" + std::to_string(m) +
+                                         (limit ? " (shared memory)" : " (device scratch)"),
+                       /*threads=*/true);
+    }
+  EXPECT_EQ(lanes_seen, 32);
 }
 
 TEST(ElementEmulation, ExamplesAndUnseenKindsMatchTheReference) {
