@@ -457,7 +457,12 @@ class KernelWriter {
     close_elements(v.local_dims.size());
   }
   // Computes a non-inlined value into its local array.
+  bool stored_direct(int node) const {
+    return gpu() && std::find(e_->stored_direct.begin(), e_->stored_direct.end(), node) !=
+                        e_->stored_direct.end();
+  }
   void compute_value(const PlanValue& v, int assume_true) {
+    if (stored_direct(v.node)) return;  // (its store computes it: store())
     const Node& n = p_.nodes[v.node];
     ElementContext c = context(assume_true);
     os_ << ind_ << "{\n";
@@ -559,7 +564,8 @@ class KernelWriter {
     const PlanValue& v = *k_.value(B.node);
     ElementContext c = context(-1);
     open_elements(v.local_dims, false);
-    const std::string e = em_.value(B.node, c);
+    const std::string e =
+        stored_direct(B.node) ? em_.compute(B.node, c) : em_.value(B.node, c);
     const bool declared = gpu() && B.kind == PlanBuffer::Output;
     os_ << ind_ << (lanes() ? "if (fg_live) " : "") << "B" << b << "[" << buffer_offset(b) << "] = "
         << (declared ? store_element(B.type, e) : "(" + held_ctype(b) + ")(" + e + ")")

@@ -69,7 +69,13 @@ struct ElementLaunch {
   // block's reduction slots; every array is in the workspace, point-major within an element.
   // Empty: one thread a point.
   std::vector<int> lane_dims;
+  // Values computed where they are stored, with no array (element_stored_direct): an output
+  // that is not a reduction, written once and read by no other value of the kernel.
+  std::vector<int> stored_direct;
 };
+
+// The values of element kernel `k` that its stores compute (ElementLaunch::stored_direct).
+std::vector<int> element_stored_direct(const Plan& plan, const PlanKernel& k);
 
 // The lanes of each point of a lanes kernel (ElementLaunch::lane_dims) at the call's extents
 // (by dim id): a power of two, at most 32, leaving each lane at least kLaneTerms of the

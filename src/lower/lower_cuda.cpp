@@ -5,6 +5,7 @@
 #include "lower/lower.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -78,6 +79,28 @@ std::vector<ElementArray> element_arrays(const Plan& plan, const PlanKernel& k) 
       const std::vector<int>& dims = k.value(m)->local_dims;
       if (!seen) out.push_back({m, true, "float", 4, dims, dims});
     }
+  return out;
+}
+
+std::vector<int> element_stored_direct(const Plan& plan, const PlanKernel& k) {
+  const Program& p = plan.program;
+  std::map<int, int> writes, reads;
+  for (int b : k.writes) ++writes[plan.buffers[b].node];
+  for (const PlanValue& v : k.values)
+    for (int a : p.nodes[v.node].args) ++reads[a];
+  if (k.tiles.mask >= 0) ++reads[k.tiles.mask];
+  std::vector<int> out;
+  for (const auto& [node, count] : writes) {
+    const PlanValue* v = k.value(node);
+    if (count != 1 || reads.count(node) || !v || v->inlined || v->load_buffer >= 0 ||
+        v->phase == Phase::Body || is_reduction(p.nodes[node].op))
+      continue;
+    bool acc = false;
+    for (const Accumulator& a : k.accs)
+      acc = acc || a.node == node || std::find(a.rescale_by.begin(), a.rescale_by.end(), node) !=
+                                         a.rescale_by.end();
+    if (!acc) out.push_back(node);
+  }
   return out;
 }
 
@@ -196,6 +219,12 @@ LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
         }
         if (!e.lane_dims.empty()) e.threads = 256;
       }
+      // (an output computed where it is stored needs no array; the shape above counts it)
+      e.stored_direct = element_stored_direct(plan, k);
+      std::erase_if(e.arrays, [&](const ElementArray& a) {
+        return !a.old_max && std::find(e.stored_direct.begin(), e.stored_direct.end(), a.node) !=
+                                 e.stored_direct.end();
+      });
       e.blocks_per_sm = 2048 / e.threads;  // a full SM of threads, for the grid-stride loop
       e.smem_limit = budget.per_block;
     }

@@ -478,10 +478,18 @@ class Lowering : public TensorCoreView {
     if (vsplit_ > 1)
       launch_.value_split_why = "the accumulators of all value columns would not fit the registers";
     launch_.min_blocks = mw_ == 2 ? 2 : (small_heads ? 5 : 1);
-    skip_ = Dt_ >= 96 || Sn == 2;
+    skip_ = Dt_ >= 96 || Sn >= 2;
     launch_.entry = k_.name;
     launch_.warps = 4;
     launch_.block_m = 16 * mw_ * 4;
+    // The groups' weights of a key tile live beside the accumulators: keys in tiles of 32
+    // where those of 64 would take more than kAccRegs registers a thread (before the rules
+    // below, which read the key tile).
+    if (max_weight_regs(Sn, G, mw_, launch_.block_n) > kAccRegs) launch_.block_n = 32;
+    if (max_weight_regs(Sn, G, mw_, launch_.block_n) > kAccRegs)
+      fail(S(G) + " groups: their weights of a tile of " + S(launch_.block_n) +
+           " keys would take " + S(max_weight_regs(Sn, G, mw_, launch_.block_n)) +
+           " registers a thread (at most " + S(kAccRegs) + ")");
     // Operands in pieces take pieces times the shared memory: keys in tiles of 32 when tiles
     // of 64 leave no room for one block.
     if (launch_.pieces > 1 && smem_bytes({}) > budget_.per_block) launch_.block_n = 32;
@@ -497,13 +505,6 @@ class Lowering : public TensorCoreView {
         launch_.block_m = 16 * mw_ * 4;
       }
     }
-    // The groups' weights of a key tile live beside the accumulators: keys in tiles of 32
-    // where those of 64 would take more than kAccRegs registers a thread.
-    if (max_weight_regs(Sn, G, mw_, launch_.block_n) > kAccRegs) launch_.block_n = 32;
-    if (max_weight_regs(Sn, G, mw_, launch_.block_n) > kAccRegs)
-      fail(S(G) + " groups: their weights of a tile of " + S(launch_.block_n) +
-           " keys would take " + S(max_weight_regs(Sn, G, mw_, launch_.block_n)) +
-           " registers a thread (at most " + S(kAccRegs) + ")");
     staged_ = fit_staged(launch_.min_blocks);
     // Small heads: staged tiles are worth more than a fifth block (bench/NOTES.md).
     if (small_heads && fit_staged(4).size() > staged_.size()) {
@@ -518,8 +519,9 @@ class Lowering : public TensorCoreView {
     // tiles, keys in tiles of 64) and the combine kernel of split key loops; the host picks
     // both per call (choose_key_split).
     launch_.few_entry = k_.name + "_few";
-    launch_.few_block_n = launch_.pieces > 1 || max_weight_regs(Sn, G, 1, 64) > kAccRegs
-                              ? launch_.block_n : 64;
+    launch_.few_block_n = launch_.pieces > 1                            ? launch_.block_n
+                          : max_weight_regs(Sn, G, 1, 64) > kAccRegs ? 32
+                                                                      : 64;
     choose_few_value_split(A);
     launch_.few_smem_bytes =
         smem_bytes(staged_, 16, launch_.few_block_n, 2, false, launch_.few_value_cols);
@@ -900,6 +902,14 @@ class Lowering : public TensorCoreView {
   static int wgmma_live_regs(int score_arrays, int A, int G, int bn, int64_t dvc) {
     return score_arrays * bn / 2 + A * static_cast<int>(dvc) / 2 + G * bn / 4;
   }
+  // Its arrays for this kernel. The weights of the groups go to P operands as they are
+  // computed, in the scores' registers: kernels of two groups compiled without spills at these
+  // counts. Kernels of more groups spilled 36 to 688 bytes (session 46's review, d = e = 64:
+  // three temperatures 36, seven groups 688); counting their weights as floats too would send
+  // the three temperatures to mma.sync at half the tensor rate, unmeasured (bench/NOTES.md).
+  int wgmma_live_regs(int Sn, int A, int bn, int64_t dvc) const {
+    return wgmma_live_regs(Sn, A, static_cast<int>(groups_.size()), bn, dvc);
+  }
   // 176 (e = 256 in one chunk at 64-key tiles): those kernels ran 1.26-1.54x as fast as at a
   // value split of 2, which 160 had required (d = 64 to 256; ptxas spills nothing but 24 bytes
   // at d = 192: bench/NOTES.md, sessions 21 and 22). The same bound holds where the tiles are
@@ -931,7 +941,6 @@ class Lowering : public TensorCoreView {
     // per (row, key) pair stay within kWgmmaWorkRatio times the mma.sync shape's and the
     // softmax exponentials a pair take the special-function pipe fewer clocks than its
     // products take the tensor pipe (tensor_bound).
-    const int G = static_cast<int>(groups_.size());
     const int64_t mma_work = products_per_pair(Sn, A, vsplit_);
     int exps = 0;  // a softmax group's exponential per (row, key) pair and value chunk
     for (const Group& g : groups_) exps += g.max_node >= 0 && !g.bare;
@@ -954,7 +963,7 @@ class Lowering : public TensorCoreView {
         return;
       }
       // (where the arrays do not fit at 64-key tiles either, try_wgmma says so)
-      if (wgmma_live_regs(Sn, A, G, 64, DVt_ / vs) <= kWgmmaLiveRegs &&
+      if (wgmma_live_regs(Sn, A, 64, DVt_ / vs) <= kWgmmaLiveRegs &&
           !tensor_bound(Sn, A, vs, exps)) {
         launch_.products_why =
             "mma.sync: " + failed + "; at a value split of " + S(vs) + ", where wgmma's " +
@@ -1120,11 +1129,10 @@ class Lowering : public TensorCoreView {
   // products_why says what did not fit at 64-key tiles.
   bool try_wgmma(int Sn, int A, int vs) {
     const int64_t dvc = DVt_ / vs;
-    const int G = static_cast<int>(groups_.size());
     const int saved_bm = launch_.block_m, saved_bn = launch_.block_n;
     const int64_t saved_dvc = DVc_;
     for (int bn : {128, 64}) {
-      const int live = wgmma_live_regs(Sn, A, G, bn, dvc);
+      const int live = wgmma_live_regs(Sn, A, bn, dvc);
       if (live > kWgmmaLiveRegs) {
         launch_.products_why = "mma.sync: wgmma's scores, accumulators and P operands would "
                                "take " + S(live) + " registers a thread at " + S(bn) +

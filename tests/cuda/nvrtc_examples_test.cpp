@@ -580,6 +580,7 @@ TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
     }
   // kernels of three to five groups, and three score maps (groups.attn: one kernel, or a
   // kernel per map where that pays)
+  // (and at d = e = 32: keys in tiles of 32 for f32_five's pieces)
   for (const Program& p : parse_file(testing::source_path("tests/programs/groups.attn")))
     for (const auto& [target, arch] : {std::pair{Target::cuda_sm90, "sm_90a"},
                                        std::pair{Target::cuda_sm80, "sm_80"}}) {
@@ -589,6 +590,13 @@ TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
       const size_t kernels = compile_to_target(p, o).sources.size();
       for (CudaBuild b : {CudaBuild::plain, CudaBuild::careful})
         compiles(p, target, arch, b, kernels);
+      if (p.name == "f32_five") {
+        std::vector<std::string> cubins;
+        ASSERT_NO_THROW(cubins = cuda_compile_build(p, target, {{"d", 32}, {"e", 32}}, arch,
+                                                    CudaBuild::plain))
+            << arch;
+        EXPECT_EQ(cubins.size(), 1u);
+      }
     }
   const Program f16 = parse_source(R"(
 program gate16(q: f16[h, m, d], k: f16[h, n, d], v: f16[h, n, e], g: f32[n]) {

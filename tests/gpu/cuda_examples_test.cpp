@@ -1336,7 +1336,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ProgramCase{"groups.attn", "temperatures"},
                       ProgramCase{"groups.attn", "gqa_mixed"},
                       ProgramCase{"groups.attn", "three_weights"},
-                      ProgramCase{"groups.attn", "window_five"}),
+                      ProgramCase{"groups.attn", "window_five"},
+                      ProgramCase{"groups.attn", "f32_five"}),
     [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
 
 // Three score maps over three value tensors and five P.V accumulators (groups.attn's

@@ -56,6 +56,22 @@ TEST(ElementPath, UnseenProgramKindsMatchTheReference) {
   }
 }
 
+// The kernels whose points take lanes (ElementLaunch::lane_dims) at extents that give 32 lanes
+// a point, and a block per point over a long innermost dim, against the reference.
+TEST(ElementPath, LanesOfAPointMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  for (const Program& p : parse_file(testing::source_path("tests/programs/unseen_kinds.attn"))) {
+    if (p.name != "norm_r" && p.name != "center_m" && p.name != "norm_e" &&
+        p.name != "col_softmax" && p.name != "col_stats" && p.name != "two_whole")
+      continue;
+    for (const int64_t m : {int64_t{1000}, int64_t{4096}}) {
+      Extents all = {{"b", 3}, {"r", 5}, {"m", m}, {"e", 130}}, ext;
+      for (const std::string& d : p.dims) ext[d] = all.at(d);
+      expect_matches(p, random_inputs(p, ext, 23), p.name + " at m=" + std::to_string(m));
+    }
+  }
+}
+
 // A program that needs an intermediate in device memory (two kernels), on the element path.
 TEST(ElementPath, PlansOfSeveralKernels) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";

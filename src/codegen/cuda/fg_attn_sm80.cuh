@@ -479,6 +479,29 @@ struct AttnSm80 {
   // ... whose weights read the scores (kWeightsReadScores)
   static constexpr __host__ __device__ bool weights_read_scores(int g) { return (WeightsReadScoresOf<Spec>::value >> g) & 1; }
   static constexpr bool kHeldWeights = WeightsReadScoresOf<Spec>::value != 0;
+  // The Spec's members of group g (score_scale<g>, score<g>, weight<g>) at a run-time g: a chain
+  // of compares that folds to the one call where g is a constant (a loop over the groups,
+  // unrolled). (NVRTC takes no generic lambdas in device code without -default-device.)
+  template <int I = 0>
+  static FG_DEV float score_scale_of(int g, const typename Spec::Ctx& ctx) {
+    if constexpr (I + 1 < G)
+      if (g != I) return score_scale_of<I + 1>(g, ctx);
+    return Spec::template score_scale<I>(ctx);
+  }
+  template <int I = 0>
+  static FG_DEV float score_of(int g, const float (&c)[S], int m, int n,
+                               const typename Spec::Ctx& ctx, const TileView& tv) {
+    if constexpr (I + 1 < G)
+      if (g != I) return score_of<I + 1>(g, c, m, n, ctx, tv);
+    return Spec::template score<I>(c, m, n, ctx, tv);
+  }
+  template <int I = 0>
+  static FG_DEV float weight_of(int g, const float (&c)[S], int m, int n,
+                                const typename Spec::Ctx& ctx, const TileView& tv) {
+    if constexpr (I + 1 < G)
+      if (g != I) return weight_of<I + 1>(g, c, m, n, ctx, tv);
+    return Spec::template weight<I>(c, m, n, ctx, tv);
+  }
   static constexpr int DIN = HeadDataOf<Spec>::d, DVIN = HeadDataOf<Spec>::dv;  // columns held
   // Warp specialization: NWC compute warps (NTC threads) own the rows; NL threads load (the
   // producer warpgroup, or every thread of the block without it).
@@ -1390,7 +1413,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     for (int a = 0; a < A; ++a)
 #pragma unroll
       for (int b = 0; b < MW; ++b) zero(o[a][b]);
-    static_for<G>([&](auto g) { sc[g.value] = Spec::template score_scale<g.value>(ctx); });
+#pragma unroll
+    for (int g = 0; g < G; ++g) sc[g] = K::score_scale_of(g, ctx);
 #pragma unroll
     for (int g = 0; g < G; ++g)
 #pragma unroll
@@ -1431,10 +1455,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           if constexpr (K::kHeldWeights) {
             if (K::weights_read_scores(g)) w = wt[g][b][t][2 * h + j];
           }
-          if (!K::weights_read_scores(g))
-            static_for<G>([&](auto gi) {  // (g is a constant once the caller's loop unrolls)
-              if (g == gi.value) w = Spec::template weight<gi.value>(none, rm[b][h], nk, ctx, tv);
-            });
+          if (!K::weights_read_scores(g)) w = K::weight_of(g, none, rm[b][h], nk, ctx, tv);
           float& p = x[g][b][t][2 * h + j];
           p = (p == 0.f || w == 0.f) ? 0.f : p * w;  // (the strong zero)
         }
@@ -1447,11 +1468,10 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   auto hold_weights = [&](HeldWeights& wt, const float (&cv)[S], int b, int t, int i, int n,
                           const TileView& tv, bool live) {
     if constexpr (K::kHeldWeights) {
-      static_for<G>([&](auto g) {
-        if constexpr (K::weights_read_scores(g.value))
-          wt[g.value][b][t][i] =
-              live ? Spec::template weight<g.value>(cv, rm[b][i >> 1], n, ctx, tv) : 0.f;
-      });
+#pragma unroll
+      for (int g = 0; g < G; ++g)
+        if (K::weights_read_scores(g))
+          wt[g][b][t][i] = live ? K::weight_of(g, cv, rm[b][i >> 1], n, ctx, tv) : 0.f;
     } else {
       (void)wt, (void)cv, (void)b, (void)t, (void)i, (void)n, (void)tv, (void)live;
     }
@@ -1496,10 +1516,9 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           const int nk = ClampKeysOf<Spec>::value ? min(n, N - 1) : n;
           const bool live = !ChecksReadScoresOf<Spec>::value || n < N;
           hold_weights(wt, cv, b, t, i, nk, tv, live);
-          static_for<G>([&](auto g) {
-            x[g.value][b][t][i] = live ? Spec::template score<g.value>(cv, rm[b][i >> 1], nk, ctx, tv)
-                                       : K::pad(g.value);
-          });
+#pragma unroll
+          for (int g = 0; g < G; ++g)
+            x[g][b][t][i] = live ? K::score_of(g, cv, rm[b][i >> 1], nk, ctx, tv) : K::pad(g);
         }
     // A partial tile (or the last one, past N): its padded keys, and its elements the tile mask
     // removes (kKeep), take the group's pad (-inf, a plain group's 0).
@@ -2017,7 +2036,8 @@ FG_DEV void attn_combine_sm80(const typename Spec::Params& params) {
   const int m = idx / (DV / 2), e0 = (idx % (DV / 2)) * 2;
   if (m >= M) return;
   float sc[G];
-  static_for<G>([&](auto g) { sc[g.value] = Spec::template score_scale<g.value>(ctx); });
+#pragma unroll
+  for (int g = 0; g < G; ++g) sc[g] = K::score_scale_of(g, ctx);
   RowStats<G> rs;
   float mx[G];
 #pragma unroll

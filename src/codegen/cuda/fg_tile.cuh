@@ -36,20 +36,6 @@ struct __align__(64) TmaDesc {
 
 #define FG_DEV __device__ __forceinline__
 
-// A compile-time index, and a loop over 0..N-1 that calls f(Index<i>{}) for each i: code that
-// instantiates a template member per group (Spec::score<g>) reads as one loop over the groups.
-template <int I>
-struct Index {
-  static constexpr int value = I;
-};
-template <int N, int I = 0, class F>
-FG_DEV void static_for(F&& f) {
-  if constexpr (I < N) {
-    f(Index<I>{});
-    static_for<N, I + 1>(f);
-  }
-}
-
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
