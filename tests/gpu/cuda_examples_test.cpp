@@ -1337,7 +1337,12 @@ INSTANTIATE_TEST_SUITE_P(
                       ProgramCase{"groups.attn", "gqa_mixed"},
                       ProgramCase{"groups.attn", "three_weights"},
                       ProgramCase{"groups.attn", "window_five"},
-                      ProgramCase{"groups.attn", "f32_five"}),
+                      ProgramCase{"groups.attn", "f32_five"},
+                      ProgramCase{"groups.attn", "doc_mix"},
+                      ProgramCase{"groups.attn", "lse3"},
+                      ProgramCase{"groups.attn", "alibi_stats"},
+                      ProgramCase{"groups.attn", "four_out"},
+                      ProgramCase{"groups.attn", "relu_sq"}),
     [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
 
 // Three score maps over three value tensors and five P.V accumulators (groups.attn's

@@ -156,7 +156,12 @@ TEST(Lower, EveryGroupOfAKernelIsOneOfItsTemplateGroups) {
       {"gqa_mixed", {false, true, false, false}},
       {"three_weights", {false, false, false}},
       {"window_five", {false, false, false, true, false}},
-      {"f32_five", {false, true, false, false, false}}};
+      {"f32_five", {false, true, false, false, false}},
+      {"doc_mix", {false, false, false}},
+      {"lse3", {false, false, false, false}},
+      {"alibi_stats", {false, true, false}},
+      {"four_out", {false, false, false}},
+      {"relu_sq", {false, true, false, false}}};
   ASSERT_EQ(ps.size(), expect.size() + 1);  // (and three_maps, below)
   for (Target t : {Target::cuda_sm80, Target::cuda_sm90})
     for (int64_t d : {64, 128})
