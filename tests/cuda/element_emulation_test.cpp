@@ -26,23 +26,22 @@
 namespace flashgen {
 namespace {
 
-// CUDA's spellings on the host, for blockDim.x = 1: the barriers order nothing, atomics are
-// plain read-modify-writes, shared memory is one static buffer.
-const char* kShim = R"(
-#include <math.h>
-/* The CUDA prelude's own integer typedefs, under names the host's headers do not take. */
-#define int64_t fg_i64
-#define uint64_t fg_u64
-#define uint32_t fg_u32
-#define uint16_t fg_u16
-#define uint8_t fg_u8
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(n)
-#define __shared__
-#define __align__(n) __attribute__((aligned(n)))
-struct fg_dim3 { long long x, y, z; };
+// CUDA's spellings on the host common to both shims below.
+#define FG_SHIM_COMMON \
+  "/* The CUDA prelude's own integer typedefs, under names the host's headers do not take. */\n" \
+  "#define int64_t fg_i64\n#define uint64_t fg_u64\n#define uint32_t fg_u32\n"                \
+  "#define uint16_t fg_u16\n#define uint8_t fg_u8\n#define __global__\n#define __device__\n"  \
+  "#define __forceinline__ inline\n#define __launch_bounds__(n)\n#define __shared__\n"          \
+  "#define __align__(n) __attribute__((aligned(n)))\n"                                           \
+  "struct fg_dim3 { long long x, y, z; };\n"                                                     \
+  "static inline unsigned __float_as_uint(float f) { unsigned u; __builtin_memcpy(&u, &f, 4); "  \
+  "return u; }\n"                                                                                \
+  "static inline float __int_as_float(int i) { float f; __builtin_memcpy(&f, &i, 4); return f; }\n" \
+  "static inline float __fmul_rn(float a, float b) { return a * b; }\n"
+
+// For blockDim.x = 1: the barriers order nothing, atomics are plain read-modify-writes, shared
+// memory is one static buffer.
+const char* kShim = "#include <math.h>\n" FG_SHIM_COMMON R"(
 static fg_dim3 threadIdx = {0, 0, 0}, blockDim = {1, 1, 1}, blockIdx = {0, 0, 0}, gridDim = {1, 1, 1};
 static inline void __syncthreads() {}
 static inline void __threadfence() {}
@@ -53,16 +52,13 @@ static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long 
 static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
   unsigned long long o = *p; *p = o + v; return o;
 }
-static inline unsigned __float_as_uint(float f) { unsigned u; __builtin_memcpy(&u, &f, 4); return u; }
-static inline float __int_as_float(int i) { float f; __builtin_memcpy(&f, &i, 4); return f; }
-static inline float __fmul_rn(float a, float b) { return a * b; }
 __attribute__((aligned(16))) char fg_smem[1 << 22];
 )";
 
-// The same spellings for a block of blockDim.x real threads (run_emulated's `threads`): each
-// thread its own threadIdx and blockIdx, __syncthreads a barrier of the block's threads,
-// shared memory a buffer per block. A barrier that waits past fg_wait_s seconds (a thread
-// that never arrives: a barrier some threads skip) ends the process with a message.
+// For a block of blockDim.x real threads (run_emulated's `threads`): each thread its own
+// threadIdx and blockIdx, __syncthreads a barrier of the block's threads, shared memory a
+// buffer per block. A barrier that waits past fg_wait_s seconds (a thread that never arrives: a
+// barrier some threads skip) ends the process with a message.
 const char* kThreadShim = R"(
 #include <math.h>
 #include <stdio.h>
@@ -72,18 +68,7 @@ const char* kThreadShim = R"(
 #include <mutex>
 #include <thread>
 #include <vector>
-#define int64_t fg_i64
-#define uint64_t fg_u64
-#define uint32_t fg_u32
-#define uint16_t fg_u16
-#define uint8_t fg_u8
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(n)
-#define __shared__
-#define __align__(n) __attribute__((aligned(n)))
-struct fg_dim3 { long long x, y, z; };
+)" FG_SHIM_COMMON R"(
 static thread_local fg_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0};
 static fg_dim3 blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
 struct fg_block { std::mutex mu; std::condition_variable cv; int n = 1, arrived = 0; long long gen = 0; };
@@ -109,9 +94,6 @@ static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long 
 static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
   return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
 }
-static inline unsigned __float_as_uint(float f) { unsigned u; __builtin_memcpy(&u, &f, 4); return u; }
-static inline float __int_as_float(int i) { float f; __builtin_memcpy(&f, &i, 4); return f; }
-static inline float __fmul_rn(float a, float b) { return a * b; }
 )";
 
 constexpr int64_t kSmem = 1 << 22;

@@ -488,19 +488,22 @@ struct AttnSm80 {
       if (g != I) return score_scale_of<I + 1>(g, ctx);
     return Spec::template score_scale<I>(ctx);
   }
-  template <int I = 0>
+  // (kWeight: weight<g>, else score<g>)
+  template <bool kWeight, int I = 0>
+  static FG_DEV float element_of(int g, const float (&c)[S], int m, int n,
+                                 const typename Spec::Ctx& ctx, const TileView& tv) {
+    if constexpr (I + 1 < G)
+      if (g != I) return element_of<kWeight, I + 1>(g, c, m, n, ctx, tv);
+    if constexpr (kWeight) return Spec::template weight<I>(c, m, n, ctx, tv);
+    else return Spec::template score<I>(c, m, n, ctx, tv);
+  }
   static FG_DEV float score_of(int g, const float (&c)[S], int m, int n,
                                const typename Spec::Ctx& ctx, const TileView& tv) {
-    if constexpr (I + 1 < G)
-      if (g != I) return score_of<I + 1>(g, c, m, n, ctx, tv);
-    return Spec::template score<I>(c, m, n, ctx, tv);
+    return element_of<false>(g, c, m, n, ctx, tv);
   }
-  template <int I = 0>
   static FG_DEV float weight_of(int g, const float (&c)[S], int m, int n,
                                 const typename Spec::Ctx& ctx, const TileView& tv) {
-    if constexpr (I + 1 < G)
-      if (g != I) return weight_of<I + 1>(g, c, m, n, ctx, tv);
-    return Spec::template weight<I>(c, m, n, ctx, tv);
+    return element_of<true>(g, c, m, n, ctx, tv);
   }
   static constexpr int DIN = HeadDataOf<Spec>::d, DVIN = HeadDataOf<Spec>::dv;  // columns held
   // Warp specialization: NWC compute warps (NTC threads) own the rows; NL threads load (the
