@@ -59,6 +59,10 @@ struct CudaShape {
   Sm80Launch launch;
   int threads = 0;  // the element path's block
   bool thread_per_point = false;  // (ElementLaunch::thread_per_point)
+  // A lanes kernel's lane dims (ElementLaunch::lane_dims) and its lanes a point at the given
+  // sizes (0: an extent is not given).
+  std::vector<std::string> lane_dims;
+  int lanes = 0;
   // The element path's workspace per block at the given sizes (-1: an extent is not given),
   // and whether it stays in shared memory.
   int64_t workspace = -1;
@@ -108,6 +112,13 @@ CudaShape cuda_shape(const Plan& plan, const LoweredKernel& lk, const Extents& s
   for (const ElementArray& a : lk.element.arrays)
     for (int d : a.dims)
       known = known && (d == k.row_dim || d == k.red_dim || extv[d] >= 0);
+  bool lanes_known = true;
+  for (int d : lk.element.lane_dims) {
+    s.lane_dims.push_back(plan.program.dims[d]);
+    lanes_known = lanes_known && extv[d] >= 0;
+  }
+  known = known && lanes_known;  // (the workspace holds a block's points: threads / lanes)
+  if (lanes_known) s.lanes = lanes_for(lk.element, extv);
   if (known) {
     s.workspace = element_workspace(k, lk.element, extv, nullptr);
     s.in_smem = s.workspace >= 0 && s.workspace <= lk.element.smem_limit;
@@ -143,10 +154,19 @@ std::string cuda_text(const CudaShape& s) {
     if (s.workspace > 0 || (s.workspace == 0 && !s.thread_per_point))
       ws = "; a workspace of " + std::to_string(s.workspace) + " bytes per block in " +
            (s.in_smem ? "shared memory" : "device memory");
+    std::string per_point =
+        s.thread_per_point ? "one thread per grid point, values of one element in registers"
+                           : "one block per grid point";
+    if (!s.lane_dims.empty()) {
+      std::string dims;
+      for (const std::string& d : s.lane_dims) dims += (dims.empty() ? "" : ", ") + d;
+      per_point = "lanes of a grid point over " + dims + " (" +
+                  (s.lanes > 0 ? std::to_string(s.lanes) + " at these sizes"
+                               : std::string("by the extents at the call")) +
+                  "), its values in the workspace";
+    }
     return "  cuda:      element path (" + std::to_string(s.threads) + " threads per block, " +
-           (s.thread_per_point ? "one thread per grid point, values of one element in registers"
-                               : "one block per grid point") +
-           ws + "): " + s.why + "\n";
+           per_point + ws + "): " + s.why + "\n";
   }
   const Sm80Launch& l = s.launch;
   std::ostringstream os;
@@ -236,7 +256,11 @@ nlohmann::json cuda_json(const CudaShape& s) {
   if (!s.fits) {
     j["why"] = s.why;
     j["threads"] = s.threads;
-    j["per_point"] = s.thread_per_point ? "thread" : "block";
+    j["per_point"] = !s.lane_dims.empty() ? "lanes" : s.thread_per_point ? "thread" : "block";
+    if (!s.lane_dims.empty()) {
+      j["lane_dims"] = s.lane_dims;
+      if (s.lanes > 0) j["lanes"] = s.lanes;
+    }
     if (s.workspace >= 0) {
       j["workspace_bytes"] = s.workspace;
       j["workspace_in"] = s.in_smem ? "shared" : "device";

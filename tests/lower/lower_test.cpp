@@ -2018,6 +2018,21 @@ program scale_m(x: f32[b, m, e], w: f32[m]) {
     EXPECT_NE(src.find(") * fg_P + fg_q]"), std::string::npos);
     EXPECT_NE(src.find("for (int fg_s = (int)fg_L / 2; fg_s > 0; fg_s /= 2)"), std::string::npos);
     EXPECT_NE(src.find("if (fg_live) B"), std::string::npos);
+    // explain's JSON at sizes: the lanes a point and the workspace of a block's points
+    for (const auto& [extent, lanes] : std::vector<std::pair<int64_t, int>>{{7, 1}, {4096, 32}}) {
+      CompileOptions o;
+      o.target = Target::cuda_sm90;
+      for (const std::string& d : p.dims) o.sizes[d] = 5;
+      o.sizes[p.dims[whole]] = extent;
+      const nlohmann::json j = nlohmann::json::parse(explain_json(p, o)).at("kernels").at(0).at("cuda");
+      EXPECT_EQ(j.at("per_point"), "lanes");
+      EXPECT_EQ(j.at("lane_dims"), nlohmann::json::array({p.dims[whole]}));
+      EXPECT_EQ(j.at("lanes"), lanes);
+      std::vector<int64_t> extv(p.dims.size(), 5);
+      extv[whole] = extent;
+      EXPECT_EQ(j.at("workspace_bytes").get<int64_t>(),
+                element_workspace(c.plan.kernels[0], e, extv, nullptr));
+    }
   }
   // without a reduction over the whole dim: one thread a point, no barrier, each thread's
   // element of an array at (i * 128 + threadIdx.x)
