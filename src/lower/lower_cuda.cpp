@@ -237,7 +237,10 @@ LoweredCuda lower_cuda(const Plan& plan, Target target, const Extents& heads,
 int lanes_for(const ElementLaunch& e, const std::vector<int64_t>& extv) {
   if (e.lane_dims.empty()) return 1;
   int64_t terms = 1;
-  for (int d : e.lane_dims) terms = std::min<int64_t>(terms * std::max<int64_t>(extv[d], 1), 1 << 20);
+  // (each factor and the product capped at 2^20: no overflow, and lanes stop at 32 long before)
+  for (int d : e.lane_dims)
+    terms = std::min<int64_t>(terms * std::min<int64_t>(std::max<int64_t>(extv[d], 1), 1 << 20),
+                              1 << 20);
   int lanes = 1;
   while (lanes < 32 && 2 * lanes * 8 <= e.threads && 2 * lanes * kLaneTerms <= terms) lanes *= 2;
   return lanes;
