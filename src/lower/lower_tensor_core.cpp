@@ -899,16 +899,13 @@ class Lowering : public TensorCoreView {
   // The careful build runs the same shape with mma.sync.
   // Registers a thread of a wgmma warpgroup holds across the key loop: `score_arrays` arrays of
   // scores (BN / 2 each), A accumulators (dvc / 2 each) and G groups' P operands (BN / 4 each).
+  // (The weights of the groups go to P operands as they are computed, in the scores'
+  // registers: kernels of two groups compiled without spills at these counts. Kernels of more
+  // groups spilled 36 to 688 bytes (session 46's review, d = e = 64: three temperatures 36,
+  // seven groups 688); counting their weights as floats too would send the three temperatures
+  // to mma.sync at half the tensor rate, unmeasured: bench/NOTES.md.)
   static int wgmma_live_regs(int score_arrays, int A, int G, int bn, int64_t dvc) {
     return score_arrays * bn / 2 + A * static_cast<int>(dvc) / 2 + G * bn / 4;
-  }
-  // Its arrays for this kernel. The weights of the groups go to P operands as they are
-  // computed, in the scores' registers: kernels of two groups compiled without spills at these
-  // counts. Kernels of more groups spilled 36 to 688 bytes (session 46's review, d = e = 64:
-  // three temperatures 36, seven groups 688); counting their weights as floats too would send
-  // the three temperatures to mma.sync at half the tensor rate, unmeasured (bench/NOTES.md).
-  int wgmma_live_regs(int Sn, int A, int bn, int64_t dvc) const {
-    return wgmma_live_regs(Sn, A, static_cast<int>(groups_.size()), bn, dvc);
   }
   // 176 (e = 256 in one chunk at 64-key tiles): those kernels ran 1.26-1.54x as fast as at a
   // value split of 2, which 160 had required (d = 64 to 256; ptxas spills nothing but 24 bytes
@@ -941,6 +938,7 @@ class Lowering : public TensorCoreView {
     // per (row, key) pair stay within kWgmmaWorkRatio times the mma.sync shape's and the
     // softmax exponentials a pair take the special-function pipe fewer clocks than its
     // products take the tensor pipe (tensor_bound).
+    const int G = static_cast<int>(groups_.size());
     const int64_t mma_work = products_per_pair(Sn, A, vsplit_);
     int exps = 0;  // a softmax group's exponential per (row, key) pair and value chunk
     for (const Group& g : groups_) exps += g.max_node >= 0 && !g.bare;
@@ -963,7 +961,7 @@ class Lowering : public TensorCoreView {
         return;
       }
       // (where the arrays do not fit at 64-key tiles either, try_wgmma says so)
-      if (wgmma_live_regs(Sn, A, 64, DVt_ / vs) <= kWgmmaLiveRegs &&
+      if (wgmma_live_regs(Sn, A, G, 64, DVt_ / vs) <= kWgmmaLiveRegs &&
           !tensor_bound(Sn, A, vs, exps)) {
         launch_.products_why =
             "mma.sync: " + failed + "; at a value split of " + S(vs) + ", where wgmma's " +
@@ -1129,10 +1127,11 @@ class Lowering : public TensorCoreView {
   // products_why says what did not fit at 64-key tiles.
   bool try_wgmma(int Sn, int A, int vs) {
     const int64_t dvc = DVt_ / vs;
+    const int G = static_cast<int>(groups_.size());
     const int saved_bm = launch_.block_m, saved_bn = launch_.block_n;
     const int64_t saved_dvc = DVc_;
     for (int bn : {128, 64}) {
-      const int live = wgmma_live_regs(Sn, A, bn, dvc);
+      const int live = wgmma_live_regs(Sn, A, G, bn, dvc);
       if (live > kWgmmaLiveRegs) {
         launch_.products_why = "mma.sync: wgmma's scores, accumulators and P operands would "
                                "take " + S(live) + " registers a thread at " + S(bn) +
