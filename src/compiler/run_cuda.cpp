@@ -599,8 +599,8 @@ void bind_sm80(const Sm80Launch& la, const Program& p, const std::vector<DeviceP
                       " ways overflow 64-bit offsets at " +
                       extents_text(p, extv, dims_with(la.par_dims, la.row_dim)));
     bk.scratch_bytes = at + rows * part_row * 4;
-    // one per row and padded column pair
-    const int64_t threads = M * (la.value_cols_of(ks.few) / 2);
+    // one per row and padded column pair (per row without accumulators)
+    const int64_t threads = M * la.combine_threads_per_row(ks.few);
     bk.combine_grid = {static_cast<unsigned>((threads + 127) / 128),
                        static_cast<unsigned>(std::min<int64_t>(P, 65535)),
                        static_cast<unsigned>((P + 65534) / 65535)};

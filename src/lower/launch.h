@@ -212,6 +212,9 @@ struct Sm80Launch {
   int value_split_of(bool few) const { return few ? few_value_split : value_split; }
   int value_cols_of(bool few) const { return few ? few_value_cols : value_cols; }
   int part_row_of(bool few) const { return few ? few_part_row : part_row; }
+  // The combine kernel's threads a row: one per value-column pair of the chunk, or one where
+  // the kernel has no P.V accumulator (the template's kPairs).
+  int combine_threads_per_row(bool few) const { return num_acc > 0 ? value_cols_of(few) / 2 : 1; }
   int num_buffers = 0, max_rank = 1, num_dims = 0;  // num_buffers: the plan's, then `split`'s
   // Params = { const void* buf[num_buffers]; i64 st[num_buffers][max_rank];
   //            i64 ext[num_dims]; i64* err; i64 key_split; float* part; i64 m_tiles; }

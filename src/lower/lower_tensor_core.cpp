@@ -332,7 +332,8 @@ class Lowering : public TensorCoreView {
     }
     for (Group& g : groups_)
       if (g.max_node >= 0) score_form(g);
-    if (pv_.empty()) fail("no P.V accumulator (a sum over the key dim of weights times v)");
+    // (no P.V accumulator: a kernel of the scores' row reductions alone, such as a logsumexp
+    // or a maximum over the keys; no value tensor, no value dim: kNominalValueCols below)
     choose_pieces();
     // Every body value must be score element code or a recognized accumulator part. A P.V
     // weight is score element code of its own: it reads no accumulator and nothing the key
@@ -373,12 +374,12 @@ class Lowering : public TensorCoreView {
              " (a reduction other than the key loop's), which the template does not hold");
     }
     D_ = head_extent(cdim_);
-    DV_ = head_extent(vdim_);
+    DV_ = vdim_ >= 0 ? head_extent(vdim_) : kNominalValueCols;
     // Head dims of any extent up to 256: the tiles are D and DV rounded up to a multiple of 32,
     // the columns past them read as 0 and are not stored.
     if (D_ > 256 || D_ <= 0)
       fail("head dim " + p_.dims[cdim_] + " = " + S(D_) + " (the tensor-core path takes 1 to 256)");
-    if (DV_ > 256 || DV_ <= 0)
+    if (vdim_ >= 0 && (DV_ > 256 || DV_ <= 0))
       fail("value dim " + p_.dims[vdim_] + " = " + S(DV_) + " (the tensor-core path takes 1 to 256)");
     Dt_ = (D_ + 31) / 32 * 32;
     DVt_ = (DV_ + 31) / 32 * 32;
@@ -457,12 +458,18 @@ class Lowering : public TensorCoreView {
     // per SM (<= 102 registers) hide them better than 32 rows and 2 blocks (the A/B
     // measurements: bench/NOTES.md).
     // (not with operands in pieces: their tiles and fragments take pieces times the room)
-    const bool small_heads = Dt_ + DVt_ <= 64 && Sn == 1 && A == 1 && launch_.pieces == 1;
+    // (a kernel of no accumulator does less tensor-core work a score than any: its nominal value
+    // tile does not count; and only where a 64-key tile's weights and the accumulators fit
+    // what the measured kernel holds, kSmallHeadsRegs: 5 blocks leave no room for more)
+    const int G = static_cast<int>(groups_.size());
+    const int64_t value_tile = A > 0 ? DVt_ : 0;
+    const bool small_heads = Dt_ + value_tile <= 64 && Sn == 1 && A <= 1 &&
+                             launch_.pieces == 1 &&
+                             mma_live_regs(Sn, G, A, 1, 64, value_tile) <= kSmallHeadsRegs;
     // (pieces: the P operands of every piece live through P.V: 16 rows a warp; 32 rows a warp
     // where a tile's scores or groups' weights and the accumulators fit mma_live_regs at two
     // blocks an SM)
-    const int G = static_cast<int>(groups_.size());
-    mw_ = (Sn == 1 && A == 1 && DVt_ <= 128 && Dt_ <= 128 && !small_heads &&
+    mw_ = (Sn == 1 && A <= 1 && DVt_ <= 128 && Dt_ <= 128 && !small_heads &&
            launch_.pieces == 1 && mma_live_regs(Sn, G, A, 2, 64, DVt_) <= 2 * kAccRegs)
               ? 2 : 1;
     // Value-column split: when the accumulators of all value columns would not fit the
@@ -545,7 +552,7 @@ class Lowering : public TensorCoreView {
       launch_.max_rank = std::max<int>(launch_.max_rank, static_cast<int>(B.dims.size()));
     launch_.num_dims = static_cast<int>(p_.dims.size());
     launch_.head_dims = {{p_.dims[cdim_], D_}};
-    if (vdim_ != cdim_) launch_.head_dims.push_back({p_.dims[vdim_], DV_});
+    if (vdim_ >= 0 && vdim_ != cdim_) launch_.head_dims.push_back({p_.dims[vdim_], DV_});
     launch_.num_scores = Sn;
     launch_.num_acc = A;
     launch_.head_dim = D_;
@@ -860,10 +867,15 @@ class Lowering : public TensorCoreView {
   // operand: a Params slot after the plan's buffers that the host fills with its pieces.
   // A plain group's weights and a softmax's probabilities times P.V weights are unbounded
   // (softmax weights lie in [0, 1]): P rounded to f16 for P.V could overflow, so f16 operands
-  // beside such a group go as 2 bf16 pieces (bf16 holds f32's range).
+  // beside such a group whose weights some P.V multiplies go as 2 bf16 pieces (bf16 holds
+  // f32's range). (A group no P.V reads, such as a count, sums its weights in f32.)
   void choose_pieces() {
     bool unbounded = false;
-    for (const Group& g : groups_) unbounded = unbounded || g.max_node < 0 || !g.pv_weight.empty();
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      bool read = false;
+      for (const Acc& a : pv_) read = read || a.group == static_cast<int>(g);
+      unbounded = unbounded || (read && (groups_[g].max_node < 0 || !groups_[g].pv_weight.empty()));
+    }
     if (operand_types_.size() == 1 && (operand_types_.count(DType::bf16) ||
                                        (operand_types_.count(DType::f16) && !unbounded))) {
       out_.elem = *operand_types_.begin();
@@ -991,6 +1003,15 @@ class Lowering : public TensorCoreView {
     while (too_wide(vs) && (DVt_ / (2 * vs)) % 32 == 0 && DVt_ == DV_) vs *= 2;
     return vs;
   }
+  // The value tile of a kernel of no P.V accumulator (no value dim): the template's arrays and
+  // panels take a width (64: wgmma's panel), though nothing is loaded, multiplied or stored by
+  // value column.
+  static constexpr int64_t kNominalValueCols = 64;
+  // Registers of a 64-key tile's weights and the accumulators (mma_live_regs at 16 rows a warp)
+  // of the small-heads shape (5 blocks an SM: at most 102 registers a thread): the measured
+  // kernel's, d = e = 32 with one group and one accumulator, 32 + 16. Two groups' weights
+  // beside no accumulator (64) spilled 4 to 20 bytes at d = 64 (bench/NOTES.md, session 47).
+  static constexpr int kSmallHeadsRegs = 48;
   // f32 accumulators a thread of the mma.sync shape holds at most (more spill)
   static constexpr int kAccRegs = 128;
   // ... and past which a kernel is not built: accumulators that spill more than twice a

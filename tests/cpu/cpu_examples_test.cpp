@@ -176,7 +176,8 @@ TEST(CpuBackend, ProgramKindsMatchTheReference) {
                            "tests/programs/masks_and_outputs.attn",
                            "tests/programs/partials.attn",
                            "tests/programs/after_attention.attn",
-                           "tests/programs/groups.attn"})
+                           "tests/programs/groups.attn",
+                           "tests/programs/scores_only.attn"})
     for (const Program& p : parse_file(testing::source_path(file))) ps.push_back(p);
   precompile_cpu(ps, {"-O1"});
   const Extents all = {{"b", 2}, {"h", 3}, {"g", 2}, {"r", 129}, {"m", 37}, {"n", 300},

@@ -534,7 +534,8 @@ program causal32(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
 // programs of values computed per key (tests/programs/value_sums.attn) and of score values
 // computed once per key of a tile (tests/programs/key_values.attn); the variants of
 // tests/programs/mixed_kinds.attn, masks_and_outputs.attn, partials.attn,
-// after_attention.attn and groups.attn (kernels of three to five groups).
+// after_attention.attn, groups.attn (kernels of three to five groups) and scores_only.attn
+// (kernels of no P.V accumulator).
 TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
@@ -579,9 +580,12 @@ TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
         compiles(p, Target::cuda_sm80, "sm_80", CudaBuild::plain, kernels);
     }
   // kernels of three to five groups, and three score maps (groups.attn: one kernel, or a
-  // kernel per map where that pays)
+  // kernel per map where that pays); kernels of no accumulator (scores_only.attn)
   // (and at d = e = 32: keys in tiles of 32 for f32_five's pieces)
-  for (const Program& p : parse_file(testing::source_path("tests/programs/groups.attn")))
+  std::vector<Program> grouped = parse_file(testing::source_path("tests/programs/groups.attn"));
+  for (const Program& p : parse_file(testing::source_path("tests/programs/scores_only.attn")))
+    grouped.push_back(p);
+  for (const Program& p : grouped)
     for (const auto& [target, arch] : {std::pair{Target::cuda_sm90, "sm_90a"},
                                        std::pair{Target::cuda_sm80, "sm_80"}}) {
       CompileOptions o;

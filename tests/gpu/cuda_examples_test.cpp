@@ -1275,7 +1275,9 @@ INSTANTIATE_TEST_SUITE_P(
 // per-row limit; a count of kept keys by a bool cast, in f32 and in i64; a row's smallest kept
 // score; a count and a capped max whose conditions share the attention's mask as a conjunct);
 // groups.attn: kernels of three to five groups (softmax at several temperatures, a max and a
-// min beside the attention, counts, sigmoid and relu weights, grouped queries).
+// min beside the attention, counts, sigmoid and relu weights, grouped queries);
+// scores_only.attn: kernels of no P.V accumulator (a log-sum-exp, the largest and smallest
+// logit, a count and a max under key padding, sigmoid sums, f32 operands in pieces).
 class CudaPrograms : public ::testing::TestWithParam<ProgramCase> {};
 
 TEST_P(CudaPrograms, OneTensorCoreKernelMatchesTheReference) {
@@ -1342,7 +1344,12 @@ INSTANTIATE_TEST_SUITE_P(
                       ProgramCase{"groups.attn", "lse3"},
                       ProgramCase{"groups.attn", "alibi_stats"},
                       ProgramCase{"groups.attn", "four_out"},
-                      ProgramCase{"groups.attn", "relu_sq"}),
+                      ProgramCase{"groups.attn", "relu_sq"},
+                      ProgramCase{"scores_only.attn", "lse_causal"},
+                      ProgramCase{"scores_only.attn", "logit_range"},
+                      ProgramCase{"scores_only.attn", "max_sim"},
+                      ProgramCase{"scores_only.attn", "gqa_window"},
+                      ProgramCase{"scores_only.attn", "lse_f32"}),
     [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
 
 // Three score maps over three value tensors and five P.V accumulators (groups.attn's

@@ -253,6 +253,85 @@ TEST(Lower, EveryGroupOfAKernelIsOneOfItsTemplateGroups) {
   }
 }
 
+// Kernels of the scores' row reductions alone (tests/programs/scores_only.attn: a log-sum-exp,
+// the largest and smallest logit, a count, sigmoid sums; no P.V accumulator) take the tensor
+// cores with no value tensor: no V operand, no value dim, partial rows of the groups' state
+// alone and a combine thread a row; f16 operands beside a count stay f16 (no P.V rounds its
+// weights); wgmma on sm90 wherever the head dim fills its panels.
+TEST(Lower, KernelsOfNoAccumulatorTakeTheTensorCores) {
+  const std::vector<Program> ps =
+      parse_file(testing::source_path("tests/programs/scores_only.attn"));
+  // program -> each group's kind: 's' softmax (row sums), 'b' a max or min alone, 'p' plain sums
+  const std::map<std::string, std::string> expect = {{"lse_causal", "s"},
+                                                     {"logit_range", "bb"},
+                                                     {"max_sim", "bp"},
+                                                     {"gqa_window", "sp"},
+                                                     {"lse_f32", "ss"}};
+  ASSERT_EQ(ps.size(), expect.size());
+  for (Target t : {Target::cuda_sm80, Target::cuda_sm90})
+    for (int64_t d : {32, 64, 128})
+      for (const Program& p : ps) {
+        SCOPED_TRACE(std::string(target_name(t)) + " d=" + std::to_string(d) + " " + p.name);
+        const Compiled c = lowered(p, t, {{"d", d}});
+        ASSERT_EQ(c.lowered.kernels.size(), 1u);
+        const LoweredKernel& lk = c.lowered.kernels[0];
+        ASSERT_EQ(lk.path, LoweredKernel::Path::tensor_core) << lk.why;
+        const TensorCoreKernel& tc = lk.tensor_core;
+        const Sm80Launch& la = tc.launch;
+        EXPECT_TRUE(tc.pv.empty());
+        EXPECT_TRUE(tc.vbufs.empty());
+        EXPECT_EQ(tc.vdim, -1);
+        EXPECT_EQ(la.num_acc, 0);
+        const std::string& kinds = expect.at(p.name);
+        ASSERT_EQ(tc.groups.size(), kinds.size());
+        for (size_t g = 0; g < kinds.size(); ++g) {
+          const TensorCoreKernel::Group& gr = tc.groups[g];
+          EXPECT_EQ(gr.max_node < 0, kinds[g] == 'p') << "group " << g;
+          EXPECT_EQ(gr.bare, kinds[g] == 'b') << "group " << g;
+          EXPECT_EQ(gr.sums.empty(), kinds[g] == 'b') << "group " << g;
+        }
+        // the split key loop's partial rows: each group's running max and row sum, nothing more;
+        // the combine kernels take a thread a row
+        const int G = static_cast<int>(kinds.size());
+        EXPECT_EQ(la.part_row, 2 * G);
+        EXPECT_EQ(la.few_part_row, 2 * G);
+        EXPECT_EQ(la.combine_threads_per_row(false), 1);
+        EXPECT_EQ(la.combine_threads_per_row(true), 1);
+        ASSERT_EQ(la.head_dims.size(), 1u);
+        EXPECT_EQ(la.head_dims[0].first, "d");
+        EXPECT_EQ(la.value_split, 1);
+        // operands: f32 in 3 bf16 pieces; f16 as it is beside a count (pieces only where a P.V
+        // would round unbounded weights to f16)
+        EXPECT_EQ(la.pieces, p.name == "lse_f32" ? 3 : 1);
+        if (p.name == "max_sim") EXPECT_EQ(tc.elem, DType::f16);
+        // wgmma on sm90 for 16-bit operands whose head dim fills 64-column panels; its TMA maps
+        // are K's alone
+        EXPECT_EQ(la.wgmma, t == Target::cuda_sm90 && p.name != "lse_f32" && d % 64 == 0)
+            << la.products_why;
+        for (const Sm80Launch::TmaOperand& op : la.tma)
+          EXPECT_EQ(c.plan.buffers[op.buffer].name, "k");
+        // small heads (5 blocks an SM) only where one group's weights fit beside Q
+        if (!la.wgmma && la.pieces == 1)
+          EXPECT_EQ(la.min_blocks == 5, d <= 64 && G == 1) << la.min_blocks;
+        // the printed Spec: no value tensor, no accumulator
+        CompileOptions opt;
+        opt.target = t;
+        opt.sizes = {{"d", d}};
+        const std::string src = compile_to_target(p, opt).sources.at(0);
+        EXPECT_NE(src.find("kNumV = 0, kNumAcc = 0;"), std::string::npos);
+      }
+  // a row reduction of something other than a contraction over the head dim stays on the
+  // element path, and says why
+  const Program l1 = parse_source(R"(
+program l1(q: bf16[h, m, d], k: bf16[h, n, d]) {
+  out far: f32[h, m] = max(sum(abs(q - k), d), n)
+}
+)", "l1.attn").at(0);
+  const LoweredKernel& lk = lowered(l1, Target::cuda_sm90, {{"d", 64}}).lowered.kernels.at(0);
+  EXPECT_EQ(lk.path, LoweredKernel::Path::element);
+  EXPECT_NE(lk.why.find("no tensor-core contraction"), std::string::npos) << lk.why;
+}
+
 // One kernel's tensor-core lowering at d = e = 64 in every form a test reads: the launch, the
 // text form (--dump-after lower), the printed source and explain's JSON of the kernel.
 // (path: the callers assert it before reading the rest, which is empty off the path)

@@ -368,7 +368,7 @@ class Printer : public TensorCoreView {
        << ", kWarps = " << launch_.warps << ", kWarpMBlocks = " << mw_
        << ", kBlockN = " << launch_.block_n
        << ", kMinBlocks = " << launch_.min_blocks
-       << ";\n";
+       << ";" << (A == 0 ? "  // (no P.V: a nominal kValueDim)" : "") << "\n";
     if (vsplit_ > 1)
       os << "  static constexpr int kValueSplit = " << vsplit_ << ";  // chunks of kValueDim\n";
     if (Dt_ != D_ || DVt_ != DV_)  // (a split value dim is never padded: its chunks are whole)
@@ -450,12 +450,13 @@ class Printer : public TensorCoreView {
         os << "t == " << t << " ? " << (staged_[t].rows ? "true" : "false") << " : ";
       os << (staged_[T - 1].rows ? "true" : "false") << "; }\n";
     }
+    // (no accumulator: functions the template names but never calls)
     os << "  static constexpr __device__ int acc_group(int a) { return ";
     for (int a = 0; a < A - 1; ++a) os << "a == " << a << " ? " << pv_[a].group << " : ";
-    os << pv_[A - 1].group << "; }\n";
+    os << (A > 0 ? pv_[A - 1].group : 0) << "; }\n";
     os << "  static constexpr __device__ int acc_v(int a) { return ";
     for (int a = 0; a < A - 1; ++a) os << "a == " << a << " ? " << pv_[a].vidx << " : ";
-    os << pv_[A - 1].vidx << "; }\n";
+    os << (A > 0 ? pv_[A - 1].vidx : 0) << "; }\n";
     os << "  using Params = ::Params;\n";
     std::ostringstream bd;
     // gathers
@@ -658,7 +659,9 @@ class Printer : public TensorCoreView {
            << off << "] = " << conv << ";\n";
       }
     }
-    const std::string store_args = "const Ctx& ctx, int m, int e0, const float (&o)[" + S(A) +
+    // (the accumulators' array: one unused slot without accumulators, fg::AttnSm80::AS)
+    const int AS = std::max(A, 1);
+    const std::string store_args = "const Ctx& ctx, int m, int e0, const float (&o)[" + S(AS) +
                                    "][2], const fg::RowStats<" + S(G) + ">& st";
     if (!pre_bufs.empty()) {
       // The loads of preload, at the row and the column pair being stored.
@@ -683,7 +686,7 @@ class Printer : public TensorCoreView {
        << "    (void)ctx; (void)m; (void)o; (void)st;\n" << pairs.str()
        << "#pragma unroll\n    for (int j = 0; j < 2; ++j) {\n      const int e = " << ebase
        << "e0 + j; (void)e;\n"
-       << "      float oj[" << A << "];\n#pragma unroll\n      for (int a = 0; a < " << A
+       << "      float oj[" << AS << "];\n#pragma unroll\n      for (int a = 0; a < " << A
        << "; ++a) oj[a] = o[a][j];\n      (void)oj;\n"
        << st.str() << "    }\n" << after.str() << "  }\n";
     bd << "  static __device__ void store_row(const Ctx& ctx, int m, const fg::RowStats<" << G

@@ -55,11 +55,15 @@
 //                                        // probabilities before P.V (weight<g>, below)
 //     static constexpr int kWeighedSums; // optional (default 0): bit g: and before the row sums
 //     static constexpr int kWeightsReadScores; // optional (default 0): bit g: weight<g> reads c
-//     static constexpr int kNumV;        // V: distinct value tensors loaded per key tile (>= 1)
-//     static constexpr int kNumAcc;      // A: P.V accumulators (>= 1; lowering fits them to
-//                                        // the registers by the value split)
+//     static constexpr int kNumV;        // V: distinct value tensors loaded per key tile (0
+//                                        // exactly when A is 0)
+//     static constexpr int kNumAcc;      // A: P.V accumulators (lowering fits them to the
+//                                        // registers by the value split; 0: a kernel of the
+//                                        // scores' row reductions alone, no V, no store())
 //     static constexpr int kHeadDim;     // D: width of every Q_s/K_s (32, 64, 96, 128)
-//     static constexpr int kValueDim;    // DV: width of every V / accumulator (32..256, % 32 == 0)
+//     static constexpr int kValueDim;    // DV: width of every V / accumulator (32..256, % 32 == 0;
+//                                        // with A = 0 a nominal width: nothing is loaded or
+//                                        // stored by value column)
 //     static constexpr int kValueSplit;  // optional (default 1): the value columns are
 //                                        // kValueSplit chunks of kValueDim, one a block (a grid
 //                                        // factor: P' below counts P x kValueSplit; each chunk's
@@ -174,7 +178,8 @@
 //     // Epilogue for two adjacent value columns (e, e+1) of row m (m < M, e even):
 //     // o[a][j] = accumulator a at (m, e+j), un-normalized; st has per group g: l[g] (row sum),
 //     // inv_l[g] (1/l, 0 for an all-masked row), rcp_l[g] (1.f / l as is, which the divisions
-//     // by l multiply by), mx[g] (running max, base 2; -inf if all masked).
+//     // by l multiply by), mx[g] (running max, base 2; -inf if all masked). Not called (and
+//     // not needed) where A is 0.
 //     static __device__ void store(const Ctx& ctx, int m, int e, const float (&o)[A][2],
 //                                  const fg::RowStats<G>& st);
 //     // Once per row m < M (per-row outputs such as logsumexp); may be empty.
@@ -188,7 +193,8 @@
 //   dynamic shared memory =
 //   fg::AttnSm80<Spec>::kSmemBytes (raise the limit above 48 KiB with cuFuncSetAttribute). With a
 //   key split above 1, `part` holds P' * M * kPartRow floats, and attn_combine_sm80 runs after
-//   it: grid (ceil(M * kValueDim / 2 / 128), min(P'', 65535), ceil(P'' / 65535)) with P'' = P
+//   it: grid (ceil(M * kValueDim / 2 / 128) (ceil(M / 128) with kNumAcc 0), min(P'', 65535),
+//   ceil(P'' / 65535)) with P'' = P
 //   times kValueSplit, 128 threads (the combine entry of the same Spec as the kernel). One
 //   compiled kernel serves every M, N, batch and head count.
 #pragma once
@@ -227,8 +233,8 @@ struct CtxBase {
   i64 q_ld[S];
   const bf16raw* k[S];
   i64 k_ld[S];
-  const bf16raw* v[V];
-  i64 v_ld[V];
+  const bf16raw* v[V > 0 ? V : 1];  // (V = 0: one slot, unused)
+  i64 v_ld[V > 0 ? V : 1];
   RangeGroup rg;  // who computes the data ranges of classify and block_rows (fg::warp_range)
 };
 
@@ -461,6 +467,9 @@ struct AttnSm80 {
   using Elem = typename Spec::Elem;
   static constexpr int S = Spec::kNumScores, G = Spec::kNumGroups, V = Spec::kNumV,
                        A = Spec::kNumAcc;
+  // Arrays of the accumulators: A of them, or one unused where the kernel has none (A = 0: no
+  // array may be of size 0 in device code).
+  static constexpr int AS = A > 0 ? A : 1;
   static constexpr int D = Spec::kHeadDim, DV = Spec::kValueDim;
   // Operands as NP bf16 pieces: Q tile s*NP + p, K tile s*NP + p and V tile i*NP + p of a
   // stage hold piece p; a product sums the piece products i + j < NP.
@@ -470,6 +479,13 @@ struct AttnSm80 {
   static constexpr __host__ __device__ bool plain(int g) { return (PlainGroupsOf<Spec>::value >> g) & 1; }
   // Group g of a running max alone (kBareGroups)
   static constexpr __host__ __device__ bool bare(int g) { return (BareGroupsOf<Spec>::value >> g) & 1; }
+  // Group g's weights are some accumulator's P operands (not a bare group's, nor any group's in
+  // a kernel of no accumulators: those take no conversion to operands and no rescale)
+  static constexpr __device__ bool reads_p(int g) {
+    for (int a = 0; a < A; ++a)
+      if (Spec::acc_group(a) == g) return true;
+    return false;
+  }
   // what an element the mask removes (or a padded key) holds: a logit of -inf, a plain weight 0
   static __device__ float pad(int g) { return plain(g) ? 0.f : neg_inf(); }
   // Group g of weighted probabilities (kWeightedGroups)
@@ -591,7 +607,7 @@ struct AttnSm80 {
     Spec::make_ctx(p, (int)((unsigned)par / (unsigned)VS), (int)((unsigned)par % (unsigned)VS) * DV,
                    ctx);
   }
-  static_assert(S >= 1 && G >= 1 && G <= 31 && V >= 1 && A >= 1,
+  static_assert(S >= 1 && G >= 1 && G <= 31 && V >= 0 && A >= 0 && (A == 0) == (V == 0),
                 "unsupported numbers of scores / groups / values / accumulators");
   static_assert(MW == 1 || MW == 2, "a warp owns 16 or 32 query rows");
   static_assert(D % 32 == 0 && D <= 256 && DV % 32 == 0 && DV <= 256, "head dims");
@@ -662,7 +678,7 @@ FG_DEV void scores_wgmma(float (&c)[K::BN / 8][4], u32 q_tile, u32 k_tile, int w
 // value tile i: P from registers (the A fragments), V MN-major from its swizzled tile at vt
 // (rows are keys, 64 value columns per panel).
 template <class K, class Spec, int i, int e>
-FG_DEV void pv_step(float (&o)[K::A][1][K::DV / 8][4], const u32 (&pa)[K::G][1][K::BN / 16][4],
+FG_DEV void pv_step(float (&o)[K::AS][1][K::DV / 8][4], const u32 (&pa)[K::G][1][K::BN / 16][4],
                     u32 vt, int kb) {
   constexpr u32 kPanel = SmemTile<K::BN, K::DV>::kPanelBytes;
   const u64 dv = desc_sw128_mn(vt + e * kPanel + kb * 16 * 128, kPanel);
@@ -680,7 +696,7 @@ FG_DEV void pv_step(float (&o)[K::A][1][K::DV / 8][4], const u32 (&pa)[K::G][1][
 }
 // Every value tile from i on (the stage's V tiles at v0, K::kVBytes apart).
 template <class K, class Spec, int i>
-FG_DEV void pv_wgmma(float (&o)[K::A][1][K::DV / 8][4], const u32 (&pa)[K::G][1][K::BN / 16][4],
+FG_DEV void pv_wgmma(float (&o)[K::AS][1][K::DV / 8][4], const u32 (&pa)[K::G][1][K::BN / 16][4],
                      u32 v0) {
 #pragma unroll
   for (int kb = 0; kb < K::BN / 16; ++kb) pv_step<K, Spec, i, 0>(o, pa, v0 + i * K::kVStride, kb);
@@ -743,7 +759,7 @@ FG_DEV void issue_staged(unsigned char* area, const Ctx& ctx, int m0, int M, int
 // (its 16 bits) of key `key` in the V tiles at vt, added to the accumulators of group g at row
 // half h of m-block b, at this lane's columns.
 template <class K, class Spec, class F>
-FG_DEV void add_key_values(float (&o)[K::A][K::MW][K::DV / 8][4], const unsigned char* vt, int g,
+FG_DEV void add_key_values(float (&o)[K::AS][K::MW][K::DV / 8][4], const unsigned char* vt, int g,
                            int b, int h, int key, int col_t, F f) {
 #pragma unroll
   for (int a = 0; a < K::A; ++a) {
@@ -786,7 +802,7 @@ FG_DEV void key_mask(u32 (&out)[K::BN / 32], const u32 (&frag)[K::BN / 16][4], i
 // added on the CUDA cores to the accumulators of its row, and the weight set to 0 (in every
 // piece) for the P.V product. Every compute thread of the block calls it.
 template <class K, class Spec>
-FG_DEV void add_nonfinite_weights(float (&o)[K::A][K::MW][K::DV / 8][4],
+FG_DEV void add_nonfinite_weights(float (&o)[K::AS][K::MW][K::DV / 8][4],
                                   u32 (&pa)[K::G * K::NP][K::MW][K::BN / 16][4],
                                   const unsigned char* vt, int lane) {
   using Elem = typename Spec::Elem;
@@ -839,7 +855,7 @@ FG_DEV void add_nonfinite_weights(float (&o)[K::A][K::MW][K::DV / 8][4],
 // is not 0 (P from the A fragments pa), and then set to 0 in shared memory for the P.V product.
 // Every compute thread of the block calls it (it synchronizes them).
 template <class K, class Spec>
-FG_DEV void add_nonfinite_values(float (&o)[K::A][K::MW][K::DV / 8][4],
+FG_DEV void add_nonfinite_values(float (&o)[K::AS][K::MW][K::DV / 8][4],
                                  const u32 (&pa)[K::G * K::NP][K::MW][K::BN / 16][4], unsigned char* vt,
                                  int lane, int tid) {
   constexpr int MW = K::MW, BN = K::BN, DV = K::DV, W = BN / 32;
@@ -1371,7 +1387,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
   u32 qa[SQ][MW][K::kQK][4];
   int rm[MW][2];  // rows of this thread: [b][h] = m-block b, half h (clamped to M - 1)
   const int col_t = 2 * (lane & 3);
-  float o[A][MW][ET8][4];
+  float o[K::AS][MW][ET8][4];
   float mrun[G][MW][2], lsum[G][MW][2];
   float sc[G];  // score units -> base-2 logits (positive)
   // The current item's start: its Q landed (warp-specialized: the producer's copies, item k
@@ -1595,7 +1611,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       for (int b = 0; b < MW; ++b)
 #pragma unroll
         for (int p = 0; p < K::NP; ++p) {
-          if (K::bare(g)) continue;  // (no P.V reads them)
+          if (!K::reads_p(g)) continue;  // (no P.V reads them)
           acc_to_a<typename Spec::Elem, KB>(pa_out[g * K::NP + p][b], x[g][b]);
           if (p + 1 < K::NP) sub_a_frags<typename Spec::Elem, KB>(x[g][b], pa_out[g * K::NP + p][b]);
         }
@@ -1607,7 +1623,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
     for (int g = 0; g < G; ++g)
 #pragma unroll
       for (int b = 0; b < MW; ++b)
-        if (!K::bare(g) && (!K::kSkipRescale || __any_sync(0xffffffffu, grew[g][b]))) {
+        if (K::reads_p(g) && (!K::kSkipRescale || __any_sync(0xffffffffu, grew[g][b]))) {
 #pragma unroll
           for (int a = 0; a < A; ++a)
             if (Spec::acc_group(a) == g) rescale_rows<kCareful>(o[a][b], alpha[g][b][0], alpha[g][b][1]);
@@ -1647,10 +1663,11 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 #pragma unroll
     for (int a = 0; a < A; ++a) fence_acc(o[a][0]);
 #pragma unroll
-    for (int g = 0; g < G; ++g) fence_regs(pa[g][0]);
+    for (int g = 0; g < G; ++g)
+      if (K::reads_p(g)) fence_regs(pa[g][0]);
   };
   auto issue_pv = [&](int stage) {
-    if constexpr (K::kWgmma) {
+    if constexpr (K::kWgmma && A > 0) {
       pv_fence();  // the rescale and the operands, then wgmma
       wg_fence();
       pv_wgmma<K, Spec, 0>(o, pa, s_kv + stage * K::kStageBytes + K::kKAll);
@@ -1715,7 +1732,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             for (int kb = 0; kb < KB; ++kb)
 #pragma unroll
               for (int r = 0; r < 4; ++r)
-                np |= !K::bare(g) && x2_any_nonfinite<typename Spec::Elem>(pa[g * K::NP][b][kb][r]);
+                np |= K::reads_p(g) && x2_any_nonfinite<typename Spec::Elem>(pa[g * K::NP][b][kb][r]);
         if (K::sync_compute_or(np)) add_nonfinite_weights<K, Spec>(o, pa, vt, lane);
       }
       bool nf = false;
@@ -1851,7 +1868,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         issue_scores(c, (is + 1) % K::kStages, jn >= 0);
         issue_pv(is % K::kStages);
         turn_give();
-        wg_wait<1>();  // the scores (P.V still running)
+        wg_wait<(A > 0 ? 1 : 0)>();  // the scores (P.V still running; no P.V with A = 0)
         scores_landed(c);
         if (jn < 0) mbar_arrive(q_empty(wg, q_buf));  // (Q's last reads: the scores of the stage of no tile)
         ++is;
@@ -1977,34 +1994,36 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
             continue;
           }
         }
-        // the outputs
-        constexpr int PC = pre_chunk<Spec>(ET8);
+        // the outputs by value column (none without accumulators), then the row's own
+        if constexpr (A > 0) {
+          constexpr int PC = pre_chunk<Spec>(ET8);
 #pragma unroll
-        for (int t0 = 0; t0 < ET8; t0 += PC) {
-          typename PreOf<Spec>::type pre[PC];
-          if constexpr (PreOf<Spec>::value) {
+          for (int t0 = 0; t0 < ET8; t0 += PC) {
+            typename PreOf<Spec>::type pre[PC];
+            if constexpr (PreOf<Spec>::value) {
 #pragma unroll
-            for (int u = 0; u < PC; ++u)
-              if (t0 + u < ET8 && (t0 + u) * 8 + col_t < K::DVIN)
-                Spec::preload(ctx, m, (t0 + u) * 8 + col_t, pre[u]);
-          }
-#pragma unroll
-          for (int u = 0; u < PC; ++u) {
-            const int t = t0 + u;
-            if (t >= ET8) break;
-            float ov[A][2];
-#pragma unroll
-            for (int a = 0; a < A; ++a) {
-              ov[a][0] = o[a][b][t][2 * h];
-              ov[a][1] = o[a][b][t][2 * h + 1];
-              nonfinite |= ((__float_as_uint(ov[a][0]) & 0x7f800000u) == 0x7f800000u) |
-                           ((__float_as_uint(ov[a][1]) & 0x7f800000u) == 0x7f800000u);
+              for (int u = 0; u < PC; ++u)
+                if (t0 + u < ET8 && (t0 + u) * 8 + col_t < K::DVIN)
+                  Spec::preload(ctx, m, (t0 + u) * 8 + col_t, pre[u]);
             }
-            if (t * 8 + col_t < K::DVIN) {
-              if constexpr (PreOf<Spec>::value)
-                Spec::store(ctx, m, t * 8 + col_t, ov, rs[h], pre[u]);
-              else
-                Spec::store(ctx, m, t * 8 + col_t, ov, rs[h]);
+#pragma unroll
+            for (int u = 0; u < PC; ++u) {
+              const int t = t0 + u;
+              if (t >= ET8) break;
+              float ov[K::AS][2];
+#pragma unroll
+              for (int a = 0; a < A; ++a) {
+                ov[a][0] = o[a][b][t][2 * h];
+                ov[a][1] = o[a][b][t][2 * h + 1];
+                nonfinite |= ((__float_as_uint(ov[a][0]) & 0x7f800000u) == 0x7f800000u) |
+                             ((__float_as_uint(ov[a][1]) & 0x7f800000u) == 0x7f800000u);
+              }
+              if (t * 8 + col_t < K::DVIN) {
+                if constexpr (PreOf<Spec>::value)
+                  Spec::store(ctx, m, t * 8 + col_t, ov, rs[h], pre[u]);
+                else
+                  Spec::store(ctx, m, t * 8 + col_t, ov, rs[h]);
+              }
             }
           }
         }
@@ -2025,7 +2044,8 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
 // tile (the running maxima M_s and row sums l_s of every group, the accumulators O_s), with
 // M = max_s M_s and weights 2^((M_s - M) * scale): l = sum_s w_s l_s, O = sum_s w_s O_s (a weight
 // of 0 gives 0 whatever O_s holds), then stores the row as the kernel's epilogue does. One
-// thread per (row, value-column pair); grid y (and z) over the parallel index.
+// thread per (row, value-column pair), or per row without accumulators; grid y (and z) over the
+// parallel index.
 template <class Spec>
 FG_DEV void attn_combine_sm80(const typename Spec::Params& params) {
   using K = AttnSm80<Spec>;
@@ -2036,7 +2056,8 @@ FG_DEV void attn_combine_sm80(const typename Spec::Params& params) {
   K::context(params, par, ctx);
   const int M = ctx.M, ks = (int)params.key_split;
   const int idx = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-  const int m = idx / (DV / 2), e0 = (idx % (DV / 2)) * 2;
+  constexpr int kPairs = A > 0 ? DV / 2 : 1;  // threads a row
+  const int m = idx / kPairs, e0 = (idx % kPairs) * 2;
   if (m >= M) return;
   float sc[G];
 #pragma unroll
@@ -2050,7 +2071,7 @@ FG_DEV void attn_combine_sm80(const typename Spec::Params& params) {
 #pragma unroll
     for (int g = 0; g < G; ++g) mx[g] = fmaxf(mx[g], row[g]);
   }
-  float ov[A][2];
+  float ov[K::AS][2];
 #pragma unroll
   for (int a = 0; a < A; ++a) ov[a][0] = ov[a][1] = 0.f;
 #pragma unroll
@@ -2079,7 +2100,8 @@ FG_DEV void attn_combine_sm80(const typename Spec::Params& params) {
     rs.inv_l[g] = rs.l[g] > 0.f ? rs.rcp_l[g] : 0.f;
     rs.mx[g] = mx[g] * sc[g];
   }
-  if (e0 < K::DVIN) Spec::store(ctx, m, e0, ov, rs);
+  if constexpr (A > 0)
+    if (e0 < K::DVIN) Spec::store(ctx, m, e0, ov, rs);
   if (e0 == 0) Spec::store_row(ctx, m, rs);
 }
 
