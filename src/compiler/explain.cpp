@@ -187,8 +187,9 @@ std::string cuda_text(const CudaShape& s) {
   os << "\n";
   if (!l.products_why.empty()) os << "             products by " << l.products_why << "\n";
   if (l.pipelined)
-    os << "             each compute warpgroup issues the next tile's scores with this tile's "
-          "P.V and runs the next softmax under it"
+    os << "             each compute warpgroup issues the next tile's scores"
+       << (l.num_acc > 0 ? " with this tile's P.V and runs the next softmax under it"
+                         : " (no P.V: no accumulator)")
        << (l.ping_pong ? "; the two warpgroups take turns at the tensor cores" : "") << "\n";
   if (l.persistent)
     os << "             persistent grid "

@@ -280,6 +280,7 @@ namespace {
 // The wgmma shapes of P.V: 128 value columns an instruction while they last (kWgmmaN = 128),
 // then 64 (fg_attn_sm80.cuh, pv_step).
 std::string pv_shapes(const Sm80Launch& la) {
+  if (la.num_acc == 0) return "none (no accumulator)";
   if (la.wgmma_n != 128 || la.value_cols < 128) return "m64n64k16";
   return la.value_cols % 128 == 0 ? "m64n128k16" : "m64n128k16 and m64n64k16";
 }

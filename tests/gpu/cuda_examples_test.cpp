@@ -1277,7 +1277,8 @@ INSTANTIATE_TEST_SUITE_P(
 // groups.attn: kernels of three to five groups (softmax at several temperatures, a max and a
 // min beside the attention, counts, sigmoid and relu weights, grouped queries);
 // scores_only.attn: kernels of no P.V accumulator (a log-sum-exp, the largest and smallest
-// logit, a count and a max under key padding, sigmoid sums, f32 operands in pieces).
+// logit, a count and a max under key padding, sigmoid sums, f32 operands in pieces, a softmax
+// weighted by m - n, a min under a per-batch key mask).
 class CudaPrograms : public ::testing::TestWithParam<ProgramCase> {};
 
 TEST_P(CudaPrograms, OneTensorCoreKernelMatchesTheReference) {
@@ -1349,7 +1350,9 @@ INSTANTIATE_TEST_SUITE_P(
                       ProgramCase{"scores_only.attn", "logit_range"},
                       ProgramCase{"scores_only.attn", "max_sim"},
                       ProgramCase{"scores_only.attn", "gqa_window"},
-                      ProgramCase{"scores_only.attn", "lse_f32"}),
+                      ProgramCase{"scores_only.attn", "lse_f32"},
+                      ProgramCase{"scores_only.attn", "exp_dist"},
+                      ProgramCase{"scores_only.attn", "kept_min"}),
     [](const ::testing::TestParamInfo<ProgramCase>& i) { return std::string(i.param.program); });
 
 // Three score maps over three value tensors and five P.V accumulators (groups.attn's

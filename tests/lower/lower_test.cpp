@@ -256,7 +256,8 @@ TEST(Lower, EveryGroupOfAKernelIsOneOfItsTemplateGroups) {
 // Kernels of the scores' row reductions alone (tests/programs/scores_only.attn: a log-sum-exp,
 // the largest and smallest logit, a count, sigmoid sums; no P.V accumulator) take the tensor
 // cores with no value tensor: no V operand, no value dim, partial rows of the groups' state
-// alone and a combine thread a row; f16 operands beside a count stay f16 (no P.V rounds its
+// alone and a combine thread a row (a softmax weighted by m - n too: two groups of one running
+// max); f16 operands beside a count stay f16 (no P.V rounds its
 // weights); wgmma on sm90 wherever the head dim fills its panels.
 TEST(Lower, KernelsOfNoAccumulatorTakeTheTensorCores) {
   const std::vector<Program> ps =
@@ -266,7 +267,9 @@ TEST(Lower, KernelsOfNoAccumulatorTakeTheTensorCores) {
                                                      {"logit_range", "bb"},
                                                      {"max_sim", "bp"},
                                                      {"gqa_window", "sp"},
-                                                     {"lse_f32", "ss"}};
+                                                     {"lse_f32", "ss"},
+                                                     {"exp_dist", "ss"},
+                                                     {"kept_min", "b"}};
   ASSERT_EQ(ps.size(), expect.size());
   for (Target t : {Target::cuda_sm80, Target::cuda_sm90})
     for (int64_t d : {32, 64, 128})
