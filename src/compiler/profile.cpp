@@ -437,7 +437,8 @@ ProfileReport profile_cuda(const Program& p, const Extents& sizes, const Profile
       if (!bk.splits.empty())
         kp.note += std::string(kp.note.empty() ? "" : "; ") + "the time includes " +
                    std::to_string(bk.splits.size()) + " launches of " + la.split_entry +
-                   " (Q, K and V into " + std::to_string(la.pieces) + " bf16 pieces)";
+                   (la.num_acc > 0 ? " (Q, K and V into " : " (Q and K into ") +
+                   std::to_string(la.pieces) + " bf16 pieces)";
       if (bk.few || bk.key_split > 1)
         kp.note += std::string(kp.note.empty() ? "" : "; ") +
                    (bk.few ? "the few-rows kernel (16 rows per block)" : "the full kernel") +

@@ -385,7 +385,8 @@ std::string LoweredCuda::str(const Plan& plan) const {
       for (const auto& [n, e] : la.head_dims) os << " " << n << "=" << e;
       const TensorCoreKernel& tc = lk.tensor_core;
       if (tc.Dt != tc.D || tc.DVt != tc.DV)
-        os << " (tiles padded to " << tc.Dt << " and " << tc.DVt << " columns)";
+        os << " (tiles padded to " << tc.Dt
+           << (tc.vdim >= 0 ? " and " + std::to_string(tc.DVt) : std::string()) << " columns)";
       os << "; operands " << dtype_name(tc.elem) << "\n";
       if (!la.split.empty()) {
         os << "  pieces: " << la.pieces << " bf16 pieces of";

@@ -353,7 +353,8 @@ class Printer : public TensorCoreView {
        << "  float* part;\n  int64_t m_tiles;\n";
     const int NTMA = static_cast<int>(launch_.tma.size());
     if (NTMA > 0)  // (the kernel parameter is __grid_constant__: TMA reads the maps in place)
-      os << "  fg::TmaDesc tma[" << NTMA << "];  // K, then V (5-dim maps)\n";
+      os << "  fg::TmaDesc tma[" << NTMA << "];  // K" << (V > 0 ? ", then V" : "")
+         << " (5-dim maps)\n";
     os << "};\n";
     // the host's words (Sm80Launch::params_words): 8-byte fields without padding, then the maps
     // from the next 64-byte boundary
