@@ -1137,7 +1137,7 @@ CudaBenchResult bench_cuda(const Program& p, const Extents& sizes, int warmup, i
       for (int d : la.par_dims) pairs *= static_cast<double>(b.extv[d]);
       pairs *= static_cast<double>(b.extv[la.row_dim]) * static_cast<double>(b.extv[k.red_dim]);
       const double per_pair =
-          2.0 * la.head_dim * la.num_scores + 2.0 * la.value_dim * la.num_acc;
+          2.0 * la.score_dims + 2.0 * la.value_dim * la.num_acc;
       r.dense_flops += pairs * per_pair;
       r.flops += pairs * per_pair * frac;
       continue;

@@ -41,7 +41,7 @@ namespace flashgen {
 // softmax groups (an online max of a score expression, and the row sums it rescales) and the
 // P.V accumulators (a group's exp(x - max) times a value tile).
 struct Sm80Structure {
-  struct Score { int node, q_buffer, k_buffer; };
+  struct Score { int node, q_buffer, k_buffer, dim = -1; };  // dim: the head dim it contracts
   // A group: an online max of a score expression `arg` and the row sums it rescales (softmax),
   // or, with max_node -1, plain sums of the weights `arg` (no max: sigmoid or relu weights).
   // A softmax group's score as the template takes it: `arg` peeled, outermost first, of masks
@@ -230,7 +230,8 @@ struct Sm80Launch {
   }
   std::vector<std::pair<std::string, int64_t>> head_dims;  // the extents compiled in
   int num_scores = 1, num_acc = 1;  // for FLOP counts: per (row, key) pair 2*D per score
-  int64_t head_dim = 0, value_dim = 0;  // and 2*DV per accumulator
+  int64_t head_dim = 0, value_dim = 0;  // and 2*DV per accumulator (head_dim: the widest score's)
+  int64_t score_dims = 0;  // the scores' head dims summed: 2 * score_dims FLOPs a (row, key) pair
   int mask_node = -1;               // the plan's tile mask (FLOPs count unmasked pairs only)
   std::vector<int> int32_dims;      // dims whose extents must stay below 2^31 (32-bit indices)
   // An integer count of a bool summed in f32 (a row sum of a plain group): exact while the key

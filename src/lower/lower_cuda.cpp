@@ -398,7 +398,7 @@ std::string LoweredCuda::str(const Plan& plan) const {
       const Sm80Structure& st = la.structure;
       for (const Sm80Structure::Score& s : st.scores)
         os << "  score %" << s.node << " = " << plan.buffers[s.q_buffer].name << " . "
-           << plan.buffers[s.k_buffer].name << " over " << p.dims[st.head_dim] << "\n";
+           << plan.buffers[s.k_buffer].name << " over " << p.dims[s.dim] << "\n";
       for (size_t g = 0; g < st.groups.size(); ++g) {
         if (st.groups[g].max_node < 0)
           os << "  group " << g << ": plain weights %" << st.groups[g].arg << " (no max), row sums";

@@ -39,7 +39,7 @@ class Lowering : public TensorCoreView {
     launch_.rows_per_warp = 16 * mw_;
     for (int h : hoisted_) launch_.hoisted.push_back(node_text(p_, h));
     Sm80Structure& st = launch_.structure;
-    for (const Score& sc : scores_) st.scores.push_back({sc.node, sc.qbuf, sc.kbuf});
+    for (const Score& sc : scores_) st.scores.push_back({sc.node, sc.qbuf, sc.kbuf, sc.dim});
     st.groups = groups_;
     for (const Acc& a : pv_) st.pv.push_back({a.node, a.group, vbufs_[a.vidx]});
     st.head_dim = cdim_;
@@ -82,6 +82,12 @@ class Lowering : public TensorCoreView {
   std::set<int>& ranged_ = out_.ranged;
   std::set<int>& row_ranged_ = out_.row_ranged;
 
+  // whether d is the head dim some score contracts
+  bool score_dim(int d) const {
+    for (const Score& sc : scores_)
+      if (sc.dim == d) return true;
+    return false;
+  }
   int64_t head_extent(int d) const {
     auto it = sizes_.find(p_.dims[d]);
     if (it == sizes_.end())
@@ -142,15 +148,15 @@ class Lowering : public TensorCoreView {
       const Node& n = N(v.node);
       if (n.reduce.size() != 1 || !dimset_contains(k_.elim, n.reduce[0]))
         fail("contraction " + nt(v.node) + " is not over one eliminated dim");
-      if (cdim_ >= 0 && n.reduce[0] != cdim_)
-        fail("score contractions over different dims");
-      cdim_ = n.reduce[0];
+      // (each score contracts a head dim of its own or a shared one: the widest is cdim_, set
+      // with the extents below)
+      const int dim = n.reduce[0];
       const Node& mul = N(n.args[0]);
       if (mul.op != Op::Mul) fail("contraction " + nt(v.node) + " is not a sum of a product");
       int a = mul.args[0], b = mul.args[1];
       if (!dimset_contains(N(a).dims, k_.row_dim)) std::swap(a, b);
-      Score s{v.node, operand_buffer(a, k_.row_dim, cdim_, "query"),
-              operand_buffer(b, k_.red_dim, cdim_, "key")};
+      Score s{v.node, operand_buffer(a, k_.row_dim, dim, "query"),
+              operand_buffer(b, k_.red_dim, dim, "key"), dim};
       scores_.push_back(s);
     }
     if (scores_.empty()) {
@@ -373,18 +379,34 @@ class Lowering : public TensorCoreView {
         fail("value " + nt(v.node) + " is computed in " + phase_name(v.phase) +
              " (a reduction other than the key loop's), which the template does not hold");
     }
-    D_ = head_extent(cdim_);
+    // The scores' head dims: the tile is the widest's (D_, cdim_); a narrower score's columns
+    // past its own read as 0 and its products stop there (the Spec's score_dim_data), which the
+    // loads allow at a multiple of 8 columns.
+    for (Score& sc : scores_) {
+      sc.D = head_extent(sc.dim);
+      if (sc.D > 256 || sc.D <= 0)
+        fail("head dim " + p_.dims[sc.dim] + " = " + S(sc.D) +
+             " (the tensor-core path takes 1 to 256)");
+      if (cdim_ < 0 || sc.D > D_) cdim_ = sc.dim, D_ = sc.D;
+    }
+    for (const Score& sc : scores_)
+      if (sc.D != D_ && sc.D % 8 != 0)
+        fail("score " + nt(sc.node) + " contracts " + p_.dims[sc.dim] + " = " + S(sc.D) +
+             " columns beside a score of " + S(D_) + " (a narrower score's columns: a multiple "
+             "of 8)");
+    for (const Score& sc : scores_)
+      if (sc.dim != cdim_ && launch_.pieces > 1)
+        fail("operands in bf16 pieces beside scores over head dims of their own (" +
+             p_.dims[cdim_] + ", " + p_.dims[sc.dim] + "): a row's pieces are one head dim apart");
     DV_ = vdim_ >= 0 ? head_extent(vdim_) : kNominalValueCols;
     // Head dims of any extent up to 256: the tiles are D and DV rounded up to a multiple of 32,
     // the columns past them read as 0 and are not stored.
-    if (D_ > 256 || D_ <= 0)
-      fail("head dim " + p_.dims[cdim_] + " = " + S(D_) + " (the tensor-core path takes 1 to 256)");
     if (vdim_ >= 0 && (DV_ > 256 || DV_ <= 0))
       fail("value dim " + p_.dims[vdim_] + " = " + S(DV_) + " (the tensor-core path takes 1 to 256)");
     Dt_ = (D_ + 31) / 32 * 32;
     DVt_ = (DV_ + 31) / 32 * 32;
     for (int d : k_.elim)
-      if (d != cdim_ && d != vdim_) fail("eliminated dim '" + p_.dims[d] + "' is neither the "
+      if (!score_dim(d) && d != vdim_) fail("eliminated dim '" + p_.dims[d] + "' is neither the "
                                          "score contraction dim nor the value dim");
     // Outputs: over (par..., row[, value dim]).
     for (int b : k_.writes) {
@@ -551,8 +573,14 @@ class Lowering : public TensorCoreView {
     for (const PlanBuffer& B : plan_.buffers)
       launch_.max_rank = std::max<int>(launch_.max_rank, static_cast<int>(B.dims.size()));
     launch_.num_dims = static_cast<int>(p_.dims.size());
-    launch_.head_dims = {{p_.dims[cdim_], D_}};
-    if (vdim_ >= 0 && vdim_ != cdim_) launch_.head_dims.push_back({p_.dims[vdim_], DV_});
+    launch_.head_dims.clear();
+    for (const Score& sc : scores_) {
+      bool seen = false;
+      for (const auto& hd : launch_.head_dims) seen = seen || hd.first == p_.dims[sc.dim];
+      if (!seen) launch_.head_dims.push_back({p_.dims[sc.dim], sc.D});
+      launch_.score_dims += sc.D;
+    }
+    if (vdim_ >= 0 && !score_dim(vdim_)) launch_.head_dims.push_back({p_.dims[vdim_], DV_});
     launch_.num_scores = Sn;
     launch_.num_acc = A;
     launch_.head_dim = D_;
@@ -1277,7 +1305,7 @@ class Lowering : public TensorCoreView {
       return true;
     };
     for (const Score& sc : scores_)
-      if (!add(sc.kbuf, cdim_, false)) return;
+      if (!add(sc.kbuf, sc.dim, false)) return;
     for (int vb : vbufs_)
       if (!add(vb, vdim_, true)) return;
     launch_.tma = std::move(ops);

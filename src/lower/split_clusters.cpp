@@ -165,7 +165,7 @@ double product_cost(const LoweredCuda& lowered) {
   for (const LoweredKernel& lk : lowered.kernels) {
     if (lk.path != LoweredKernel::Path::tensor_core) continue;
     const Sm80Launch& la = lk.tensor_core.launch;
-    const double macs = static_cast<double>(la.value_split) * la.num_scores * la.head_dim +
+    const double macs = static_cast<double>(la.value_split) * la.score_dims +
                         static_cast<double>(la.num_acc) * la.value_dim;
     cost += macs / (lowered.target == Target::cuda_sm90 && !la.wgmma ? kMmaSyncRateOnSm90 : 1.0);
   }

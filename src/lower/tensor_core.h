@@ -28,7 +28,9 @@ namespace flashgen {
 struct TensorCoreKernel {
   int kernel = -1;  // plan kernel index
   Target target = Target::cuda_sm80;
-  struct Score { int node, qbuf, kbuf; };
+  // a score contraction: its node, Q and K buffers, the head dim it contracts and that dim's
+  // extent (scores may contract dims of their own: MLA's 128 and 64 rotary columns)
+  struct Score { int node, qbuf, kbuf, dim = -1; int64_t D = 0; };
   using ScoreStep = Sm80Structure::ScoreStep;
   using Group = Sm80Structure::Group;
   struct Acc { int node, group, vidx; };  // vidx: index into vbufs

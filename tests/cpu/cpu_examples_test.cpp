@@ -177,11 +177,13 @@ TEST(CpuBackend, ProgramKindsMatchTheReference) {
                            "tests/programs/partials.attn",
                            "tests/programs/after_attention.attn",
                            "tests/programs/groups.attn",
-                           "tests/programs/scores_only.attn"})
+                           "tests/programs/scores_only.attn",
+                           "tests/programs/score_dims.attn"})
     for (const Program& p : parse_file(testing::source_path(file))) ps.push_back(p);
   precompile_cpu(ps, {"-O1"});
-  const Extents all = {{"b", 2}, {"h", 3}, {"g", 2}, {"r", 129}, {"m", 37}, {"n", 300},
-                       {"d", 5}, {"e", 7}, {"f", 3}, {"t", 11}, {"u", 300}};
+  const Extents all = {{"b", 2},   {"h", 3},   {"g", 2}, {"r", 129}, {"r2", 2},
+                       {"m", 37},  {"n", 300}, {"d", 5}, {"e", 7},   {"f", 3},
+                       {"t", 11},  {"u", 300}};
   for (const Program& p : ps) {
     Extents ext;
     for (const std::string& d : p.dims) ext[d] = all.at(d);

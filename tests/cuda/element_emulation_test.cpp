@@ -243,10 +243,11 @@ TEST(ElementEmulation, ExamplesAndUnseenKindsMatchTheReference) {
                            "tests/programs/partials.attn",
                            "tests/programs/after_attention.attn",
                            "tests/programs/groups.attn",
-                           "tests/programs/scores_only.attn"})
+                           "tests/programs/scores_only.attn",
+                           "tests/programs/score_dims.attn"})
     for (const Program& p : parse_file(testing::source_path(file))) {
-      Extents all = {{"b", 2}, {"h", 3}, {"g", 2}, {"r", 129}, {"m", 19}, {"n", 70}, {"d", 5},
-                     {"e", 7}, {"f", 3}, {"t", 11}, {"u", 70}}, ext;
+      Extents all = {{"b", 2}, {"h", 3}, {"g", 2}, {"r", 129}, {"r2", 2}, {"m", 19}, {"n", 70},
+                     {"d", 5}, {"e", 7}, {"f", 3}, {"t", 11}, {"u", 70}}, ext;
       for (const std::string& d : p.dims) ext[d] = all.at(d);
       ps.emplace_back(p, ext);
     }

@@ -534,8 +534,8 @@ program causal32(q: f32[b, h, m, d], k: f32[b, h, n, d], v: f32[b, h, n, e]) {
 // programs of values computed per key (tests/programs/value_sums.attn) and of score values
 // computed once per key of a tile (tests/programs/key_values.attn); the variants of
 // tests/programs/mixed_kinds.attn, masks_and_outputs.attn, partials.attn,
-// after_attention.attn, groups.attn (kernels of three to five groups) and scores_only.attn
-// (kernels of no P.V accumulator).
+// after_attention.attn, groups.attn (kernels of three to five groups), scores_only.attn
+// (kernels of no P.V accumulator) and score_dims.attn (scores over head dims of their own).
 TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
   std::string why;
   if (!nvrtc_available(&why)) GTEST_SKIP() << "no NVRTC: " << why;
@@ -602,6 +602,27 @@ TEST(CudaEmit, WeightedProbabilitiesCompileInEveryBuild) {
         EXPECT_EQ(cubins.size(), 1u);
       }
     }
+  // scores over head dims of their own (score_dims.attn): MLA's 128 and 64 in every build of
+  // both targets, and a narrower score first (40 beside 128) on sm90
+  for (const Program& p : parse_file(testing::source_path("tests/programs/score_dims.attn"))) {
+    for (const auto& [target, arch] : {std::pair{Target::cuda_sm90, "sm_90a"},
+                                       std::pair{Target::cuda_sm80, "sm_80"}}) {
+      std::vector<std::string> cubins;
+      for (CudaBuild b : {CudaBuild::plain, CudaBuild::careful}) {
+        ASSERT_NO_THROW(cubins = cuda_compile_build(p, target, {{"d", 128}, {"r", 64}, {"e", 128}},
+                                                    arch, b))
+            << p.name << " " << arch;
+        ASSERT_EQ(cubins.size(), 1u);
+        EXPECT_EQ(cubins[0].substr(1, 3), "ELF");
+      }
+    }
+    std::vector<std::string> cubins;
+    ASSERT_NO_THROW(cubins = cuda_compile_build(p, Target::cuda_sm90,
+                                                {{"d", 40}, {"r", 128}, {"e", 64}}, "sm_90a",
+                                                CudaBuild::plain))
+        << p.name;
+    EXPECT_EQ(cubins.size(), 1u);
+  }
   const Program f16 = parse_source(R"(
 program gate16(q: f16[h, m, d], k: f16[h, n, d], v: f16[h, n, e], g: f32[n]) {
   out o: f16[h, m, e] = sum(softmax(sum(q * k, d), n) * g * v, n)

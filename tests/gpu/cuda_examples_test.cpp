@@ -1379,6 +1379,33 @@ TEST(CudaBackend, ThreeScoreMapsMatchTheReference) {
   if (path && std::string(path) == "sm80") EXPECT_GT(three_scores, 0);
 }
 
+// Scores over head dims of their own (tests/programs/score_dims.attn: MLA's per-head and shared
+// rotary dims summed into one logit, its log-sum-exp with grouped queries, two softmaxes of
+// different widths) on the tensor cores against the reference: the narrower score's tiles read
+// as 0 past its columns and its products stop there. Widths (d, r): 128 and 64 (MLA's), 64 and
+// 32, 96 and 40 (mma.sync on sm90: tiles of 96), 40 and 128 (the narrower score first); decode
+// calls, split key loops, walking blocks and long loops.
+TEST(CudaBackend, ScoresOverHeadDimsOfTheirOwnMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const std::vector<Program> ps =
+      parse_file(testing::source_path("tests/programs/score_dims.attn"));
+  for (const Program& p : ps)
+    for (const auto& [d, r] : std::vector<std::pair<int64_t, int64_t>>{{128, 64}, {64, 32},
+                                                                       {96, 40}, {40, 128}})
+      for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{
+               {1, 3001}, {5, 2000}, {333, 700}, {1000, 1000}}) {
+        SCOPED_TRACE(p.name + " d=" + std::to_string(d) + " r=" + std::to_string(r) +
+                     " m=" + std::to_string(m) + " n=" + std::to_string(n));
+        Extents ext = testing::example_extents(p, m, n, d, 64, 2);
+        ext["r"] = r;
+        std::shared_ptr<const CudaLoaded> L = cuda_load(p, ext);
+        ASSERT_EQ(L->kernels.size(), 1u);
+        ASSERT_EQ(L->kernels[0].low.path, LoweredKernel::Path::tensor_core) << L->kernels[0].low.why;
+        check_inputs(p, random_inputs(p, ext, 191 + m + d), ext);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+}
+
 // Weights that are not finite (tests/programs/gates.attn) against the reference:
 // gates of inf and NaN at keys the causal mask removes, of 0 over values of inf, of inf over
 // values of 0, negative ones over values of inf.

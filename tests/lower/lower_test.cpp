@@ -330,9 +330,89 @@ program l1(q: bf16[h, m, d], k: bf16[h, n, d]) {
   out far: f32[h, m] = max(sum(abs(q - k), d), n)
 }
 )", "l1.attn").at(0);
-  const LoweredKernel& lk = lowered(l1, Target::cuda_sm90, {{"d", 64}}).lowered.kernels.at(0);
+  const Compiled c1 = lowered(l1, Target::cuda_sm90, {{"d", 64}});
+  const LoweredKernel& lk = c1.lowered.kernels.at(0);
   EXPECT_EQ(lk.path, LoweredKernel::Path::element);
   EXPECT_NE(lk.why.find("no tensor-core contraction"), std::string::npos) << lk.why;
+}
+
+// Scores that contract head dims of their own (tests/programs/score_dims.attn: MLA's per-head
+// and rotary dims, two softmaxes of different widths) share one tile, the widest score's: each
+// score keeps its own dim and extent, the launch compiles every dim in, the Spec prints each
+// score's columns (score_dim_data), and the FLOP count sums the scores' own widths. A narrower
+// score's columns must be a multiple of 8, and operands in bf16 pieces take one width: else
+// the element path, which says why.
+TEST(Lower, ScoresOverHeadDimsOfTheirOwnShareOneTile) {
+  const std::vector<Program> ps =
+      parse_file(testing::source_path("tests/programs/score_dims.attn"));
+  ASSERT_EQ(ps.size(), 3u);
+  for (Target t : {Target::cuda_sm80, Target::cuda_sm90})
+    for (const auto& [d, r] : std::vector<std::pair<int64_t, int64_t>>{{128, 64}, {64, 32},
+                                                                       {96, 40}, {40, 128}})
+      for (const Program& p : ps) {
+        SCOPED_TRACE(std::string(target_name(t)) + " d=" + std::to_string(d) +
+                     " r=" + std::to_string(r) + " " + p.name);
+        Extents sizes = {{"d", d}, {"r", r}};
+        if (p.name != "mla_lse") sizes["e"] = 64;
+        const Compiled c = lowered(p, t, sizes);
+        ASSERT_EQ(c.lowered.kernels.size(), 1u);
+        const LoweredKernel& lk = c.lowered.kernels[0];
+        ASSERT_EQ(lk.path, LoweredKernel::Path::tensor_core) << lk.why;
+        const TensorCoreKernel& tc = lk.tensor_core;
+        ASSERT_EQ(tc.scores.size(), 2u);
+        const Program& pr = c.plan.program;
+        EXPECT_EQ(pr.dims[tc.scores[0].dim], "d");
+        EXPECT_EQ(pr.dims[tc.scores[1].dim], "r");
+        EXPECT_EQ(tc.scores[0].D, d);
+        EXPECT_EQ(tc.scores[1].D, r);
+        EXPECT_EQ(tc.D, std::max(d, r));  // the tile: the widest score's
+        EXPECT_EQ(pr.dims[tc.cdim], d >= r ? "d" : "r");
+        const Sm80Launch& la = tc.launch;
+        std::map<std::string, int64_t> heads(la.head_dims.begin(), la.head_dims.end());
+        EXPECT_EQ(heads.at("d"), d);
+        EXPECT_EQ(heads.at("r"), r);
+        EXPECT_EQ(heads.count("e"), p.name == "mla_lse" ? 0u : 1u);
+        EXPECT_EQ(la.score_dims, d + r);
+        EXPECT_EQ(la.structure.scores.at(1).dim, tc.scores[1].dim);
+        // wgmma where the shared tile fills 64-column panels
+        EXPECT_EQ(la.wgmma, t == Target::cuda_sm90 && tc.Dt % 64 == 0) << la.products_why;
+        CompileOptions opt;
+        opt.target = t;
+        opt.sizes = sizes;
+        const std::string src = compile_to_target(p, opt).sources.at(0);
+        EXPECT_NE(src.find("int score_dim_data(int s) { return s == 0 ? " + std::to_string(d) +
+                           " : " + std::to_string(r) + "; }"),
+                  std::string::npos);
+      }
+  // one width for every score: no score_dim_data, the source as before
+  {
+    const Compiled c = lowered(ps.at(0), Target::cuda_sm90, {{"d", 64}, {"r", 64}, {"e", 64}});
+    ASSERT_EQ(c.lowered.kernels.at(0).path, LoweredKernel::Path::tensor_core);
+    CompileOptions opt;
+    opt.target = Target::cuda_sm90;
+    opt.sizes = {{"d", 64}, {"r", 64}, {"e", 64}};
+    EXPECT_EQ(compile_to_target(ps.at(0), opt).sources.at(0).find("score_dim_data"),
+              std::string::npos);
+  }
+  // a narrower score's columns not a multiple of 8; f32 operands (pieces) of two widths
+  {
+    const Compiled c = lowered(ps.at(0), Target::cuda_sm90, {{"d", 128}, {"r", 20}, {"e", 64}});
+    const LoweredKernel& lk = c.lowered.kernels.at(0);
+    EXPECT_EQ(lk.path, LoweredKernel::Path::element);
+    EXPECT_NE(lk.why.find("contracts r = 20 columns beside a score of 128"), std::string::npos)
+        << lk.why;
+  }
+  const Program f32 = parse_source(R"(
+program mla32(qn: f32[h, m, d], qr: f32[h, m, r], kn: f32[h, n, d], kr: f32[n, r], v: f32[h, n, e]) {
+  out o: f32[h, m, e] = sum(softmax(sum(qn * kn, d) + sum(qr * kr, r), n) * v, n)
+}
+)", "mla32.attn").at(0);
+  const Compiled c = lowered(f32, Target::cuda_sm80, {{"d", 64}, {"r", 32}, {"e", 64}});
+  const LoweredKernel& lk = c.lowered.kernels.at(0);
+  EXPECT_EQ(lk.path, LoweredKernel::Path::element);
+  EXPECT_NE(lk.why.find("operands in bf16 pieces beside scores over head dims of their own"),
+            std::string::npos)
+      << lk.why;
 }
 
 // One kernel's tensor-core lowering at d = e = 64 in every form a test reads: the launch, the

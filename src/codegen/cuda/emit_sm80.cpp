@@ -72,7 +72,6 @@ class Printer : public TensorCoreView {
   const std::vector<Group>& groups_ = a_.groups;
   const std::vector<int>& vbufs_ = a_.vbufs;
   const std::vector<Acc>& pv_ = a_.pv;
-  const int& cdim_ = a_.cdim;
   const int& vdim_ = a_.vdim;
   const int64_t& D_ = a_.D;
   const int64_t& DV_ = a_.DV;
@@ -95,7 +94,8 @@ class Printer : public TensorCoreView {
   std::string buf(int b) const { return "ctx.B" + S(b); }
   std::string stride(int b, size_t i) const { return "ctx.s" + S(b) + "_" + S(i); }
   std::string extent(int d) const {
-    if (d == cdim_) return S(D_);
+    for (const auto& sc : scores_)
+      if (d == sc.dim) return S(sc.D);
     if (d == vdim_) return S(DV_);
     return "ctx.n" + S(d);
   }
@@ -375,6 +375,14 @@ class Printer : public TensorCoreView {
     if (Dt_ != D_ || DVt_ != DV_)  // (a split value dim is never padded: its chunks are whole)
       os << "  static constexpr int kHeadDimData = " << D_ << ", kValueDimData = "
          << (vsplit_ > 1 ? DVc_ : DV_) << ";  // padded to " << Dt_ << " and " << DVt_ << "\n";
+    // scores over head dims of their own: each one's columns (the tile is the widest's)
+    bool own_dims = false;
+    for (const auto& sc : scores_) own_dims = own_dims || sc.D != D_;
+    if (own_dims) {
+      os << "  static constexpr __host__ __device__ int score_dim_data(int s) { return ";
+      for (int s = 0; s < Sn - 1; ++s) os << "s == " << s << " ? " << scores_[s].D << " : ";
+      os << scores_[Sn - 1].D << "; }  // the columns of each score's Q and K\n";
+    }
     os << "  static constexpr bool kKeySplit = true;\n";
     int plain_groups = 0;
     for (int g = 0; g < G; ++g) plain_groups |= (groups_[g].max_node < 0) << g;

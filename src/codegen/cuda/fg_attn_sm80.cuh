@@ -72,6 +72,9 @@
 //                                        // kValueDim): the columns the tensors hold, when the
 //                                        // head dims are padded (the rest read as 0; store()
 //                                        // is called for column pairs e0 < kValueDimData)
+//     static constexpr __host__ __device__ int score_dim_data(int s);  // optional (default
+//                                        // kHeadDimData): score s's columns, where the scores
+//                                        // contract head dims of their own (below)
 //     static constexpr int kWarps;       // warps per block
 //     static constexpr int kWarpMBlocks; // 16-row m-blocks per warp (1 or 2); the block owns
 //                                        // kBlockM = 16 * kWarpMBlocks * kWarps query rows
@@ -270,6 +273,10 @@ struct HeadDataOf<T, decltype(void(T::kHeadDimData + T::kValueDimData))> {
   static constexpr int d = T::kHeadDimData, dv = T::kValueDimData;
 };
 
+// Optional Spec member function score_dim_data(s) (constexpr __host__ __device__; default
+// kHeadDimData for every score): the columns Q_s and K_s hold where the scores contract head
+// dims of their own (MLA: 128 and 64 of rotary keys). Every score's tiles are kHeadDim wide; a
+// score's columns past its own read as 0 and its products stop at them (in steps of 16).
 // Optional Spec member kKeySplit (default false): the key loop may be split across blocks
 // (flash-decoding). Params then has `int64_t key_split` (blocks per row tile, >= 1) and
 // `float* part` (with key_split > 1: each block's partial state, merged by attn_combine_sm80).
@@ -522,6 +529,22 @@ struct AttnSm80 {
     return element_of<true>(g, c, m, n, ctx, tv);
   }
   static constexpr int DIN = HeadDataOf<Spec>::d, DVIN = HeadDataOf<Spec>::dv;  // columns held
+  // the columns Q_s and K_s hold (score_dim_data), and the k16 steps of score s's product
+  // (overloads, not a trait's static member: NVRTC emits a global for such a member read here)
+  template <class T>
+  static constexpr __host__ __device__ auto din_of(int s, int) -> decltype(T::score_dim_data(s)) {
+    return T::score_dim_data(s);
+  }
+  template <class T>
+  static constexpr __host__ __device__ int din_of(int, long) { return DIN; }
+  static constexpr __host__ __device__ int din(int s) { return din_of<Spec>(s, 0); }
+  static constexpr __host__ __device__ int score_k16(int s) { return (din(s) + 15) / 16; }
+  // (each at most DIN, a multiple of 8 unless it is DIN: load_tile_async's column bound)
+  static constexpr __host__ __device__ bool score_dims_fit() {
+    for (int s = 0; s < Spec::kNumScores; ++s)
+      if (din(s) <= 0 || din(s) > DIN || (din(s) % 8 != 0 && din(s) != DIN)) return false;
+    return true;
+  }
   // Warp specialization: NWC compute warps (NTC threads) own the rows; NL threads load (the
   // producer warpgroup, or every thread of the block without it).
   static constexpr bool kWs = WarpSpecializedOf<Spec>::value;
@@ -612,6 +635,7 @@ struct AttnSm80 {
   static_assert(MW == 1 || MW == 2, "a warp owns 16 or 32 query rows");
   static_assert(D % 32 == 0 && D <= 256 && DV % 32 == 0 && DV <= 256, "head dims");
   static_assert(DIN > D - 32 && DIN <= D && DVIN > DV - 32 && DVIN <= DV, "padding");
+  static_assert(score_dims_fit(), "the scores' own head dims");
   static_assert(BN % 32 == 0 && BN <= 128, "key tile");
   static_assert(T >= 0 && T <= kMaxStaged, "staged gathers");
   static_assert(!WgmmaOf<Spec>::value || (NW % 4 == 0 && MW == 1 && D % 64 == 0 &&
@@ -661,12 +685,16 @@ FG_DEV void qk_step(float (&c)[K::BN / 8][4], u64 dq, u32 kt, int scale_d, int o
 }
 // kIf: issued only where `on` is not 0 (each wgmma under a guard predicate: a branch around
 // them would make ptxas serialize the loop's wgmma)
+// k16: the score's k16 steps (AttnSm80::score_k16; a constant once the callers' loop over the
+// scores unrolls, so no branch is left around a wgmma)
 template <class K, bool kIf = false>
-FG_DEV void scores_wgmma(float (&c)[K::BN / 8][4], u32 q_tile, u32 k_tile, int wg, int on = 1) {
+FG_DEV void scores_wgmma(float (&c)[K::BN / 8][4], u32 q_tile, u32 k_tile, int wg, int on = 1,
+                         int k16 = K::D / 16) {
   constexpr int D = K::D, BN = K::BN;
   const u32 q0 = q_tile + wg * 64 * 128;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
+    if (kk >= k16) break;
     const u32 off = (kk % 4) * 32;
     qk_step<K, 0, kIf>(c, desc_sw128(q0 + (kk / 4) * SmemTile<K::BM, D>::kPanelBytes + off),
                        k_tile + (kk / 4) * SmemTile<BN, D>::kPanelBytes + off, kk > 0,
@@ -714,14 +742,16 @@ FG_DEV void fence_regs(const u32 (&a)[N][4]) {
 }
 #endif
 
-// S[b] (16 x BN per m-block b) = Q[b] K^T: Q from registers or from the shared Q tile.
+// S[b] (16 x BN per m-block b) = Q[b] K^T: Q from registers or from the shared Q tile; k16:
+// the score's k16 steps (AttnSm80::score_k16).
 template <class K, bool kQRegs, int QK>
 FG_DEV void scores_mma(float (&c)[K::MW][K::BN / 8][4], const u32 (&qa)[K::MW][QK][4],
                        const LdmAddr<K::BM, K::D>& aq, const LdmAddr<K::BN, K::D>& ak,
-                       int qrow0) {
+                       int qrow0, int k16 = K::D / 16) {
   constexpr int MW = K::MW, D = K::D, BN = K::BN;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
+    if (kk >= k16) break;
     u32 qf[MW][4];
 #pragma unroll
     for (int b = 0; b < MW; ++b) {
@@ -1024,12 +1054,13 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           if constexpr (K::kWs) {
             if (half == 0)
               load_tile_async<BM / 2, D, NQ, K::DIN, kClamp, BM, 0>(dst, src, ctx.q_ld[s], m0, M,
-                                                                   q_tid);
+                                                                   q_tid, K::din(s));
             else
               load_tile_async<BM / 2, D, NQ, K::DIN, kClamp, BM, BM / 2>(
-                  dst, src, ctx.q_ld[s], m0 + BM / 2, M, q_tid);
+                  dst, src, ctx.q_ld[s], m0 + BM / 2, M, q_tid, K::din(s));
           } else {
-            load_tile_async<BM, D, NQ, K::DIN, kClamp>(dst, src, ctx.q_ld[s], m0, M, q_tid);
+            load_tile_async<BM, D, NQ, K::DIN, kClamp>(dst, src, ctx.q_ld[s], m0, M, q_tid,
+                                                       K::din(s));
           }
         }
     }
@@ -1096,7 +1127,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
         for (int p = 0; p < K::NP; ++p)
           load_tile_async<BN, D, K::NL, K::DIN>(st + (s * K::NP + p) * K::kKBytes,
                                                 ctx.k[s] + p * K::kPitchQK, ctx.k_ld[s], j * BN,
-                                                N, lt);
+                                                N, lt, K::din(s));
 #pragma unroll
       for (int i = 0; i < V; ++i)
 #pragma unroll
@@ -1644,10 +1675,12 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       for (int s = 0; s < S; ++s) {
         if (on < 0)
           scores_wgmma<K>(c[s][0], q_base + s * K::kQBytes,
-                          s_kv + stage * K::kStageBytes + s * K::kKBytes, warp / 4);
+                          s_kv + stage * K::kStageBytes + s * K::kKBytes, warp / 4, 1,
+                          K::score_k16(s));
         else
           scores_wgmma<K, true>(c[s][0], q_base + s * K::kQBytes,
-                                s_kv + stage * K::kStageBytes + s * K::kKBytes, warp / 4, on);
+                                s_kv + stage * K::kStageBytes + s * K::kKBytes, warp / 4, on,
+                                K::score_k16(s));
       }
       wg_commit();
     } else {
@@ -1702,7 +1735,7 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
           const LdmAddr<BN, D> ak(st + (s * K::NP + j) * K::kKBytes, lane_row_kt(lane),
                                   lane_col_kt(lane));
           scores_mma<K, K::kQInRegs, K::kQK>(c[s], qa[s * K::NP + i], aq_lane[s * K::NP + i],
-                                             ak, wrow0);
+                                             ak, wrow0, K::score_k16(s));
         }
       }
     }

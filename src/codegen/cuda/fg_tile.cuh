@@ -185,10 +185,13 @@ struct SmemTile {
 // 16-byte aligned: the chunks are gathered element by element (plain loads, stored at once).
 // With TROWS > ROWS the rows are rows TR0 .. TR0 + ROWS - 1 of a SmemTile<TROWS, COLS> at sdst
 // (a part of a taller tile; TR0 a multiple of 8, so the swizzle is the tile's).
+// `cin` (a compile-time value where the caller's loop unrolls; at most CIN, and a multiple of 8
+// unless it is CIN) narrows the columns held further: a tile shared by operands of different
+// widths (scores over head dims of their own).
 template <int ROWS, int COLS, int NT, int CIN = COLS, bool kClampRows = false, int TROWS = ROWS,
           int TR0 = 0>
 FG_DEV void load_tile_async(u32 sdst, const bf16raw* g, i64 ld, int row0, int rows_total,
-                            int tid) {
+                            int tid, int cin = CIN) {
   static_assert(TR0 % 8 == 0 && TR0 + ROWS <= TROWS, "rows of the tile");
   using T = SmemTile<TROWS, COLS>;
   auto off = [](int r, int c) { return T::off(r + TR0, c); };  // (the part's rows)
@@ -202,11 +205,11 @@ FG_DEV void load_tile_async(u32 sdst, const bf16raw* g, i64 ld, int row0, int ro
       const int rr = idx / CPR, c = (idx % CPR) * 8;
       const int grow = kClampRows ? min(row0 + rr, rows_total - 1) : row0 + rr;
       u32 w[4] = {0u, 0u, 0u, 0u};
-      if (grow < rows_total && c < CIN) {
+      if (grow < rows_total && c < cin) {
         const bf16raw* src = g + (i64)grow * ld + c;
 #pragma unroll
         for (int e = 0; e < 8; ++e)
-          if (c + e < CIN) w[e / 2] |= (u32)src[e] << (16 * (e % 2));
+          if (c + e < cin) w[e / 2] |= (u32)src[e] << (16 * (e % 2));
       }
       asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(sdst + off(rr, c)),
                    "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]));
@@ -220,7 +223,7 @@ FG_DEV void load_tile_async(u32 sdst, const bf16raw* g, i64 ld, int row0, int ro
     for (int i = 0; i < ROWS / RS; ++i) {
       const int rr = r + i * RS;
       const int grow = kClampRows ? min(row0 + rr, rows_total - 1) : row0 + rr;
-      const bool ok = grow < rows_total && c < CIN;
+      const bool ok = grow < rows_total && c < cin;
       const bf16raw* src = g + (ok ? (i64)grow * ld + c : 0);
       const u32 dst = kImm ? d0 + i * RS * (T::kPW * 2) : sdst + off(rr, c);
       cp_async16(dst, src, ok ? 16 : 0);
@@ -231,7 +234,7 @@ FG_DEV void load_tile_async(u32 sdst, const bf16raw* g, i64 ld, int row0, int ro
       const int idx = i * NT + tid;
       const int rr = idx / CPR, c = (idx % CPR) * 8;
       const int grow = kClampRows ? min(row0 + rr, rows_total - 1) : row0 + rr;
-      const bool ok = grow < rows_total && c < CIN;
+      const bool ok = grow < rows_total && c < cin;
       const bf16raw* src = g + (ok ? (i64)grow * ld + c : 0);
       cp_async16(sdst + off(rr, c), src, ok ? 16 : 0);
     }
