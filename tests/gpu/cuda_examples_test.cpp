@@ -1384,12 +1384,19 @@ TEST(CudaBackend, ThreeScoreMapsMatchTheReference) {
 // different widths) on the tensor cores against the reference: the narrower score's tiles read
 // as 0 past its columns and its products stop there. Widths (d, r): 128 and 64 (MLA's), 64 and
 // 32, 96 and 40 (mma.sync on sm90: tiles of 96), 40 and 128 (the narrower score first); decode
-// calls, split key loops, walking blocks and long loops.
-TEST(CudaBackend, ScoresOverHeadDimsOfTheirOwnMatchTheReference) {
+// calls, split key loops, walking blocks and long loops. A test per program, so that shards
+// share them (the three in one test ran past 110 s of one shard on an H100).
+class CudaScoreDims : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaScoreDims, ScoresOverHeadDimsOfTheirOwnMatchTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   const std::vector<Program> ps =
       parse_file(testing::source_path("tests/programs/score_dims.attn"));
-  for (const Program& p : ps)
+  auto it = std::find_if(ps.begin(), ps.end(),
+                         [&](const Program& p) { return p.name == GetParam(); });
+  ASSERT_NE(it, ps.end()) << GetParam();
+  const Program& p = *it;
+  {
     for (const auto& [d, r] : std::vector<std::pair<int64_t, int64_t>>{{128, 64}, {64, 32},
                                                                        {96, 40}, {40, 128}})
       for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{
@@ -1404,7 +1411,13 @@ TEST(CudaBackend, ScoresOverHeadDimsOfTheirOwnMatchTheReference) {
         check_inputs(p, random_inputs(p, ext, 191 + m + d), ext);
         if (::testing::Test::HasFatalFailure()) return;
       }
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Programs, CudaScoreDims, ::testing::Values("mla", "mla_lse", "two_widths"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
 
 // Weights that are not finite (tests/programs/gates.attn) against the reference:
 // gates of inf and NaN at keys the causal mask removes, of 0 over values of inf, of inf over
