@@ -395,7 +395,7 @@ class Lowering : public TensorCoreView {
              " columns beside a score of " + S(D_) + " (a narrower score's columns: a multiple "
              "of 8)");
     for (const Score& sc : scores_)
-      if (sc.dim != cdim_ && launch_.pieces > 1)
+      if (sc.D != D_ && launch_.pieces > 1)
         fail("operands in bf16 pieces beside scores over head dims of their own (" +
              p_.dims[cdim_] + ", " + p_.dims[sc.dim] + "): a row's pieces are one head dim apart");
     DV_ = vdim_ >= 0 ? head_extent(vdim_) : kNominalValueCols;
@@ -979,7 +979,7 @@ class Lowering : public TensorCoreView {
     // softmax exponentials a pair take the special-function pipe fewer clocks than its
     // products take the tensor pipe (tensor_bound).
     const int G = static_cast<int>(groups_.size());
-    const int64_t mma_work = products_per_pair(Sn, A, vsplit_);
+    const int64_t mma_work = products_per_pair(A, vsplit_);
     int exps = 0;  // a softmax group's exponential per (row, key) pair and value chunk
     for (const Group& g : groups_) exps += g.max_node >= 0 && !g.bare;
     for (vs *= 2;; vs *= 2) {
@@ -993,21 +993,21 @@ class Lowering : public TensorCoreView {
         return;
       }
       const std::string failed = launch_.products_why.substr(launch_.products_why.find(": ") + 2);
-      if (products_per_pair(Sn, A, vs) > kWgmmaWorkRatio * mma_work) {
+      if (products_per_pair(A, vs) > kWgmmaWorkRatio * mma_work) {
         launch_.products_why += "; a value split of " + S(vs) + " would take " +
-                                S(products_per_pair(Sn, A, vs)) + " multiply-adds a (row, key) " +
+                                S(products_per_pair(A, vs)) + " multiply-adds a (row, key) " +
                                 "pair, more than " + ratio_text(kWgmmaWorkRatio) + "x mma.sync's " +
                                 S(mma_work);
         return;
       }
       // (where the arrays do not fit at 64-key tiles either, try_wgmma says so)
       if (wgmma_live_regs(Sn, A, G, 64, DVt_ / vs) <= kWgmmaLiveRegs &&
-          !tensor_bound(Sn, A, vs, exps)) {
+          !tensor_bound(A, vs, exps)) {
         launch_.products_why =
             "mma.sync: " + failed + "; at a value split of " + S(vs) + ", where wgmma's " +
             "arrays fit the registers, the " + S(vs * exps) + " softmax exponentials a (row, " +
             "key) pair would keep the special-function pipe busy at least as long as the " +
-            S(products_per_pair(Sn, A, vs)) + " multiply-adds keep the tensor pipe";
+            S(products_per_pair(A, vs)) + " multiply-adds keep the tensor pipe";
         return;
       }
       if (try_wgmma(Sn, A, vs)) {
@@ -1015,7 +1015,7 @@ class Lowering : public TensorCoreView {
             "wgmma fits at this split, not at " + S(vs / 2) + " (" + failed +
             "), and the kernel stays tensor-bound (" +
             (exps ? S(vs * exps) + " softmax exponentials against " +
-                        S(products_per_pair(Sn, A, vs)) + " multiply-adds a pair"
+                        S(products_per_pair(A, vs)) + " multiply-adds a pair"
                   : std::string("no softmax exponentials")) +
             ")";
         return;
@@ -1092,7 +1092,12 @@ class Lowering : public TensorCoreView {
     if (vs > 1) launch_.few_value_split_why = why(vs / 2);
   }
   // Multiply-adds per (row, key) pair at value split vs: every chunk recomputes the scores.
-  int64_t products_per_pair(int Sn, int A, int vs) const { return vs * Sn * Dt_ + A * DVt_; }
+  // (a score narrower than the tile: the k16 steps of its own columns)
+  int64_t products_per_pair(int A, int vs) const {
+    int64_t scores = 0;
+    for (const Score& sc : scores_) scores += sc.D == D_ ? Dt_ : (sc.D + 15) / 16 * 16;
+    return vs * scores + A * DVt_;
+  }
   static constexpr double kWgmmaWorkRatio = 1.5;
   // sm_90 per SM and clock: 16 exponentials (the special-function pipe) against 2048 bf16
   // multiply-adds (the tensor pipe), so an exponential costs as long as 128 multiply-adds.
@@ -1101,8 +1106,8 @@ class Lowering : public TensorCoreView {
   // sigmoid) would have kept softcap and sigmoid attention at e = 256 on mma.sync, where the
   // wider split measured 1.16x and 1.24x faster (bench/NOTES.md, sessions 20 and 21).
   static constexpr int64_t kMultiplyAddsPerExp = 2048 / 16;
-  bool tensor_bound(int Sn, int A, int vs, int exps) const {
-    return vs * exps * kMultiplyAddsPerExp < products_per_pair(Sn, A, vs);
+  bool tensor_bound(int A, int vs, int exps) const {
+    return vs * exps * kMultiplyAddsPerExp < products_per_pair(A, vs);
   }
   // Sm80Launch::checks_read_scores: a gather checked on the device (any gather not by plain dim
   // indices: a proved one is checked in the FG_CHECK_GATHERS and careful builds) whose index, or

@@ -539,6 +539,14 @@ struct AttnSm80 {
   static constexpr __host__ __device__ int din_of(int, long) { return DIN; }
   static constexpr __host__ __device__ int din(int s) { return din_of<Spec>(s, 0); }
   static constexpr __host__ __device__ int score_k16(int s) { return (din(s) + 15) / 16; }
+  // TMA (64-column panels): the panels of score s's K that hold its columns (the rest of its
+  // tile is never read: its k16 steps stop before them), and a stage's bytes the copies bring
+  static constexpr __host__ __device__ int k_panels(int s) { return (din(s) + 63) / 64; }
+  static constexpr __host__ __device__ int kv_tx_bytes() {
+    int b = Spec::kNumV * SmemTile<Spec::kBlockN, Spec::kValueDim>::kBytes;
+    for (int s = 0; s < Spec::kNumScores; ++s) b += k_panels(s) * Spec::kBlockN * 128;
+    return b;
+  }
   // (each at most DIN, a multiple of 8 unless it is DIN: load_tile_async's column bound)
   static constexpr __host__ __device__ bool score_dims_fit() {
     for (int s = 0; s < Spec::kNumScores; ++s)
@@ -1241,10 +1249,12 @@ FG_DEV void attn_fwd_sm80(const typename Spec::Params& params) {
       auto issue_tma = [&](int jt, int stg) {
         if constexpr (K::kTma) {
           const u32 st = s_kv + stg * K::kStageBytes, bar = ring + 8 * stg;
-          mbar_expect_tx_only(bar, S * K::kKBytes + V * K::kVBytes);
+          mbar_expect_tx_only(bar, K::kv_tx_bytes());
 #pragma unroll
           for (int o = 0; o < S + V; ++o) {
-            const int C = o < S ? D : DV;
+            // (a narrower score's K: only the panels of its own columns, K::k_panels; the
+            // others are never read)
+            const int C = o < S ? 64 * K::k_panels(o) : DV;
             const u32 dst = st + (o < S ? o * K::kKBytes : K::kKAll + (o - S) * K::kVStride);
 #pragma unroll
             for (int pn = 0; pn < C / 64; ++pn)
