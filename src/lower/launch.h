@@ -79,7 +79,7 @@ struct Sm80Structure {
   std::vector<Score> scores;
   std::vector<Group> groups;
   std::vector<PV> pv;
-  int head_dim = -1, value_dim = -1;  // dim ids
+  int value_dim = -1;  // dim id (each score's head dim: Score::dim)
 };
 
 // How the host launches and binds one generated kernel.
@@ -229,9 +229,10 @@ struct Sm80Launch {
                        : params_maps_word() + 16 * static_cast<int>(tma.size());
   }
   std::vector<std::pair<std::string, int64_t>> head_dims;  // the extents compiled in
-  int num_scores = 1, num_acc = 1;  // for FLOP counts: per (row, key) pair 2*D per score
-  int64_t head_dim = 0, value_dim = 0;  // and 2*DV per accumulator (head_dim: the widest score's)
-  int64_t score_dims = 0;  // the scores' head dims summed: 2 * score_dims FLOPs a (row, key) pair
+  // For FLOP counts: per (row, key) pair 2 * score_dims (the scores' head dims summed) and
+  // 2 * value_dim per accumulator.
+  int64_t score_dims = 0, value_dim = 0;
+  int num_acc = 1;
   int mask_node = -1;               // the plan's tile mask (FLOPs count unmasked pairs only)
   std::vector<int> int32_dims;      // dims whose extents must stay below 2^31 (32-bit indices)
   // An integer count of a bool summed in f32 (a row sum of a plain group): exact while the key

@@ -42,7 +42,6 @@ class Lowering : public TensorCoreView {
     for (const Score& sc : scores_) st.scores.push_back({sc.node, sc.qbuf, sc.kbuf, sc.dim});
     st.groups = groups_;
     for (const Acc& a : pv_) st.pv.push_back({a.node, a.group, vbufs_[a.vidx]});
-    st.head_dim = cdim_;
     st.value_dim = vdim_;
   }
 
@@ -581,9 +580,7 @@ class Lowering : public TensorCoreView {
       launch_.score_dims += sc.D;
     }
     if (vdim_ >= 0 && !score_dim(vdim_)) launch_.head_dims.push_back({p_.dims[vdim_], DV_});
-    launch_.num_scores = Sn;
     launch_.num_acc = A;
-    launch_.head_dim = D_;
     launch_.value_dim = DV_;
     launch_.mask_node = k_.tiles.mask;
     for (int id : diagonal_) launch_.diagonal.push_back(node_text(p_, id));

@@ -468,7 +468,7 @@ TEST(Lower, TheTensorCoreStructureIsData) {
   for (const auto& s : st.scores)
     pairs.insert(c.plan.buffers[s.q_buffer].name + "." + c.plan.buffers[s.k_buffer].name);
   EXPECT_EQ(pairs, (std::set<std::string>{"q1.k1", "q2.k2"}));
-  EXPECT_EQ(q.dims[st.head_dim], "d");
+  for (const auto& s : st.scores) EXPECT_EQ(q.dims[s.dim], "d");
   EXPECT_EQ(q.dims[st.value_dim], "e");
   ASSERT_EQ(st.groups.size(), 2u);
   for (const auto& g : st.groups) {
@@ -559,7 +559,7 @@ program mixed(q: bf16[b, h, m, d], k: f16[b, h, n, d], v: bf16[b, h, n, e]) {
     EXPECT_TRUE(tc.Dt >= d && tc.Dt < d + 32) << tc.Dt;
     EXPECT_TRUE(tc.DVt >= e && tc.DVt < e + 32) << tc.DVt;
     EXPECT_EQ(tc.DVc * tc.vsplit, tc.DVt);
-    EXPECT_EQ(tc.launch.head_dim, d);  // FLOPs count the program's extents
+    EXPECT_EQ(tc.launch.score_dims, d);  // FLOPs count the program's extents
   }
   Compiled c = lowered(select_program(parse_source(src, "t.attn"), "f16odd"), Target::cuda_sm80, {{"d", 257}, {"e", 64}});
   EXPECT_EQ(c.lowered.kernels[0].path, LoweredKernel::Path::element);

@@ -543,13 +543,13 @@ struct AttnSm80 {
   // tile is never read: its k16 steps stop before them), and a stage's bytes the copies bring
   static constexpr __host__ __device__ int k_panels(int s) { return (din(s) + 63) / 64; }
   static constexpr __host__ __device__ int kv_tx_bytes() {
-    int b = Spec::kNumV * SmemTile<Spec::kBlockN, Spec::kValueDim>::kBytes;
-    for (int s = 0; s < Spec::kNumScores; ++s) b += k_panels(s) * Spec::kBlockN * 128;
+    int b = V * kVBytes;
+    for (int s = 0; s < S; ++s) b += k_panels(s) * BN * 128;
     return b;
   }
   // (each at most DIN, a multiple of 8 unless it is DIN: load_tile_async's column bound)
   static constexpr __host__ __device__ bool score_dims_fit() {
-    for (int s = 0; s < Spec::kNumScores; ++s)
+    for (int s = 0; s < S; ++s)
       if (din(s) <= 0 || din(s) > DIN || (din(s) % 8 != 0 && din(s) != DIN)) return false;
     return true;
   }
